@@ -1,0 +1,212 @@
+"""E_q: the exact interpreter, ground truth for generation and the exact reader.
+
+Rules (PROTOCOL.md, made precise here; ``docs/pair-format.md`` repeats them):
+
+* The clock is the largest ``now`` among non-revoked ticks (0 when there are none).
+  A record is time-valid while ``starts <= clock <= expires`` (either bound optional).
+* A revoke permanently invalidates its target.  Revokes themselves cannot be
+  revoked: a revoke that targets a revoke has no effect, so revocation is monotone.
+* For each key, the candidates are the binding records for that key that are not
+  revoked and are active: time-valid; a ``when`` record only while its condition
+  holds; a ``replay`` only while its target is not revoked and the target itself
+  would be active (it re-asserts the target's payload, validity window included).
+  A replay whose target is absent, or not a binding record, stays a candidate and
+  evaluates to null: it depends on something missing.
+* The candidate with the highest ``rev`` wins.  Two candidates sharing the top
+  revision are a conflict and give null (breaking the tie by id would make the
+  answer depend on identifier spelling, which renaming must never change).
+* The winner is evaluated: a literal; ``copy`` resolves ``src``; ``choose``
+  resolves the selector and then the option it names (no such option -> null).
+  If the winner depends on something missing the answer is null; it never falls
+  back to an older record.  Cycles resolve to null and never hang.
+* ``add`` records newer than the winner (``rev`` strictly greater), valid and not
+  revoked, are summed onto the winner's value, which must then be an integer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from histories._records import (
+    AddRecord,
+    ChooseRecord,
+    CopyRecord,
+    Record,
+    ReplayRecord,
+    SetRecord,
+    WhenRecord,
+)
+
+Answer = dict[str, str | None]
+"""Resolved value per query key; ``None`` is the null answer."""
+
+_INTEGER = re.compile(r"^-?[0-9]{1,18}$")
+_BINDING = (SetRecord, CopyRecord, ChooseRecord, ReplayRecord, WhenRecord)
+
+
+class LogIndex:
+    """A log indexed once so that many keys can be resolved against it cheaply."""
+
+    __slots__ = ("adds", "bindings", "by_id", "clock", "revoked")
+
+    def __init__(self, records: Iterable[Record]) -> None:
+        records = list(records)
+        self.by_id: dict[str, Record] = {r.id: r for r in records}
+        by_id = self.by_id
+        self.revoked: set[str] = {
+            r.target for r in records if r.op == "revoke" and by_id.get(r.target, r).op != "revoke"
+        }
+        revoked = self.revoked
+        ticks = [r.now for r in records if r.op == "tick" and r.id not in revoked]
+        self.clock = max(ticks, default=0)
+        self.bindings: dict[str, list[Record]] = {}
+        self.adds: dict[str, list[AddRecord]] = {}
+        for record in records:
+            op = record.op
+            if op == "revoke" or op == "tick" or record.id in revoked:
+                continue
+            if op == "add":
+                self.adds.setdefault(record.key, []).append(record)  # type: ignore[union-attr,arg-type]
+            else:
+                self.bindings.setdefault(record.key, []).append(record)  # type: ignore[union-attr]
+
+    def extended(self, records: Iterable[Record]) -> LogIndex:
+        """The index of this log plus ``records`` (a future), without re-indexing the prefix.
+
+        Falls back to a full rebuild when the new records revoke or tick, since those
+        change what the prefix's entries mean.
+        """
+        records = list(records)
+        if any(r.op in ("revoke", "tick") for r in records):
+            return LogIndex([*self.by_id.values(), *records])
+        new = LogIndex.__new__(LogIndex)
+        new.by_id = {**self.by_id, **{r.id: r for r in records}}
+        new.revoked = self.revoked
+        new.clock = self.clock
+        new.bindings = {k: list(v) for k, v in self.bindings.items()}
+        new.adds = {k: list(v) for k, v in self.adds.items()}
+        for record in records:
+            if record.id in new.revoked:
+                continue
+            if record.op == "add":
+                new.adds.setdefault(record.key, []).append(record)
+            else:
+                new.bindings.setdefault(record.key, []).append(record)  # type: ignore[union-attr]
+        return new
+
+    def resolve(self, keys: Sequence[str]) -> Answer:
+        """E_q for ``keys``; each key is resolved on its own, so answers never
+        depend on which other keys were asked."""
+        return {key: _Resolver(self).value(key) for key in keys}
+
+
+class _Resolver:
+    """One resolution pass: memo plus the set of keys in progress (cycle guard)."""
+
+    __slots__ = ("in_progress", "index", "memo")
+
+    def __init__(self, index: LogIndex) -> None:
+        self.index = index
+        self.memo: dict[str, str | None] = {}
+        self.in_progress: set[str] = set()
+
+    def value(self, key: str) -> str | None:
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.in_progress:
+            return None
+        self.in_progress.add(key)
+        try:
+            result = self._compute(key)
+        finally:
+            self.in_progress.discard(key)
+        self.memo[key] = result
+        return result
+
+    def _compute(self, key: str) -> str | None:
+        winner: Record | None = None
+        tied = False
+        for record in self.index.bindings.get(key, ()):
+            if not self._active(record, set()):
+                continue
+            rev: int = record.rev  # type: ignore[union-attr]
+            if winner is None or rev > winner.rev:  # type: ignore[union-attr]
+                winner, tied = record, False
+            elif rev == winner.rev:  # type: ignore[union-attr]
+                tied = True
+        if winner is None or tied:
+            return None
+        value = self._payload(winner, set())
+        newer_adds = [
+            a
+            for a in self.index.adds.get(key, ())
+            if a.rev > winner.rev and self._time_valid(a.expires, None)  # type: ignore[union-attr]
+        ]
+        if not newer_adds:
+            return value
+        if value is None or not _INTEGER.match(value):
+            return None
+        return str(int(value) + sum(a.delta for a in newer_adds))
+
+    def _time_valid(self, expires: int | None, starts: int | None) -> bool:
+        clock = self.index.clock
+        return (expires is None or clock <= expires) and (starts is None or clock >= starts)
+
+    def _active(self, record: Record, seen: set[str]) -> bool:
+        """Whether a binding record competes for its key right now."""
+        match record:
+            case SetRecord() | CopyRecord():
+                return self._time_valid(record.expires, record.starts)
+            case ChooseRecord():
+                return True
+            case WhenRecord():
+                return self._time_valid(record.expires, None) and (
+                    self.value(record.cond_key) == record.cond_value
+                )
+            case ReplayRecord():
+                if record.target in self.index.revoked:
+                    return False
+                target = self.index.by_id.get(record.target)
+                if target is None or not isinstance(target, _BINDING) or record.id in seen:
+                    return True  # a candidate that depends on something missing
+                seen.add(record.id)
+                return self._active(target, seen)
+            case _:
+                return False
+
+    def _payload(self, record: Record, seen: set[str]) -> str | None:
+        """Evaluate what a winning record asserts."""
+        match record:
+            case SetRecord() | WhenRecord():
+                return record.value
+            case CopyRecord():
+                return self.value(record.src)
+            case ChooseRecord():
+                label = self.value(record.selector)
+                if label is None or label not in record.options:
+                    return None
+                return self.value(record.options[label])
+            case ReplayRecord():
+                target = self.index.by_id.get(record.target)
+                if (
+                    target is None
+                    or record.id in seen
+                    or target.id in self.index.revoked
+                    or not isinstance(target, _BINDING)
+                ):
+                    return None
+                seen.add(record.id)
+                return self._payload(target, seen)
+            case _:
+                return None
+
+
+def resolve(records: Iterable[Record], keys: Sequence[str]) -> Answer:
+    """E_q(records, keys): ``{key: value | None}`` by the rules in this module's docstring."""
+    return LogIndex(records).resolve(keys)
+
+
+def answers_equal(left: Mapping[str, str | None], right: Mapping[str, str | None]) -> bool:
+    """Exact equality of two answers over the same keys (null is a value like any other)."""
+    return dict(left) == dict(right)

@@ -1,0 +1,159 @@
+"""Pair files: ``pairs.jsonl`` plus ``manifest.json``, written atomically, loaded strictly.
+
+Loading validates everything a hand-written file can get wrong and names the
+file, the line and the field (and, for the pair property, which property failed).
+Writing never leaves a half-written dataset behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from histories._generate import GENERATOR_VERSION, GenerationConfig
+from histories._pair import Pair, PairPropertyError, check_pair
+
+PAIRS_FILE = "pairs.jsonl"
+MANIFEST_FILE = "manifest.json"
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""A pair line larger than this is refused before parsing (bounded memory)."""
+
+
+class PairFileError(ValueError):
+    """A pair file is unreadable or invalid; the message names file, line and field."""
+
+    def __init__(self, path: Path | str, line: int | None, field: str | None, message: str) -> None:
+        where = str(path) + (f":{line}" if line is not None else "")
+        super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
+        self.path, self.line, self.field = str(path), line, field
+
+
+def _field_path(loc: Sequence[int | str]) -> str:
+    # pydantic puts the union tag into the location ("set", "copy", ...); keep it,
+    # it tells the user which record kind was being validated.
+    return ".".join(str(part) for part in loc)
+
+
+def parse_pair_line(text: str, path: Path | str = "<string>", line: int = 1) -> Pair:
+    """One JSON line -> a verified Pair, or PairFileError naming line and field."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES:
+        raise PairFileError(path, line, None, f"line longer than {MAX_LINE_BYTES} bytes")
+    try:
+        data: Any = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise PairFileError(path, line, None, f"not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise PairFileError(path, line, None, "a pair line must be a JSON object")
+    try:
+        pair = Pair.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        raise PairFileError(path, line, _field_path(first["loc"]), first["msg"] + more) from None
+    try:
+        gold = check_pair(pair)
+    except PairPropertyError as error:
+        raise PairFileError(path, line, error.field, error.reason) from None
+    return pair if pair.gold is not None else pair.model_copy(update={"gold": gold})
+
+
+def iter_pair_file(path: Path | str) -> Iterator[Pair]:
+    """Verified pairs of a JSON-lines file, one per non-blank line; duplicate ids refused."""
+    path = Path(path)
+    seen: dict[str, int] = {}
+    try:
+        handle = path.open("r", encoding="utf-8")
+    except OSError as error:
+        raise PairFileError(path, None, None, f"cannot read pair file ({error.strerror})") from None
+    with handle:
+        try:
+            for number, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                pair = parse_pair_line(text, path, number)
+                if pair.pair_id in seen:
+                    raise PairFileError(
+                        path,
+                        number,
+                        "pair_id",
+                        f"duplicate pair id {pair.pair_id!r} (first on line {seen[pair.pair_id]})",
+                    )
+                seen[pair.pair_id] = number
+                yield pair
+        except UnicodeDecodeError as error:
+            raise PairFileError(path, None, None, f"not UTF-8 text ({error.reason})") from None
+    if not seen:
+        raise PairFileError(path, None, None, "no pairs in file")
+
+
+def load_pairs(path: Path | str) -> list[Pair]:
+    """All pairs of a file (see ``iter_pair_file``)."""
+    return list(iter_pair_file(path))
+
+
+class Manifest(BaseModel):
+    """What produced a dataset, so it can be reproduced and checked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    generator_version: str
+    package_version: str
+    config: GenerationConfig
+    n_pairs: int
+    pairs_per_family: dict[str, int]
+    pairs_sha256: str
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("memory-audit")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def dataset_bytes(
+    lines: Iterable[str], config: GenerationConfig, families: Iterable[str]
+) -> tuple[bytes, bytes]:
+    """The exact bytes of pairs.jsonl and manifest.json (no timestamps: reproducible)."""
+    body = "".join(line + "\n" for line in lines).encode("utf-8")
+    manifest = Manifest(
+        generator_version=GENERATOR_VERSION,
+        package_version=_package_version(),
+        config=config,
+        n_pairs=body.count(b"\n"),
+        pairs_per_family=dict(Counter(families)),
+        pairs_sha256=hashlib.sha256(body).hexdigest(),
+    )
+    return body, (manifest.model_dump_json(indent=2) + "\n").encode("utf-8")
+
+
+def write_files_atomically(directory: Path, files: dict[str, bytes]) -> None:
+    """Write every file or none: temp files first, then renames; a directory this
+    call created is removed again if anything fails."""
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    temps: dict[str, str] = {}
+    try:
+        for name, content in files.items():
+            fd, temp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+            temps[name] = temp
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+        for name, temp in temps.items():
+            os.replace(temp, directory / name)
+    except BaseException:
+        for temp in temps.values():
+            Path(temp).unlink(missing_ok=True)
+        if created:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise

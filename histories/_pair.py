@@ -1,0 +1,245 @@
+"""The paired history: two variants, one query, two shared futures, gold answers.
+
+A pair is the unit of the audit.  Its *pair property* makes a failure provable:
+both variants give the same current answer, the reveal future makes their answers
+differ, and the override future makes them equal again.  ``check_pair`` verifies
+it with E_q and names the field or property that fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import chain
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from histories._interpreter import Answer, LogIndex
+from histories._records import IDENTIFIER_PATTERN, Identifier, Record
+
+VariantName = Literal["A", "B"]
+FutureName = Literal["reveal", "override"]
+Branch = Literal["current", "reveal", "override"]
+RenderStyle = Literal["json", "log", "prose"]
+TransformKind = Literal["rename", "permute", "decoy"]
+
+VARIANTS: tuple[VariantName, VariantName] = ("A", "B")
+FUTURES: tuple[FutureName, FutureName] = ("reveal", "override")
+BRANCHES: tuple[Branch, Branch, Branch] = ("current", "reveal", "override")
+
+Chunk = list[Record]
+PairId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:~\-]{1,200}$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Variant(_Model):
+    """One variant's prefix, cut into the chunks a compressor streams."""
+
+    chunks: list[Chunk] = Field(min_length=1)
+
+    def records(self) -> list[Record]:
+        return list(chain.from_iterable(self.chunks))
+
+
+class Futures(_Model):
+    """The shared futures; each is two chunks: the real operation, then distractors."""
+
+    reveal: list[Chunk] = Field(min_length=1)
+    """Exposes the hidden distinction: the answers of A and B differ after it."""
+    override: list[Chunk] = Field(min_length=1)
+    """Control: installs a new answer that is the same for both variants."""
+
+    def of(self, name: FutureName) -> list[Chunk]:
+        return self.reveal if name == "reveal" else self.override
+
+
+class Variants(_Model):
+    A: Variant
+    B: Variant
+
+    def of(self, name: VariantName) -> Variant:
+        return self.A if name == "A" else self.B
+
+
+class Gold(_Model):
+    """E_q's answers for one variant on each branch."""
+
+    current: Answer
+    reveal: Answer
+    override: Answer
+
+    def of(self, branch: Branch) -> Answer:
+        return getattr(self, branch)  # type: ignore[no-any-return]
+
+
+class GoldPair(_Model):
+    A: Gold
+    B: Gold
+
+    def of(self, name: VariantName) -> Gold:
+        return self.A if name == "A" else self.B
+
+
+class TransformInfo(_Model):
+    """How a transformed pair was derived from its source pair (stored, invertible)."""
+
+    kind: TransformKind
+    index: int = Field(ge=0)
+    mapping: dict[str, str] = Field(default_factory=dict)
+    """Old label -> new label (renamings); empty for permutations."""
+
+    def inverse_mapping(self) -> dict[str, str]:
+        return {new: old for old, new in self.mapping.items()}
+
+
+class Pair(_Model):
+    """One matched-prefix pair (one line of ``pairs.jsonl``)."""
+
+    pair_id: PairId
+    family: Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
+    query: list[Identifier] = Field(min_length=1, max_length=64)
+    variants: Variants
+    futures: Futures
+    gold: GoldPair | None = None
+    """Filled by the generator and re-checked on load; hand-written pairs may omit it."""
+    task_keys: list[Identifier] = Field(default_factory=list)
+    """Keys the task uses; every other key belongs to a distractor (used by decoy renaming)."""
+    chunk_size: int = Field(default=8, ge=1, le=100_000)
+    render: RenderStyle = "json"
+    source_pair_id: PairId | None = None
+    """The independent source pair this one was transformed from (None: it is a source)."""
+    transform: TransformInfo | None = None
+
+    @property
+    def source_id(self) -> str:
+        """The id that counts toward n: transforms never add independent pairs."""
+        return self.source_pair_id or self.pair_id
+
+    def prefix(self, variant: VariantName) -> list[Record]:
+        return self.variants.of(variant).records()
+
+    def future(self, name: FutureName) -> list[Record]:
+        return list(chain.from_iterable(self.futures.of(name)))
+
+    def history(self, variant: VariantName, branch: Branch) -> list[Record]:
+        """The whole log a reader needs for ``branch``: prefix, plus the future if any."""
+        records = self.prefix(variant)
+        return records if branch == "current" else records + self.future(branch)
+
+    def all_records(self) -> Iterator[Record]:
+        for variant in VARIANTS:
+            yield from self.prefix(variant)
+        for future in FUTURES:
+            yield from self.future(future)
+
+    def to_json(self) -> str:
+        """One line of pairs.jsonl (optional fields that are unset left out)."""
+        return self.model_dump_json(exclude_none=True)
+
+
+class PairPropertyError(ValueError):
+    """A pair fails verification; ``field`` names where and ``reason`` says what."""
+
+    def __init__(self, pair_id: str, field: str, reason: str) -> None:
+        super().__init__(f"pair {pair_id}: {field}: {reason}")
+        self.pair_id, self.field, self.reason = pair_id, field, reason
+
+
+def compute_gold(pair: Pair) -> GoldPair:
+    """E_q on each variant and branch; one index per history."""
+    golds = {}
+    for variant in VARIANTS:
+        prefix = LogIndex(pair.prefix(variant))
+        answers = {
+            "current": prefix.resolve(pair.query),
+            "reveal": prefix.extended(pair.future("reveal")).resolve(pair.query),
+            "override": prefix.extended(pair.future("override")).resolve(pair.query),
+        }
+        golds[variant] = Gold(**answers)
+    return GoldPair(**golds)
+
+
+def _locate(pair: Pair, variant: VariantName, record_id: str) -> list[str]:
+    """Every field path at which ``record_id`` occurs in ``variant``'s histories."""
+    places = [
+        f"variants.{variant}.chunks.{ci}.{ri}.id"
+        for ci, chunk in enumerate(pair.variants.of(variant).chunks)
+        for ri, record in enumerate(chunk)
+        if record.id == record_id
+    ]
+    for future in FUTURES:
+        places += [
+            f"futures.{future}.{ci}.{ri}.id"
+            for ci, chunk in enumerate(pair.futures.of(future))
+            for ri, record in enumerate(chunk)
+            if record.id == record_id
+        ]
+    return places
+
+
+def _check_unique_ids(pair: Pair) -> None:
+    """Ids are unique within each history (a variant's prefix plus either future)."""
+    for variant in VARIANTS:
+        prefix_ids = [r.id for r in pair.prefix(variant)]
+        for future in FUTURES:
+            ids = prefix_ids + [r.id for r in pair.future(future)]
+            if len(set(ids)) != len(ids):
+                seen: set[str] = set()
+                duplicate = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
+                places = _locate(pair, variant, duplicate)
+                raise PairPropertyError(
+                    pair.pair_id,
+                    places[-1],
+                    f"duplicate record id {duplicate!r} (also at {places[0]})",
+                )
+    if len(set(pair.query)) != len(pair.query):
+        raise PairPropertyError(pair.pair_id, "query", "query keys repeat")
+
+
+def check_pair(pair: Pair) -> GoldPair:
+    """Verify ids and the pair property with E_q; return the gold answers.
+
+    Raises ``PairPropertyError`` naming the failing field or property.  A pair that
+    carries gold answers must carry exactly E_q's.
+    """
+    _check_unique_ids(pair)
+    gold = compute_gold(pair)
+    if gold.A.current != gold.B.current:
+        raise PairPropertyError(
+            pair.pair_id,
+            "property same-current-answer",
+            f"current answers differ (A: {gold.A.current}, B: {gold.B.current})",
+        )
+    if gold.A.reveal == gold.B.reveal:
+        raise PairPropertyError(
+            pair.pair_id,
+            "property reveal-answers-differ",
+            f"reveal answers are equal (A and B: {gold.A.reveal})",
+        )
+    if gold.A.override != gold.B.override:
+        raise PairPropertyError(
+            pair.pair_id,
+            "property override-answers-equal",
+            f"override answers differ (A: {gold.A.override}, B: {gold.B.override})",
+        )
+    if pair.gold is not None:
+        for variant in VARIANTS:
+            for branch in BRANCHES:
+                stated, exact = pair.gold.of(variant).of(branch), gold.of(variant).of(branch)
+                if stated != exact:
+                    raise PairPropertyError(
+                        pair.pair_id,
+                        f"gold.{variant}.{branch}",
+                        f"stated {stated} but E_q gives {exact}",
+                    )
+    return gold
+
+
+def distinguishing_ids(pair: Pair) -> set[str]:
+    """Record ids whose content differs between A and B, or that only one variant has."""
+    a = {r.id: r for r in pair.prefix("A")}
+    b = {r.id: r for r in pair.prefix("B")}
+    return {rid for rid in a.keys() | b.keys() if a.get(rid) != b.get(rid)}

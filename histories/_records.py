@@ -1,0 +1,189 @@
+"""Record kinds of the append-only log, as pydantic models.
+
+Log order carries no meaning: precedence comes from ``rev`` and the clock, which
+is why a prefix can be permuted without changing any answer.  The canonical JSON
+of a record is one object with ``id``, ``op`` and that op's fields, in the order
+declared here, with absent optional fields left out.
+
+Kinds beyond PROTOCOL.md's table (each needed by one family, documented in
+``docs/pair-format.md``):
+
+* ``add``  - an integer delta accumulated on top of the key's winning binding
+  (counter reversal).
+* ``when`` - a guarded literal: binds ``key`` to ``value`` only while
+  ``cond_key`` resolves to ``cond_value``; otherwise it is dormant, like an
+  expired record (dormant conditional rule).
+* ``starts`` on ``set`` and ``copy`` - the first tick at which the record is
+  valid (bi-temporal scheduled change).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
+"""Keys and record ids: short, whitespace-free labels (they are what renaming rewrites)."""
+
+Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
+Revision = Annotated[int, Field(ge=0, le=10**12)]
+Tick = Annotated[int, Field(ge=0, le=10**12)]
+Value = Annotated[str, Field(max_length=10_000)]
+
+
+class _Record(BaseModel):
+    """Common shape: every record has a unique id within its history."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: Identifier
+    """Unique record id within one history (prefix plus future)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Canonical field order, optional fields that are unset left out."""
+        return self.model_dump(exclude_none=True)
+
+    def canonical_json(self) -> str:
+        """One compact JSON object; the byte form that budgets count."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+
+class SetRecord(_Record):
+    """Proposes a literal value for ``key``."""
+
+    op: Literal["set"] = "set"
+    key: Identifier
+    value: Value
+    rev: Revision
+    expires: Tick | None = None
+    """Last tick (inclusive) at which the record is valid."""
+    starts: Tick | None = None
+    """First tick at which the record is valid (extension: scheduled changes)."""
+
+
+class CopyRecord(_Record):
+    """``key`` takes whatever ``src`` resolves to (an alias or dependency)."""
+
+    op: Literal["copy"] = "copy"
+    key: Identifier
+    src: Identifier
+    rev: Revision
+    expires: Tick | None = None
+    starts: Tick | None = None
+
+
+class ChooseRecord(_Record):
+    """``key`` takes the option whose label equals the selector key's value."""
+
+    op: Literal["choose"] = "choose"
+    key: Identifier
+    selector: Identifier
+    options: dict[Value, Identifier] = Field(min_length=1, max_length=64)
+    """Map from selector value (an option label) to the key it points at."""
+    rev: Revision
+
+
+class RevokeRecord(_Record):
+    """Permanently invalidates ``target``; also blocks any replay of it."""
+
+    op: Literal["revoke"] = "revoke"
+    target: Identifier
+
+
+class ReplayRecord(_Record):
+    """Re-asserts record ``target`` for ``key`` at revision ``rev``, unless revoked."""
+
+    op: Literal["replay"] = "replay"
+    key: Identifier
+    target: Identifier
+    rev: Revision
+
+
+class TickRecord(_Record):
+    """Advances the clock; the clock is the largest ``now`` present."""
+
+    op: Literal["tick"] = "tick"
+    now: Tick
+
+
+class AddRecord(_Record):
+    """Extension: adds ``delta`` to the key's winning integer value if ``rev`` is newer."""
+
+    op: Literal["add"] = "add"
+    key: Identifier
+    delta: Annotated[int, Field(ge=-(10**12), le=10**12)]
+    rev: Revision
+    expires: Tick | None = None
+
+
+class WhenRecord(_Record):
+    """Extension: binds ``key`` to ``value`` only while ``cond_key`` equals ``cond_value``."""
+
+    op: Literal["when"] = "when"
+    key: Identifier
+    cond_key: Identifier
+    cond_value: Value
+    value: Value
+    rev: Revision
+    expires: Tick | None = None
+
+
+Record = Annotated[
+    SetRecord
+    | CopyRecord
+    | ChooseRecord
+    | RevokeRecord
+    | ReplayRecord
+    | TickRecord
+    | AddRecord
+    | WhenRecord,
+    Field(discriminator="op"),
+]
+"""Any record kind, discriminated by ``op``."""
+
+BindingRecord = SetRecord | CopyRecord | ChooseRecord | ReplayRecord | WhenRecord
+"""Kinds that compete, by revision, to decide a key's value."""
+
+KeyedRecord = BindingRecord | AddRecord
+"""Kinds that name a ``key``."""
+
+RECORD_KINDS: dict[str, type[_Record]] = {
+    "set": SetRecord,
+    "copy": CopyRecord,
+    "choose": ChooseRecord,
+    "revoke": RevokeRecord,
+    "replay": ReplayRecord,
+    "tick": TickRecord,
+    "add": AddRecord,
+    "when": WhenRecord,
+}
+
+RECORD_ADAPTER: TypeAdapter[Record] = TypeAdapter(Record)
+RECORD_LIST_ADAPTER: TypeAdapter[list[Record]] = TypeAdapter(list[Record])
+
+
+def parse_record(data: Any) -> Record:
+    """Validate one record from plain data (raises pydantic.ValidationError)."""
+    return RECORD_ADAPTER.validate_python(data)
+
+
+def record_from_json(line: str) -> Record:
+    """Validate one canonical JSON line."""
+    return RECORD_ADAPTER.validate_json(line)
+
+
+def referenced_keys(record: Record) -> tuple[str, ...]:
+    """Keys a record reads or writes, in a stable order (used by closures and renaming)."""
+    match record:
+        case SetRecord() | AddRecord() | ReplayRecord():
+            return (record.key,)
+        case CopyRecord():
+            return (record.key, record.src)
+        case ChooseRecord():
+            return (record.key, record.selector, *record.options.values())
+        case WhenRecord():
+            return (record.key, record.cond_key)
+        case _:
+            return ()

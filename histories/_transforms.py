@@ -1,0 +1,245 @@
+"""Metamorphic transforms: meaning-preserving rewrites that expose shortcuts.
+
+* ``rename``  - every label (keys and record ids) gets a fresh random label of the
+  same length, consistently across both variants, the query, both futures and the
+  gold answers.  The map is stored on the pair and is invertible.
+* ``permute`` - the prefix log is reordered (both variants by the same slot order).
+  Log order carries no meaning, so answers cannot change.
+* ``decoy``   - a renaming in which every distractor label sorts before every task
+  label: the opposite of the ``cca-pilot`` accident, so a compressor that breaks
+  ties by identifier order now keeps distractors first.
+
+Every transformed pair is re-verified by E_q: gold answers are recomputed and must
+equal the transformed source gold, and the pair property must still hold.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Literal
+
+from histories._labels import random_label
+from histories._pair import (
+    FUTURES,
+    VARIANTS,
+    Futures,
+    Gold,
+    GoldPair,
+    Pair,
+    PairPropertyError,
+    TransformInfo,
+    TransformKind,
+    Variant,
+    Variants,
+    check_pair,
+)
+from histories._records import Record, referenced_keys
+
+TRANSFORM_KINDS: tuple[str, ...] = ("identity", "rename", "permute", "decoy")
+_DISTRACTOR_FIRST = string.ascii_lowercase[:13]  # a-m
+_TASK_FIRST = string.ascii_lowercase[13:]  # n-z
+
+
+class TransformError(ValueError):
+    """A transform produced a pair E_q does not verify (a bug, never expected)."""
+
+
+def record_labels(record: Record) -> Iterator[str]:
+    """Every label a record carries: its id, the keys it names, the record it targets."""
+    yield record.id
+    yield from referenced_keys(record)
+    if record.op in ("revoke", "replay"):
+        yield record.target
+
+
+def pair_labels(pair: Pair) -> list[str]:
+    """All labels of a pair in first-seen order (query first)."""
+    labels: dict[str, None] = dict.fromkeys(pair.query)
+    labels.update(dict.fromkeys(pair.task_keys))
+    for record in pair.all_records():
+        labels.update(dict.fromkeys(record_labels(record)))
+    return list(labels)
+
+
+def rename_record(record: Record, mapping: Mapping[str, str]) -> Record:
+    """The record with every label replaced through ``mapping`` (values untouched)."""
+    update: dict[str, object] = {"id": mapping[record.id]}
+    for field in ("key", "src", "selector", "target", "cond_key"):
+        if hasattr(record, field):
+            update[field] = mapping[getattr(record, field)]
+    if record.op == "choose":
+        update["options"] = {label: mapping[key] for label, key in record.options.items()}
+    return record.model_copy(update=update)
+
+
+def _rename_chunks(
+    chunks: Iterable[list[Record]], mapping: Mapping[str, str]
+) -> list[list[Record]]:
+    return [[rename_record(r, mapping) for r in chunk] for chunk in chunks]
+
+
+def _rename_answer(
+    answer: Mapping[str, str | None], mapping: Mapping[str, str]
+) -> dict[str, str | None]:
+    return {mapping[key]: value for key, value in answer.items()}
+
+
+def apply_mapping(pair: Pair, mapping: Mapping[str, str]) -> Pair:
+    """Rename every label of ``pair`` (no verification, no provenance)."""
+    gold = None
+    if pair.gold is not None:
+        gold = GoldPair(
+            **{
+                v: Gold(
+                    current=_rename_answer(pair.gold.of(v).current, mapping),
+                    reveal=_rename_answer(pair.gold.of(v).reveal, mapping),
+                    override=_rename_answer(pair.gold.of(v).override, mapping),
+                )
+                for v in VARIANTS
+            }
+        )
+    return pair.model_copy(
+        update={
+            "query": [mapping[k] for k in pair.query],
+            "task_keys": [mapping[k] for k in pair.task_keys],
+            "variants": Variants(
+                **{
+                    v: Variant(chunks=_rename_chunks(pair.variants.of(v).chunks, mapping))
+                    for v in VARIANTS
+                }
+            ),
+            "futures": Futures(**{f: _rename_chunks(pair.futures.of(f), mapping) for f in FUTURES}),
+            "gold": gold,
+        }
+    )
+
+
+def task_labels(pair: Pair) -> set[str]:
+    """Labels that belong to the task: its keys, and ids of records that touch them."""
+    task_keys = set(pair.task_keys) | set(pair.query)
+    labels = set(task_keys)
+    records = list(pair.all_records())
+    for record in records:
+        if record.op == "tick" or task_keys.intersection(referenced_keys(record)):
+            labels.add(record.id)
+    for record in records:  # revokes of task records are task records
+        if record.op == "revoke" and record.target in labels:
+            labels.add(record.id)
+    return labels
+
+
+def _fresh_mapping(
+    labels: list[str], rng: random.Random, first_for: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A bijection onto fresh same-length random labels (optionally constraining the
+    first character per label, which is how decoys are made to sort first)."""
+    used: set[str] = set()
+    mapping: dict[str, str] = {}
+    for label in labels:
+        first = (first_for or {}).get(label, string.ascii_lowercase)
+        while True:
+            new = random_label(rng, len(label), first)
+            if new not in used:
+                used.add(new)
+                mapping[label] = new
+                break
+    return mapping
+
+
+def _provenance(
+    pair: Pair, kind: TransformKind, index: int, mapping: dict[str, str]
+) -> dict[str, object]:
+    return {
+        "pair_id": f"{pair.pair_id}~{kind}{index:02d}",
+        "source_pair_id": pair.pair_id,
+        "transform": TransformInfo(kind=kind, index=index, mapping=mapping),
+    }
+
+
+def _verified(pair: Pair) -> Pair:
+    try:
+        check_pair(pair)
+    except PairPropertyError as error:
+        raise TransformError(f"transform broke the pair: {error}") from error
+    return pair
+
+
+def _require_source(pair: Pair) -> None:
+    if pair.transform is not None:
+        raise ValueError(f"pair {pair.pair_id} is already transformed; transform its source")
+
+
+def _rng(pair: Pair, kind: str, index: int, seed: int) -> random.Random:
+    return random.Random(f"{seed}/{pair.pair_id}/{kind}/{index}")
+
+
+def rename(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """The ``index``-th random renaming of a source pair, verified."""
+    _require_source(pair)
+    mapping = _fresh_mapping(pair_labels(pair), _rng(pair, "rename", index, seed))
+    renamed = apply_mapping(pair, mapping)
+    return _verified(renamed.model_copy(update=_provenance(pair, "rename", index, mapping)))
+
+
+def decoy(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """A renaming under which every distractor label sorts before every task label."""
+    _require_source(pair)
+    labels = pair_labels(pair)
+    task = task_labels(pair)
+    first = {label: _TASK_FIRST if label in task else _DISTRACTOR_FIRST for label in labels}
+    mapping = _fresh_mapping(labels, _rng(pair, "decoy", index, seed), first)
+    renamed = apply_mapping(pair, mapping)
+    return _verified(renamed.model_copy(update=_provenance(pair, "decoy", index, mapping)))
+
+
+def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """The ``index``-th reordering of the prefix (same slot order for A and B), verified."""
+    _require_source(pair)
+    rng = _rng(pair, "permute", index, seed)
+    by_variant = {v: {r.id: r for r in pair.prefix(v)} for v in VARIANTS}
+    order = list(dict.fromkeys([*by_variant["A"], *by_variant["B"]]))
+    rng.shuffle(order)
+    size = pair.chunk_size
+    variants = Variants(
+        **{
+            v: Variant(
+                chunks=[
+                    [by_variant[v][rid] for rid in order[i : i + size] if rid in by_variant[v]]
+                    for i in range(0, len(order), size)
+                ]
+            )
+            for v in VARIANTS
+        }
+    )
+    permuted = pair.model_copy(update={"variants": variants})
+    return _verified(permuted.model_copy(update=_provenance(pair, "permute", index, {})))
+
+
+TransformName = Literal["identity", "rename", "permute", "decoy"]
+_APPLY = {"rename": rename, "permute": permute, "decoy": decoy}
+
+
+def transform(pair: Pair, kind: TransformName, count: int = 1, seed: int = 0) -> list[Pair]:
+    """``count`` transformed copies of a source pair (``identity`` returns the pair itself)."""
+    if kind == "identity":
+        return [pair]
+    if kind not in _APPLY:
+        raise ValueError(f"unknown transform {kind!r}; known: {', '.join(TRANSFORM_KINDS)}")
+    if count <= 0:
+        raise ValueError(f"transform {kind}: K must be positive, got {count}")
+    return [_APPLY[kind](pair, index, seed) for index in range(count)]
+
+
+def invert(pair: Pair) -> Pair:
+    """Undo a renaming through the stored map: the source pair's labels come back.
+
+    (A permutation keeps its new order: order carries no meaning.)
+    """
+    if pair.transform is None or pair.source_pair_id is None:
+        return pair
+    restored = apply_mapping(pair, pair.transform.inverse_mapping())
+    return restored.model_copy(
+        update={"pair_id": pair.source_pair_id, "source_pair_id": None, "transform": None}
+    )

@@ -1,0 +1,147 @@
+"""Metamorphic transforms: renaming, permutation and decoys preserve meaning, checked by E_q."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from histories import FAMILIES, PRESETS, GenerationConfig, build_pair, check_pair, generate, resolve
+from histories._transforms import (
+    TransformError,
+    decoy,
+    invert,
+    pair_labels,
+    permute,
+    rename,
+    task_labels,
+    transform,
+)
+
+PILOT = generate(PRESETS["cca-pilot"])
+
+pair_params = st.builds(
+    lambda family, seed, labels: build_pair(
+        FAMILIES[family],
+        0,
+        GenerationConfig(families=[family], pairs_per_family=1, seed=seed, labels=labels),
+    ),
+    st.sampled_from(sorted(FAMILIES)),
+    st.integers(0, 10_000),
+    st.sampled_from(["random", "readable"]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=pair_params, index=st.integers(0, 50))
+def test_rename_is_a_same_length_bijection_that_commutes_with_eq(pair, index):
+    renamed = rename(pair, index)
+    mapping = renamed.transform.mapping
+    labels = pair_labels(pair)
+    assert set(mapping) == set(labels)
+    assert len(set(mapping.values())) == len(mapping)  # bijective
+    assert all(len(new) == len(old) for old, new in mapping.items())
+    for variant in ("A", "B"):
+        for branch in ("current", "reveal", "override"):
+            expected = {
+                mapping[k]: v for k, v in resolve(pair.history(variant, branch), pair.query).items()
+            }
+            got = resolve(renamed.history(variant, branch), renamed.query)
+            assert got == expected
+            assert renamed.gold.of(variant).of(branch) == expected
+    # no old label survives unless the random draw happened to reproduce it in place
+    text = renamed.to_json()
+    assert renamed.query[0] in text
+    assert invert(renamed) == pair
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=pair_params, index=st.integers(0, 50))
+def test_permutation_keeps_answers_and_records(pair, index):
+    permuted = permute(pair, index)
+    assert permuted.gold == pair.gold
+    for variant in ("A", "B"):
+        before = sorted(r.canonical_json() for r in pair.prefix(variant))
+        after = sorted(r.canonical_json() for r in permuted.prefix(variant))
+        assert before == after
+        assert all(len(c) <= pair.chunk_size for c in permuted.variants.of(variant).chunks)
+    assert permuted.futures == pair.futures
+    check_pair(permuted)
+
+
+def test_permutations_actually_reorder():
+    pair = PILOT[0]
+    orders = {tuple(r.id for r in permute(pair, i).prefix("A")) for i in range(10)}
+    assert len(orders) == 10
+    assert tuple(r.id for r in pair.prefix("A")) not in orders
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=pair_params, index=st.integers(0, 20))
+def test_decoy_puts_every_distractor_label_before_every_task_label(pair, index):
+    decoyed = decoy(pair, index)
+    mapping = decoyed.transform.mapping
+    task = task_labels(pair)
+    task_new = [mapping[label] for label in task]
+    distractor_new = [new for old, new in mapping.items() if old not in task]
+    assert distractor_new, "generated pairs always have distractors"
+    assert max(distractor_new) < min(task_new)
+    check_pair(decoyed)
+
+
+def test_pilot_labels_sort_task_first_and_rename_breaks_it():
+    for pair in PILOT:
+        task = task_labels(pair)
+        task_keys = set(pair.task_keys)
+        distractor_keys = {
+            label for label in pair_labels(pair) if label not in task and label.startswith("noise_")
+        }
+        assert max(task_keys) < min(distractor_keys)
+    # under renaming, the late-reference key no longer sorts before all distractors every time
+    late = [p for p in PILOT if p.family == "late_reference"]
+    ranks = []
+    for pair in late:
+        for index in range(40):
+            renamed = rename(pair, index)
+            other = next(k for k in renamed.task_keys if k not in renamed.query)
+            keys = {r.key for r in renamed.prefix("A") if hasattr(r, "key")}
+            ranks.append(sorted(keys).index(other) / len(keys))
+    assert 0.3 < sum(ranks) / len(ranks) < 0.7  # uniform-ish position
+
+
+def test_transform_counts_ids_and_provenance():
+    pair = PILOT[5]
+    out = transform(pair, "rename", 3)
+    assert [p.pair_id for p in out] == [f"{pair.pair_id}~rename0{i}" for i in range(3)]
+    assert all(p.source_pair_id == pair.pair_id and p.source_id == pair.pair_id for p in out)
+    assert transform(pair, "identity") == [pair]
+    assert rename(pair, 1) == rename(pair, 1)
+    assert rename(pair, 1) != rename(pair, 2)
+
+
+@pytest.mark.parametrize(
+    ("kind", "count", "message"),
+    [("rename", 0, "K must be positive"), ("shuffle", 1, "unknown transform")],
+)
+def test_transform_bad_input(kind, count, message):
+    with pytest.raises(ValueError, match=message):
+        transform(PILOT[0], kind, count)
+
+
+def test_transformed_pairs_are_not_transformed_again():
+    with pytest.raises(ValueError, match="already transformed"):
+        rename(rename(PILOT[0], 0), 0)
+
+
+def test_a_broken_transform_is_caught_by_reverification(monkeypatch):
+    import histories._transforms as transforms
+
+    real = transforms.apply_mapping
+
+    def sloppy(pair, mapping):  # forget to rename the gold answers' keys consistently
+        renamed = real(pair, mapping)
+        return renamed.model_copy(update={"gold": pair.gold})
+
+    monkeypatch.setattr(transforms, "apply_mapping", sloppy)
+    with pytest.raises(TransformError, match="gold"):
+        rename(PILOT[0], 0)
