@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -11,6 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from histories import FAMILIES, PRESETS, GenerationConfig, UnknownFamilyError
+from histories import generate as generate_pairs
 from histories._generate import GenerationError, generate_lines, resolve_families
 from histories._io import (
     MANIFEST_FILE,
@@ -18,6 +21,7 @@ from histories._io import (
     PairFileError,
     dataset_bytes,
     iter_pair_file,
+    load_pairs,
     write_files_atomically,
 )
 
@@ -64,6 +68,10 @@ def generate(
     labels: Annotated[
         str | None, typer.Option(help="Identifier scheme: random or readable.")
     ] = None,
+    distractor_mix: Annotated[
+        str | None,
+        typer.Option(help="Distractor kinds: mixed (every record kind) or plain (sets only)."),
+    ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes to build pairs with.")] = 1,
     force: Annotated[bool, typer.Option(help="Replace an existing, different dataset.")] = False,
 ) -> None:
@@ -79,6 +87,7 @@ def generate(
             "chunk_size": chunk_size,
             "render": render,
             "labels": labels,
+            "distractor_mix": distractor_mix,
         }.items()
         if value is not None
     }
@@ -164,6 +173,92 @@ def validate_pairs(
     typer.echo(
         f"{file}: {total} pairs OK (" + ", ".join(f"{k} {v}" for k, v in counts.items()) + ")"
     )
+
+
+DEFAULT_TRANSFORMS = "identity,rename:40,permute:40"
+
+
+@app.command("run")
+def run_audit(
+    preset: Annotated[str | None, typer.Option(help="Generate the pairs of a preset.")] = None,
+    pairs: Annotated[Path | None, typer.Option("--pairs", help="A pairs.jsonl file.")] = None,
+    conditions: Annotated[
+        str | None,
+        typer.Option(help="Comma list of conditions (name[:k=v], or package.module:Class)."),
+    ] = None,
+    transforms: Annotated[
+        str, typer.Option(help="identity, rename:K, permute:K, decoy:K (comma list).")
+    ] = DEFAULT_TRANSFORMS,
+    budget: Annotated[
+        str, typer.Option(help="Memory budgets in UTF-8 bytes (comma list).")
+    ] = "1200",
+    seed: Annotated[int, typer.Option(help="Seed of the transforms.")] = 0,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory (default: runs/<timestamp>).")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Processes (default: every core).")] = max(
+        1, os.cpu_count() or 1
+    ),
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Audit memory conditions on paired histories with the exact reader."""
+    from audit._console import print_summary, progress_bar
+    from audit._run import RunConfig, RunDirectoryError, default_run_dir, execute
+    from audit._transforms_spec import SpecError, parse_budgets, parse_transforms
+    from compressors import UnknownCompressorError, build, builtins, parse_spec
+    from compressors._protocol import InvalidParamsError
+
+    if preset is not None and pairs is not None:
+        fail("give --preset or --pairs, not both")
+    try:
+        transform_specs = parse_transforms(transforms)
+        budgets = parse_budgets(budget)
+        labels = (
+            [c.strip() for c in conditions.split(",") if c.strip()]
+            if conditions
+            else [name for name, cls in builtins().items() if not cls.uses_llm]
+        )
+        if not labels:
+            fail("--conditions: no condition given")
+        if len(set(labels)) != len(labels):
+            fail("--conditions: a condition is listed twice")
+        versions = {label: build(parse_spec(label)).label for label in labels}
+    except (SpecError, UnknownCompressorError, InvalidParamsError) as error:
+        fail(str(error))
+
+    if pairs is not None:
+        try:
+            pair_list = load_pairs(pairs)
+        except PairFileError as error:
+            fail(str(error))
+        digest = hashlib.sha256(pairs.read_bytes()).hexdigest()
+        source: dict[str, object] = {"file": str(pairs)}
+    else:
+        name = preset or "cca-pilot"
+        if name not in PRESETS:
+            fail(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        generation = PRESETS[name]
+        pair_list = generate_pairs(generation)
+        digest = hashlib.sha256("".join(p.to_json() + "\n" for p in pair_list).encode()).hexdigest()
+        source = {"preset": name, "generation": generation.model_dump(mode="json")}
+
+    config = RunConfig(
+        pairs=source,
+        pairs_sha256=digest,
+        conditions=labels,
+        compressor_versions=versions,
+        budgets=budgets,
+        transforms=[str(t) for t in transform_specs],
+        seed=seed,
+    )
+    run_dir = out or default_run_dir()
+    started = time.perf_counter()
+    try:
+        with progress_bar(len(pair_list), enabled=not quiet) as advance:
+            summary = execute(run_dir, config, pair_list, workers=workers, progress=advance)
+    except RunDirectoryError as error:
+        fail(str(error))
+    print_summary(summary, run_dir, time.perf_counter() - started)
 
 
 def main() -> None:

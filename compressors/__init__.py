@@ -1,0 +1,63 @@
+"""Memory conditions: the streaming-updater protocol, the registry, the built-ins.
+
+A plugin needs only ``histories`` and this package::
+
+    from compressors import ChunkView, Compressor, dump, load, pack
+"""
+
+from compressors._chat import (
+    ChatClient,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    ChatUnavailableError,
+)
+from compressors._memory import dump, load, memory_bytes, pack
+from compressors._protocol import (
+    ArchiveCompressor,
+    ChunkView,
+    Compressor,
+    CompressorKind,
+    InvalidParamsError,
+    NoParams,
+)
+from compressors._registry import (
+    ENTRY_POINT_GROUP,
+    ConditionSpec,
+    Listing,
+    UnknownCompressorError,
+    available,
+    build,
+    builtins,
+    parse_spec,
+    register,
+    resolve_class,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ArchiveCompressor",
+    "ChatClient",
+    "ChatMessage",
+    "ChatRequest",
+    "ChatResponse",
+    "ChatUnavailableError",
+    "ChunkView",
+    "Compressor",
+    "CompressorKind",
+    "ConditionSpec",
+    "InvalidParamsError",
+    "Listing",
+    "NoParams",
+    "UnknownCompressorError",
+    "available",
+    "build",
+    "builtins",
+    "dump",
+    "load",
+    "memory_bytes",
+    "pack",
+    "parse_spec",
+    "register",
+    "resolve_class",
+]

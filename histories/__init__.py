@@ -52,6 +52,7 @@ from histories._records import (
     record_from_json,
     referenced_keys,
 )
+from histories._render import RenderParseError, parse_records, render_records
 from histories.families import FAMILIES, PAPER_FAMILIES, Family
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "RandomLabels",
     "ReadableLabels",
     "Record",
+    "RenderParseError",
     "RenderStyle",
     "ReplayRecord",
     "RevokeRecord",
@@ -101,8 +103,10 @@ __all__ = [
     "generate",
     "iter_pairs",
     "parse_record",
+    "parse_records",
     "record_from_json",
     "referenced_keys",
+    "render_records",
     "resolve",
     "resolve_families",
 ]

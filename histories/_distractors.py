@@ -1,5 +1,10 @@
 """Distractor records: plausible traffic on keys the task never touches.
 
+Two mixes: ``plain`` distractors are literal sets only (the paper's pilot);
+``mixed`` distractors (the default) also revoke, replay, copy, choose and expire,
+so a compressor that budgets by record kind meets control records that do not
+matter to the task.
+
 Distractors are shared by both variants (so they cannot reveal the hidden
 distinction), use every record kind a compressor must budget for (including
 control records: revokes, replays, expiries, selectors), never tie revisions on
@@ -9,6 +14,7 @@ a key, and never tick the clock (the task owns time).
 from __future__ import annotations
 
 import random
+from typing import Literal
 
 from histories._labels import Labels, between, pick
 from histories._records import (
@@ -20,12 +26,19 @@ from histories._records import (
     SetRecord,
 )
 
+DistractorMix = Literal["mixed", "plain"]
+"""``mixed``: every record kind, control records included (the default);
+``plain``: literal ``set`` records only, as in the paper's pilot."""
+
 
 class DistractorPool:
     """Draws distractor records over a fixed set of distractor keys."""
 
-    def __init__(self, rng: random.Random, labels: Labels, n_keys: int) -> None:
+    def __init__(
+        self, rng: random.Random, labels: Labels, n_keys: int, mix: DistractorMix = "mixed"
+    ) -> None:
         self._rng = rng
+        self._plain = mix == "plain"
         self._labels = labels
         self.keys = [labels.distractor_key() for _ in range(max(3, n_keys))]
         self._rev = dict.fromkeys(self.keys, 0)
@@ -39,7 +52,8 @@ class DistractorPool:
     def fresh_set(self) -> SetRecord:
         """A plain literal binding (the bulk of distractor traffic, and future chunks)."""
         key = pick(self._rng, self.keys)
-        expires = between(self._rng, 40, 99) if self._rng.random() < 0.15 else None
+        timed = not self._plain and self._rng.random() < 0.15
+        expires = between(self._rng, 40, 99) if timed else None
         record = SetRecord(
             id=self._labels.distractor_id(),
             key=key,
@@ -52,6 +66,8 @@ class DistractorPool:
 
     def record(self) -> Record:
         """One distractor record of a weighted-random kind."""
+        if self._plain:
+            return self.fresh_set()
         roll = self._rng.random()
         live = self._live
         if roll < 0.10 and live:

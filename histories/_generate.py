@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from histories._distractors import DistractorPool
+from histories._distractors import DistractorMix, DistractorPool
 from histories._labels import LabelScheme, make_labels
 from histories._pair import (
     Futures,
@@ -75,6 +75,8 @@ class GenerationConfig(BaseModel):
     future_distractors: int = Field(default=4, ge=0, le=10_000)
     """Distractor records in the second chunk of each future."""
     labels: LabelScheme = "random"
+    distractor_mix: DistractorMix = "mixed"
+    """``mixed``: distractors of every record kind; ``plain``: literal sets only."""
     render: RenderStyle = "json"
     preset: str | None = None
 
@@ -90,13 +92,15 @@ PRESETS: dict[str, GenerationConfig] = {
         pairs_per_family=4,
         distractors=32,
         labels="readable",
+        distractor_mix="plain",
         preset="cca-pilot",
     ),
 }
 """Named configurations.
 
 ``cca-pilot`` reproduces the pilot of arXiv 2609.20045: the six paper families x 4
-pairs, 2 variants, 32 shuffled distractors per prefix.  Like the paper's data it
+pairs, 2 variants, 32 shuffled distractors per prefix (plain literal sets, as the
+paper describes them).  Like the paper's data it
 uses readable identity labels under which every task key sorts before every
 distractor key (``key_*`` < ``noise_*``): an accident a compressor that breaks
 ties by identifier order silently exploits, and that the renaming audit exposes.
@@ -118,7 +122,9 @@ def build_pair(family: Family, index: int, config: GenerationConfig) -> Pair:
     rng = random.Random(f"{config.seed}/{family.name}/{index}")
     labels = make_labels(config.labels, rng)
     draft = family.build(rng, labels)
-    pool = DistractorPool(rng, labels, n_keys=max(3, config.distractors // 2))
+    pool = DistractorPool(
+        rng, labels, n_keys=max(3, config.distractors // 2), mix=config.distractor_mix
+    )
     distractors = [pool.record() for _ in range(config.distractors)]
 
     a = {r.id: r for r in draft.variant_a}

@@ -26,6 +26,7 @@ Rules (PROTOCOL.md, made precise here; ``docs/pair-format.md`` repeats them):
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from histories._records import (
@@ -36,6 +37,7 @@ from histories._records import (
     ReplayRecord,
     SetRecord,
     WhenRecord,
+    referenced_keys,
 )
 
 Answer = dict[str, str | None]
@@ -54,8 +56,12 @@ class LogIndex:
         records = list(records)
         self.by_id: dict[str, Record] = {r.id: r for r in records}
         by_id = self.by_id
+        # A revoke of a record absent from this log still counts: it must block a
+        # later replay of that record (memories often keep only the tombstone).
         self.revoked: set[str] = {
-            r.target for r in records if r.op == "revoke" and by_id.get(r.target, r).op != "revoke"
+            r.target
+            for r in records
+            if r.op == "revoke" and getattr(by_id.get(r.target), "op", None) != "revoke"
         }
         revoked = self.revoked
         ticks = [r.now for r in records if r.op == "tick" and r.id not in revoked]
@@ -95,9 +101,49 @@ class LogIndex:
                 new.bindings.setdefault(record.key, []).append(record)  # type: ignore[union-attr]
         return new
 
+    def is_live(self, record: Record) -> bool:
+        """Whether a record currently counts: not revoked and, for binding records,
+        active (time-valid, condition holding, replay not blocked).  Control records
+        (revokes, ticks) are live unless revoked; an ``add`` while time-valid."""
+        if record.id in self.revoked:
+            return False
+        if record.op in ("revoke", "tick"):
+            return True
+        if record.op == "add":
+            return record.expires is None or self.clock <= record.expires
+        if record.op == "set" or record.op == "copy":  # the common case, without a resolver
+            clock = self.clock
+            return (record.expires is None or clock <= record.expires) and (
+                record.starts is None or clock >= record.starts
+            )
+        return _Resolver(self)._active(record, set())
+
+    def closure(self, keys: Iterable[str]) -> set[str]:
+        """The dependency closure of ``keys``: keys reachable through the live binding
+        records of keys already in it (copy sources, selectors, options, conditions)."""
+        found: set[str] = set()
+        frontier = list(keys)
+        while frontier:
+            key = frontier.pop()
+            if key in found:
+                continue
+            found.add(key)
+            for record in self.bindings.get(key, ()):
+                if self.is_live(record):
+                    frontier.extend(referenced_keys(record))
+                    if record.op == "replay" and record.target in self.by_id:
+                        frontier.extend(referenced_keys(self.by_id[record.target]))
+        return found
+
     def resolve(self, keys: Sequence[str]) -> Answer:
         """E_q for ``keys``; each key is resolved on its own, so answers never
         depend on which other keys were asked."""
+        # Resolution recurses once per dependency link; a log of n records has
+        # chains of at most n links, so make room for them (Python 3.11 frames are
+        # heap-allocated, so a higher limit does not risk the C stack).
+        needed = 4 * len(self.by_id) + 200
+        if sys.getrecursionlimit() < needed:
+            sys.setrecursionlimit(needed)
         return {key: _Resolver(self).value(key) for key in keys}
 
 
@@ -145,7 +191,7 @@ class _Resolver:
         ]
         if not newer_adds:
             return value
-        if value is None or not _INTEGER.match(value):
+        if value is None or not _INTEGER.fullmatch(value):
             return None
         return str(int(value) + sum(a.delta for a in newer_adds))
 

@@ -19,10 +19,11 @@ Kinds beyond PROTOCOL.md's table (each needed by one family, documented in
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+_R = TypeVar("_R", bound="_Record")
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9_.:\-]{1,128}$"
 """Keys and record ids: short, whitespace-free labels (they are what renaming rewrites)."""
@@ -46,8 +47,12 @@ class _Record(BaseModel):
         return self.model_dump(exclude_none=True)
 
     def canonical_json(self) -> str:
-        """One compact JSON object; the byte form that budgets count."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+        """One compact JSON object; the byte form that budgets count.
+
+        Same bytes as ``json.dumps(to_dict(), separators=(",", ":"),
+        ensure_ascii=False)``, produced by pydantic's serializer (3x faster).
+        """
+        return self.model_dump_json(exclude_none=True)
 
 
 class SetRecord(_Record):
@@ -160,8 +165,41 @@ RECORD_KINDS: dict[str, type[_Record]] = {
     "when": WhenRecord,
 }
 
+LABEL_FIELDS: dict[str, tuple[str, ...]] = {
+    "set": ("key",),
+    "copy": ("key", "src"),
+    "choose": ("key", "selector"),
+    "revoke": ("target",),
+    "replay": ("key", "target"),
+    "tick": (),
+    "add": ("key",),
+    "when": ("key", "cond_key"),
+}
+"""Scalar fields holding a label (besides ``id``), per op; ``choose`` options too."""
+
+TIMED_OPS = frozenset({"set", "copy", "add", "when"})
+"""Ops that may carry ``expires`` (and, for set/copy, ``starts``)."""
+
 RECORD_ADAPTER: TypeAdapter[Record] = TypeAdapter(Record)
 RECORD_LIST_ADAPTER: TypeAdapter[list[Record]] = TypeAdapter(list[Record])
+
+
+def replace_fields(record: _R, update: dict[str, Any]) -> _R:
+    """A copy of ``record`` with ``update`` applied, without re-validation.
+
+    For values already known to be valid (labels from a bijective renaming).
+    ``model_copy`` costs ~10x more here, and renaming 40 copies of every pair is
+    the audit's hot path.
+    """
+    cls = type(record)
+    new = cls.__new__(cls)
+    data = dict(record.__dict__)
+    data.update(update)
+    object.__setattr__(new, "__dict__", data)
+    object.__setattr__(new, "__pydantic_fields_set__", record.__pydantic_fields_set__)
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
 
 
 def parse_record(data: Any) -> Record:

@@ -35,7 +35,7 @@ from histories._pair import (
     Variants,
     check_pair,
 )
-from histories._records import Record, referenced_keys
+from histories._records import LABEL_FIELDS, Record, referenced_keys, replace_fields
 
 TRANSFORM_KINDS: tuple[str, ...] = ("identity", "rename", "permute", "decoy")
 _DISTRACTOR_FIRST = string.ascii_lowercase[:13]  # a-m
@@ -66,12 +66,11 @@ def pair_labels(pair: Pair) -> list[str]:
 def rename_record(record: Record, mapping: Mapping[str, str]) -> Record:
     """The record with every label replaced through ``mapping`` (values untouched)."""
     update: dict[str, object] = {"id": mapping[record.id]}
-    for field in ("key", "src", "selector", "target", "cond_key"):
-        if hasattr(record, field):
-            update[field] = mapping[getattr(record, field)]
+    for name in LABEL_FIELDS[record.op]:
+        update[name] = mapping[getattr(record, name)]
     if record.op == "choose":
         update["options"] = {label: mapping[key] for label, key in record.options.items()}
-    return record.model_copy(update=update)
+    return replace_fields(record, update)
 
 
 def _rename_chunks(

@@ -1,0 +1,248 @@
+"""``audit run``: plan jobs, execute them (in parallel), store, score, summarize.
+
+A job is one source pair through every condition, budget and transform; its key is
+a hash of everything that determines its rows, so a run directory can be resumed:
+finished jobs are skipped, and a changed configuration is refused, never mixed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from audit._evaluate import RESULT_COLUMNS, JobResult, run_job
+from audit._store import RunStore, append_csv
+from audit._summary import frame, summarize
+from audit._transforms_spec import TransformSpec, parse_transforms
+from compressors import build, parse_spec
+from histories import Pair
+
+CONFIG_FILE = "config.json"
+RESULTS_CSV = "results.csv"
+RESULTS_PARQUET = "results.parquet"
+SUMMARY_FILE = "summary.json"
+LOG_FILE = "run.log"
+
+
+class RunDirectoryError(ValueError):
+    """The output directory cannot hold this run (another run is there, or a file)."""
+
+
+class RunConfig(BaseModel):
+    """Everything that determines a run's results (config.json; compared on resume)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pairs: dict[str, Any]
+    """Where the pairs came from: a preset and its generation config, or a file + sha256."""
+    pairs_sha256: str
+    conditions: list[str] = Field(min_length=1)
+    compressor_versions: dict[str, str]
+    budgets: list[int] = Field(min_length=1)
+    transforms: list[str] = Field(min_length=1)
+    seed: int = 0
+    reader: str = "exact"
+    repeats: int = 1
+
+
+@dataclass(frozen=True)
+class Job:
+    key: str
+    pair_json: str
+    conditions: tuple[tuple[str, int], ...]
+
+
+def condition_budgets(config: RunConfig) -> list[tuple[str, int]]:
+    """(condition, budget) cells: a condition with its own ``budget=`` runs only there."""
+    cells: list[tuple[str, int]] = []
+    for label in config.conditions:
+        own = parse_spec(label).budget
+        cells.extend([(label, own)] if own is not None else [(label, b) for b in config.budgets])
+    return cells
+
+
+def plan_jobs(config: RunConfig, pairs: Sequence[Pair]) -> list[Job]:
+    cells = tuple(condition_budgets(config))
+    identity = json.dumps(
+        {
+            "cells": cells,
+            "versions": config.compressor_versions,
+            "transforms": config.transforms,
+            "seed": config.seed,
+            "reader": config.reader,
+        },
+        sort_keys=True,
+    )
+    jobs = []
+    for pair in pairs:
+        text = pair.to_json()
+        key = hashlib.sha256(f"{identity}\n{text}".encode()).hexdigest()[:32]
+        jobs.append(Job(key, text, cells))
+    return jobs
+
+
+def _execute(job: Job, transforms: Sequence[str], seed: int) -> JobResult:
+    specs = [parse_transforms(t)[0] for t in transforms]
+    return run_job(job.key, Pair.model_validate_json(job.pair_json), job.conditions, specs, seed)
+
+
+def environment() -> dict[str, Any]:
+    """Package versions, Python, machine and git commit (when available)."""
+    versions: dict[str, str | None] = {}
+    for name in ("memory-audit", "pydantic", "pandas", "rank-bm25", "typer"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    commit = None
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        commit = out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {
+        "packages": versions,
+        "python": sys.version.split()[0],
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "git_commit": commit,
+    }
+
+
+def prepare_directory(out: Path, config: RunConfig) -> bool:
+    """Create the run directory, or accept it for resuming; True when resuming."""
+    if out.exists() and not out.is_dir():
+        raise RunDirectoryError(f"{out} exists and is not a directory")
+    config_path = out / CONFIG_FILE
+    if out.exists() and any(out.iterdir()):
+        if not config_path.exists():
+            raise RunDirectoryError(
+                f"{out} is not empty and holds no {CONFIG_FILE}: not a run directory; "
+                "choose another --out"
+            )
+        stored = json.loads(config_path.read_text())["config"]
+        current = config.model_dump(mode="json")
+        differing = sorted(
+            k for k in current.keys() | stored.keys() if current.get(k) != stored.get(k)
+        )
+        if differing:
+            raise RunDirectoryError(
+                f"{out} holds a different run (differs in: {', '.join(differing)}); "
+                "it is never overwritten: choose another --out"
+            )
+        return True
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {"config": config.model_dump(mode="json"), "environment": environment(),
+               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    temp = config_path.with_suffix(".tmp")
+    temp.write_text(json.dumps(payload, indent=2) + "\n")
+    temp.replace(config_path)
+    return False
+
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def execute(
+    out: Path,
+    config: RunConfig,
+    pairs: Sequence[Pair],
+    workers: int = 1,
+    progress: ProgressCallback | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) every job, then write results.csv/parquet and summary.json."""
+    for label in config.conditions:  # fail before any work on a bad condition
+        build(parse_spec(label))
+    prepare_directory(out, config)
+    store = RunStore(out)
+    try:
+        done = store.finished_jobs()
+        jobs = [job for job in plan_jobs(config, pairs) if job.key not in done]
+        total = len(pairs)
+        finished = total - len(jobs)
+        if progress:
+            progress(finished, total)
+
+        def record(result: JobResult) -> None:
+            nonlocal finished
+            store.add_job(result.key, result.rows, result.memories)
+            append_csv(out / RESULTS_CSV, RESULT_COLUMNS, result.rows)
+            if result.log:
+                with (out / LOG_FILE).open("a", encoding="utf-8") as log:
+                    log.write("\n".join(result.log) + "\n")
+            finished += 1
+            if progress:
+                progress(finished, total)
+
+        if workers <= 1 or len(jobs) <= 1:
+            for job in jobs:
+                record(_execute(job, config.transforms, config.seed))
+        else:
+            _run_parallel(jobs, config, workers, record)
+        return finish(out, store, config)
+    finally:
+        store.close()
+
+
+def _run_parallel(
+    jobs: Sequence[Job], config: RunConfig, workers: int, record: Callable[[JobResult], None]
+) -> None:
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: set[Future[JobResult]] = set()
+        queue = list(jobs)[::-1]
+        while queue or pending:
+            while queue and len(pending) < workers * 2:
+                pending.add(pool.submit(_execute, queue.pop(), config.transforms, config.seed))
+            completed, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in completed:
+                record(future.result())
+
+
+def finish(out: Path, store: RunStore, config: RunConfig) -> dict[str, Any]:
+    """Rewrite results from the store and compute summary.json."""
+    rows = list(store.rows())
+    df = frame(rows)
+    csv_path = out / RESULTS_CSV
+    temp = csv_path.with_suffix(".tmp")
+    temp.unlink(missing_ok=True)
+    append_csv(temp, RESULT_COLUMNS, rows)
+    temp.replace(csv_path)
+    if not df.empty:
+        df.reindex(columns=list(RESULT_COLUMNS)).to_parquet(out / RESULTS_PARQUET, index=False)
+    summary = summarize(df, {"config": config.model_dump(mode="json")})
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def default_run_dir(root: Path = Path("runs")) -> Path:
+    """A new timestamped run directory under ``runs/``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = root / stamp
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = root / f"{stamp}-{suffix}"
+    return path
+
+
+def transform_specs(text: str) -> list[TransformSpec]:
+    return parse_transforms(text)

@@ -1,0 +1,61 @@
+"""The chat-client seam: how an LLM-based compressor calls a model without importing audit.
+
+``audit``'s backends implement ``ChatClient`` and inject it into compressors that
+declare ``uses_llm = True``; a plugin needs only this module to talk to a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion request, described by what it asks (not how it is sent)."""
+
+    messages: Sequence[ChatMessage]
+    json_schema: Mapping[str, Any] | None = None
+    """Ask for structured output matching this JSON schema, when the backend honours it."""
+    thinking: bool | None = None
+    """Ask for reasoning on/off; the backend maps it to its chat_template_kwargs."""
+    max_tokens: int | None = None
+    repeat: int = 0
+    """Repeat index: part of the cache key, so repeats are independent samples."""
+    tag: str = ""
+    """Who asks (e.g. ``writer:prose_high@2``): the compressor name and version."""
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """What came back.  ``error`` set means an infrastructure failure after retries (NA)."""
+
+    content: str | None
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    usage: Mapping[str, int] = field(default_factory=dict)
+    error: str | None = None
+    cached: bool = False
+    latency_s: float = 0.0
+
+
+@runtime_checkable
+class ChatClient(Protocol):
+    """Anything that can answer a ChatRequest (a vLLM server, the embedded model, ...)."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse: ...
+
+
+class ChatUnavailableError(RuntimeError):
+    """Raised by an LLM compressor when its chat call failed for infrastructure reasons;
+    the audit records the affected reads as NA, never as wrong."""

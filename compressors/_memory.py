@@ -1,0 +1,99 @@
+"""Record-log memories: the canonical JSON-lines form deterministic compressors write.
+
+A memory that keeps records verbatim is read exactly by E_q.  Parsing is cached by
+memory string: a strict updater's output is its next input, so the cache turns the
+per-chunk re-parse into a dictionary hit without carrying any hidden state (the
+string alone still determines the records).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from histories import Record
+from histories._render import RenderParseError, parse_records
+
+_CACHE_LIMIT = 50_000
+_parsed: dict[str, tuple[Record, ...]] = {}
+_lines: dict[int, tuple[Record, str, int]] = {}
+"""id(record) -> (record, line, bytes); holding the record keeps its id from being reused."""
+
+
+def _entry(record: Record) -> tuple[Record, str, int]:
+    entry = _lines.get(id(record))
+    if entry is not None and entry[0] is record:
+        return entry
+    line = record.canonical_json()
+    entry = (record, line, len(line) if line.isascii() else len(line.encode("utf-8")))
+    if len(_lines) > _CACHE_LIMIT * 4:
+        _lines.clear()
+    _lines[id(record)] = entry
+    return entry
+
+
+def record_line(record: Record) -> str:
+    """Canonical JSON of a record, cached per record object (records are frozen)."""
+    return _entry(record)[1]
+
+
+def line_bytes(record: Record) -> int:
+    """UTF-8 bytes the record's line takes in a memory (without the newline)."""
+    return _entry(record)[2]
+
+
+def dump(records: Iterable[Record]) -> str:
+    """Records -> memory text (one canonical JSON line each); cached for ``load``."""
+    records = tuple(records)
+    text = "\n".join([_entry(r)[1] for r in records])
+    if len(_parsed) > _CACHE_LIMIT:
+        _parsed.clear()
+    _parsed[text] = records
+    return text
+
+
+def load(memory: str) -> tuple[Record, ...]:
+    """Memory text -> records; raises RenderParseError for anything but a record log
+    (canonical JSON lines, or tool-log lines)."""
+    cached = _parsed.get(memory)
+    if cached is not None:
+        return cached
+    if not memory.strip():
+        records: tuple[Record, ...] = ()
+    else:
+        try:
+            records = tuple(parse_records(memory, "json"))
+        except RenderParseError:
+            records = tuple(parse_records(memory, "log"))
+    if len(_parsed) > _CACHE_LIMIT:
+        _parsed.clear()
+    _parsed[memory] = records
+    return records
+
+
+def memory_bytes(memory: str) -> int:
+    return len(memory.encode("utf-8"))
+
+
+def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) -> list[Record]:
+    """Greedily take records in ``ordered`` while the memory fits ``budget`` bytes.
+
+    A record that does not fit is skipped and packing goes on with smaller ones,
+    unless ``contiguous`` (then packing stops at the first record that does not fit).
+    Returns the chosen records in their ``ordered`` order.
+    """
+    chosen: list[Record] = []
+    used = -1  # n lines take n-1 newlines
+    for record in ordered:
+        size = _entry(record)[2] + 1
+        if used + size <= budget:
+            chosen.append(record)
+            used += size
+        elif contiguous:
+            break
+    return chosen
+
+
+def in_stream_order(chosen: Iterable[Record], stream: Sequence[Record]) -> list[Record]:
+    """``chosen`` re-sorted into the order they appear in ``stream`` (memory, then chunk)."""
+    keep = {id(r) for r in chosen}
+    return [r for r in stream if id(r) in keep]

@@ -1,0 +1,118 @@
+"""The compressor protocol: a strict streaming updater m' = U(m, chunk, query_keys; budget).
+
+*Strict* means the memory string is the only state carried from chunk to chunk: an
+updater must not keep anything on ``self`` between calls.  The writer is
+*target-aware* (it sees the query keys and the public semantics of the record
+kinds) and *future-hidden* (it never sees the future, the gold answer or the family).
+
+*Archive* conditions are a second, clearly labelled kind: at answer time they may
+re-read the raw history (extra storage), so they are ceilings, not memories.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from compressors._chat import ChatClient
+from histories import Record, RenderStyle
+from histories._render import render_records
+
+CompressorKind = Literal["strict", "archive"]
+
+
+class ChunkView:
+    """One chunk of history as a compressor sees it: the records, and (rendered on
+    first use) the text of the pair's rendering, for writers that read text."""
+
+    __slots__ = ("_text", "records", "seed", "style")
+
+    def __init__(
+        self, records: Sequence[Record], style: RenderStyle = "json", seed: int = 0
+    ) -> None:
+        self.records = tuple(records)
+        self.style: RenderStyle = style
+        self.seed = seed
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = render_records(self.records, self.style, self.seed)
+        return self._text
+
+
+class NoParams(BaseModel):
+    """Compressors without parameters accept none (a typo is an error, not ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InvalidParamsError(ValueError):
+    """Bad ``name:key=value`` parameters; the message names the compressor and field."""
+
+
+class Compressor(ABC):
+    """Base class of every memory condition.  Subclass, set the class attributes,
+    implement ``update`` (and ``recall`` for archives)."""
+
+    name: ClassVar[str] = ""
+    """The condition id used on the command line."""
+    version: ClassVar[str] = "1"
+    """Goes into every result row and cache key: bump it when behaviour changes."""
+    kind: ClassVar[CompressorKind] = "strict"
+    uses_llm: ClassVar[bool] = False
+    budgeted: ClassVar[bool] = True
+    """False for archives that ignore the byte budget (they are labelled extra storage)."""
+    summary: ClassVar[str] = ""
+    """One line for ``audit compressors``."""
+    Params: ClassVar[type[BaseModel]] = NoParams
+    """A pydantic model of the compressor's own parameters (``name:key=value``)."""
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+        self.client: ChatClient | None = None
+
+    @classmethod
+    def from_params(cls, raw: Mapping[str, Any]) -> Compressor:
+        """Build from command-line parameters, validated by ``Params``."""
+        try:
+            return cls(cls.Params.model_validate(dict(raw)))
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "parameters"
+            raise InvalidParamsError(f"{cls.name}: parameter {field}: {first['msg']}") from None
+
+    @property
+    def label(self) -> str:
+        """Name plus version, as stored in results."""
+        return f"{self.name}@{self.version}"
+
+    @abstractmethod
+    def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
+        """Return the new memory after seeing ``chunk``.  Pure: same inputs, same output."""
+
+    async def aupdate(
+        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
+    ) -> str:
+        """Async form, used for LLM writers (``repeat`` makes repeats independent)."""
+        return self.update(memory, chunk, query_keys, budget)
+
+
+class ArchiveCompressor(Compressor):
+    """An archive condition: at answer time it may re-read the raw history."""
+
+    kind: ClassVar[CompressorKind] = "archive"
+
+    def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
+        """Archives keep no memory of their own while streaming."""
+        return memory
+
+    @abstractmethod
+    def recall(
+        self, memory: str, history: Sequence[Record], query_keys: Sequence[str], budget: int
+    ) -> str:
+        """What the reader is shown at answer time, built from the raw history so far."""

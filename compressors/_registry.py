@@ -1,0 +1,165 @@
+"""The compressor registry: built-ins, installed plugins, and ``module:attr`` classes.
+
+A condition is named on the command line as ``TARGET[:key=value,...]``, where
+TARGET is a registered name (``frontier``), an installed plugin's entry-point name
+(group ``memory_audit.compressors``), or ``package.module:ClassName``.  Plugins are
+only imported when named, or when ``audit compressors`` lists what is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TypeVar
+
+from compressors._protocol import Compressor
+
+ENTRY_POINT_GROUP = "memory_audit.compressors"
+_BUILTINS: dict[str, type[Compressor]] = {}
+
+C = TypeVar("C", bound=type[Compressor])
+
+
+class UnknownCompressorError(ValueError):
+    """A condition that names nothing loadable; the message lists the known ones."""
+
+
+def register(cls: C) -> C:
+    """Class decorator for built-in compressors."""
+    if not cls.name:
+        raise TypeError(f"{cls.__qualname__} needs a non-empty `name`")
+    if cls.name in _BUILTINS and _BUILTINS[cls.name] is not cls:
+        raise TypeError(f"compressor name {cls.name!r} is registered twice")
+    _BUILTINS[cls.name] = cls
+    return cls
+
+
+def builtins() -> dict[str, type[Compressor]]:
+    """Registered built-ins: strict conditions first, then archives, in preferred order."""
+    from compressors.builtin import ORDER  # registers on import
+
+    rank = {name: i for i, name in enumerate(ORDER)}
+    names = sorted(_BUILTINS, key=lambda n: (rank.get(n, len(rank)), n))
+    return {name: _BUILTINS[name] for name in names}
+
+
+@dataclass(frozen=True)
+class ConditionSpec:
+    """A parsed condition: what to load and with which parameters."""
+
+    label: str
+    """Exactly as given; results are keyed by it."""
+    target: str
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def budget(self) -> int | None:
+        """A per-condition budget (``frontier:budget=2400``) overrides the run's list."""
+        raw = self.params.get("budget")
+        if raw is None:
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            raise UnknownCompressorError(f"{self.label}: budget must be an integer") from None
+        if value <= 0:
+            raise UnknownCompressorError(f"{self.label}: budget must be positive, got {value}")
+        return value
+
+    @property
+    def compressor_params(self) -> dict[str, str]:
+        return {k: v for k, v in self.params.items() if k != "budget"}
+
+
+def parse_spec(text: str) -> ConditionSpec:
+    """``name``, ``name:k=v,k2=v2``, ``pkg.mod:Class`` or ``pkg.mod:Class:k=v``."""
+    text = text.strip()
+    if not text:
+        raise UnknownCompressorError("empty condition name")
+    parts = text.split(":")
+    if len(parts) >= 2 and "=" not in parts[1]:
+        target, rest = f"{parts[0]}:{parts[1]}", parts[2:]
+    else:
+        target, rest = parts[0], parts[1:]
+    params: dict[str, str] = {}
+    for item in ":".join(rest).split(",") if rest else []:
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UnknownCompressorError(f"{text}: parameter {item!r} is not key=value")
+        params[key.strip()] = value.strip()
+    return ConditionSpec(label=text, target=target, params=params)
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _check_class(obj: object, where: str) -> type[Compressor]:
+    if not (isinstance(obj, type) and issubclass(obj, Compressor)):
+        raise UnknownCompressorError(f"{where} is not a Compressor subclass")
+    if not obj.name:
+        raise UnknownCompressorError(f"{where} has no `name`")
+    return obj
+
+
+def resolve_class(target: str) -> type[Compressor]:
+    """The class a target names: built-in, then entry point, then module:attr."""
+    known = builtins()
+    if target in known:
+        return known[target]
+    plugins = _entry_points()
+    if target in plugins:
+        try:
+            loaded = plugins[target].load()
+        except Exception as error:  # a broken plugin must name itself
+            raise UnknownCompressorError(
+                f"plugin {target!r} ({plugins[target].value}) failed to import: {error}"
+            ) from error
+        return _check_class(loaded, f"plugin {target!r}")
+    if ":" in target:
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise UnknownCompressorError(
+                f"{target}: cannot import {module_name!r}: {error}"
+            ) from None
+        if not hasattr(module, attr):
+            raise UnknownCompressorError(f"{target}: module {module_name!r} has no {attr!r}")
+        return _check_class(getattr(module, attr), target)
+    names = list(known) + sorted(plugins)
+    raise UnknownCompressorError(
+        f"unknown condition {target!r}; known: {', '.join(names)} (or package.module:Class)"
+    )
+
+
+def build(spec: ConditionSpec | str) -> Compressor:
+    """Instantiate a condition with its parameters validated."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    _ = spec.budget  # validate early
+    return resolve_class(spec.target).from_params(spec.compressor_params)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One line of ``audit compressors``."""
+
+    name: str
+    origin: str
+    cls: type[Compressor] | None
+    error: str | None = None
+
+
+def available() -> list[Listing]:
+    """Built-ins, then installed plugins (loaded to describe them; failures listed)."""
+    rows = [Listing(name, "built-in", cls) for name, cls in builtins().items()]
+    for name, ep in sorted(_entry_points().items()):
+        try:
+            rows.append(Listing(name, f"plugin {ep.value}", _check_class(ep.load(), name)))
+        except Exception as error:
+            rows.append(Listing(name, f"plugin {ep.value}", None, str(error)))
+    return rows

@@ -1,0 +1,57 @@
+"""``dependency_closure`` (archive): re-read the history, keep what the query depends on.
+
+At answer time it computes the query's dependency closure over the raw history
+(every key reachable through copies, selectors, options and conditions, through
+any record, live or not) and shows the records that touch those keys, revokes of
+them, and the clock, newest first within the budget.  Retrieval with perfect
+knowledge of the semantics: a ceiling for structure-aware retrieval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compressors._memory import dump, in_stream_order, pack
+from compressors._protocol import ArchiveCompressor
+from compressors._registry import register
+from histories import Record, referenced_keys
+
+
+def full_closure(history: Sequence[Record], query_keys: Sequence[str]) -> set[str]:
+    """Keys reachable from the query through any record that binds a reached key."""
+    by_key: dict[str, list[Record]] = {}
+    by_id = {r.id: r for r in history}
+    for record in history:
+        for key in referenced_keys(record)[:1]:
+            by_key.setdefault(key, []).append(record)
+    found: set[str] = set()
+    todo = list(query_keys)
+    while todo:
+        key = todo.pop()
+        if key in found:
+            continue
+        found.add(key)
+        for record in by_key.get(key, ()):
+            todo.extend(referenced_keys(record))
+            if record.op == "replay" and record.target in by_id:
+                todo.extend(referenced_keys(by_id[record.target]))
+    return found
+
+
+@register
+class DependencyClosure(ArchiveCompressor):
+    name = "dependency_closure"
+    summary = "archive: records in the query's dependency closure over the raw history"
+
+    def recall(
+        self, memory: str, history: Sequence[Record], query_keys: Sequence[str], budget: int
+    ) -> str:
+        keys = full_closure(history, query_keys)
+        touching = [r for r in history if keys.intersection(referenced_keys(r)[:1])]
+        ids = {r.id for r in touching}
+        relevant = [
+            r
+            for r in history
+            if r.id in ids or r.op == "tick" or (r.op == "revoke" and r.target in ids)
+        ]
+        return dump(in_stream_order(pack(relevant[::-1], budget), history))

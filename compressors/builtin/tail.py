@@ -1,0 +1,24 @@
+"""``tail``: keep the most recent records that fit.
+
+The simplest strict baseline: what arrived last is kept, contiguously, and
+everything older falls off.  It knows nothing of record kinds or of the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compressors._memory import dump, load, pack
+from compressors._protocol import ChunkView, Compressor
+from compressors._registry import register
+
+
+@register
+class Tail(Compressor):
+    name = "tail"
+    summary = "most recent whole records that fit (contiguous suffix of the stream)"
+
+    def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
+        stream = [*load(memory), *chunk.records]
+        kept = pack(stream[::-1], budget, contiguous=True)
+        return dump(kept[::-1])

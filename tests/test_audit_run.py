@@ -1,0 +1,240 @@
+"""`audit run` with the exact reader: run directory, resume, refusal, bad input, plugin errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from audit._evaluate import RESULT_COLUMNS
+from audit.cli import app
+from compressors import builtins
+
+runner = CliRunner()
+SMALL = ["--preset", "cca-pilot", "--transforms", "identity,rename:2", "--workers", "1", "--quiet"]
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "small"
+    result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_run_directory_contents(small_run: Path):
+    for name in ("config.json", "results.csv", "results.parquet", "summary.json", "store.sqlite"):
+        assert (small_run / name).exists(), name
+    rows = csv_rows(small_run / "results.csv")
+    # 24 pairs x (identity + 2 renamings) x 3 conditions x 2 variants x 3 branches
+    assert len(rows) == 24 * 3 * 3 * 6
+    assert list(rows[0]) == list(RESULT_COLUMNS)
+    parquet = pd.read_parquet(small_run / "results.parquet")
+    assert len(parquet) == len(rows)
+    config = json.loads((small_run / "config.json").read_text())
+    assert config["config"]["conditions"] == ["frontier", "frontier_latest", "full"]
+    assert config["config"]["compressor_versions"]["frontier"] == "frontier@1"
+    assert config["environment"]["packages"]["memory-audit"]
+    assert {r["reader"] for r in rows} == {"exact"}
+    assert {r["branch"] for r in rows} == {"current", "reveal", "override"}
+    assert {r["transform"] for r in rows} == {"identity", "rename"}
+
+
+def test_results_agree_with_the_exact_reader_and_memories_are_stored(small_run: Path):
+    rows = csv_rows(small_run / "results.csv")
+    db = sqlite3.connect(small_run / "store.sqlite")
+    import zlib
+
+    from compressors import load
+    from histories import LogIndex
+
+    checked = 0
+    for row in rows[::37]:
+        blob = db.execute(
+            "SELECT text FROM memories WHERE sha256 = ?", (row["memory_sha256"],)
+        ).fetchone()
+        memory = zlib.decompress(blob[0]).decode()
+        assert len(memory.encode()) == int(row["memory_bytes"])
+        answer = LogIndex(load(memory)).resolve(list(json.loads(row["gold"])))
+        assert (answer == json.loads(row["gold"])) == (row["correct"] == "1")
+        checked += 1
+    assert checked > 10
+    distinct = {r["memory_sha256"] for r in rows}
+    (count,) = db.execute("SELECT COUNT(*) FROM memories").fetchone()
+    assert count == len(distinct)  # once per hash
+
+
+def test_summary_scores_and_selection_flag(small_run: Path):
+    summary = json.loads((small_run / "summary.json").read_text())
+    scores = {
+        (e["condition"], e["transform"], e["family"]): e
+        for e in summary["scores"]
+        if e["budget"] == 1200
+    }
+    full = scores[("full", "identity", "all")]
+    assert full["reveal_accuracy"] == {"k": 48, "n": 48}
+    assert full["joint_J"] == {"k": 24, "n": 24}
+    latest = scores[("frontier_latest", "identity", "all")]
+    assert latest["current_accuracy"] == {"k": 48, "n": 48}
+    assert latest["collision_rate"]["k"] >= 8
+    assert latest["reveal_accuracy"]["k"] < 48
+    assert scores[("frontier", "identity", "late_reference")]["late_reference_adequacy"]["k"] >= 7
+    flag = summary["selection"][0]
+    assert flag["current_would_pick_differently"]
+    assert "frontier_latest" in flag["misleading_choices"]
+    assert any(
+        g["condition"] == "frontier" and g["transform"] == "rename"
+        for g in summary["shortcut_gaps"]
+    )
+    # equivariance is only judged on renamed instances
+    assert scores[("full", "rename", "all")]["equivariance_violations"]["n"] > 0
+    assert scores[("full", "rename", "all")]["equivariance_violations"]["k"] == 0
+
+
+def test_resume_after_lost_jobs_reproduces_the_uninterrupted_run(small_run: Path, tmp_path: Path):
+    import shutil
+
+    copy = tmp_path / "resumed"
+    shutil.copytree(small_run, copy)
+    db = sqlite3.connect(copy / "store.sqlite")
+    lost = [k for (k,) in db.execute("SELECT job_key FROM jobs LIMIT 7")]
+    db.executemany("DELETE FROM results WHERE job_key = ?", [(k,) for k in lost])
+    db.executemany("DELETE FROM jobs WHERE job_key = ?", [(k,) for k in lost])
+    db.commit()
+    db.close()
+    (copy / "results.csv").unlink()
+    result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(copy))
+    assert result.exit_code == 0, result.output
+
+    def key(r):
+        return (r["pair_id"], r["condition"], r["variant"], r["branch"], r["budget"])
+
+    before = sorted(csv_rows(small_run / "results.csv"), key=key)
+    after = sorted(csv_rows(copy / "results.csv"), key=key)
+    assert after == before
+
+
+def test_existing_run_with_other_config_is_refused(small_run: Path):
+    stamp = (small_run / "results.csv").stat().st_mtime_ns
+    result = run("run", *SMALL, "--conditions", "tail", "--out", str(small_run))
+    assert result.exit_code == 2
+    assert "differs in: compressor_versions, conditions" in result.output
+    assert "never overwritten" in result.output
+    assert (small_run / "results.csv").stat().st_mtime_ns == stamp
+
+
+def test_non_run_directory_is_refused(tmp_path: Path):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = run("run", *SMALL, "--conditions", "tail", "--out", str(tmp_path))
+    assert result.exit_code == 2
+    assert "not a run directory" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--conditions", "frontier,nope"], "unknown condition 'nope'; known: tail, type_pin"),
+        (
+            ["--transforms", "identity,shuffle:3"],
+            "unknown transform 'shuffle'; known: identity, rename",
+        ),
+        (["--transforms", "rename:0"], "K must be positive"),
+        (["--budget", "0"], "--budget: 0 must be positive"),
+        (["--budget", "12x"], "'12x' is not an integer"),
+        (["--conditions", "frontier:budget=-5"], "budget must be positive"),
+        (["--conditions", "tail:depth=3"], "tail: parameter depth: Extra inputs are not permitted"),
+        (
+            ["--pairs", "/nonexistent/pairs.jsonl"],
+            "/nonexistent/pairs.jsonl: cannot read pair file",
+        ),
+        (["--conditions", "frontier,frontier"], "listed twice"),
+    ],
+)
+def test_bad_input_is_named_and_nothing_is_written(tmp_path: Path, args, message):
+    out = tmp_path / "never"
+    base = ["--transforms", "identity", "--quiet", "--workers", "1"]
+    if "--pairs" not in args:
+        base += ["--preset", "cca-pilot"]
+    result = run("run", *base, *args, "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
+def test_pairs_file_and_per_condition_budget(tmp_path: Path):
+    pairs_dir = tmp_path / "pairs"
+    generated = run("generate", "--families", "late_reference,expiry", "--pairs-per-family", "2",
+                    "--seed", "3", "--out", str(pairs_dir))  # fmt: skip
+    assert generated.exit_code == 0
+    out = tmp_path / "run"
+    result = run("run", "--pairs", str(pairs_dir / "pairs.jsonl"), "--conditions",
+                 "frontier:budget=2400,tail", "--budget", "600,1200", "--transforms", "identity",
+                 "--workers", "2", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = csv_rows(out / "results.csv")
+    cells = {(r["condition"], r["budget"]) for r in rows}
+    assert cells == {("frontier:budget=2400", "2400"), ("tail", "600"), ("tail", "1200")}
+    assert all(int(r["memory_bytes"]) <= int(r["budget"]) for r in rows)
+    assert {r["family"] for r in rows} == {"late_reference", "expiry"}
+
+
+def test_a_plugin_that_raises_is_recorded_not_fatal(tmp_path: Path, monkeypatch):
+    module = tmp_path / "exploding_plugin.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            from compressors import Compressor
+
+            class Exploding(Compressor):
+                name = "exploding"
+                summary = "raises on the third chunk"
+
+                def update(self, memory, chunk, query_keys, budget):
+                    if memory.count("\\n") > 6:
+                        raise RuntimeError("boom from the plugin")
+                    return "\\n".join(filter(None, [memory, *(r.canonical_json() for r in chunk.records[:2])]))
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "exploding_plugin", raising=False)
+    out = tmp_path / "run"
+    result = run("run", "--preset", "cca-pilot", "--conditions", "exploding_plugin:Exploding,full",
+                 "--transforms", "identity", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = csv_rows(out / "results.csv")
+    plugin_rows = [r for r in rows if r["condition"] == "exploding_plugin:Exploding"]
+    assert {r["outcome"] for r in plugin_rows} <= {"error", "pass", "wrong_log"}
+    assert any(r["outcome"] == "error" for r in plugin_rows)
+    assert all(r["correct"] == "0" for r in plugin_rows if r["outcome"] == "error")
+    assert {r["outcome"] for r in rows if r["condition"] == "full"} == {"pass"}
+    log = (out / "run.log").read_text()
+    assert "RuntimeError: boom from the plugin" in log
+    assert "Traceback" in log
+
+
+def test_default_conditions_are_every_deterministic_builtin(tmp_path: Path):
+    out = tmp_path / "all"
+    result = run("run", "--preset", "cca-pilot", "--transforms", "identity", "--workers", "2",
+                 "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    conditions = {r["condition"] for r in csv_rows(out / "results.csv")}
+    assert conditions == {name for name, cls in builtins().items() if not cls.uses_llm}
+    assert "current accuracy would pick" in result.output
