@@ -20,7 +20,7 @@ from typing import Any
 from audit._exact import read_exact
 from audit._transforms_spec import TransformSpec
 from compressors import ArchiveCompressor, ChunkView, Compressor, build, dump, load, parse_spec
-from histories import BRANCHES, FUTURES, VARIANTS, Branch, Pair, VariantName
+from histories import BRANCHES, FUTURES, VARIANTS, Branch, Pair, Record, VariantName
 from histories._render import RenderParseError
 from histories._transforms import rename_record, transform
 
@@ -136,10 +136,17 @@ def stream_variant(
     return Streamed(memories, overflows)
 
 
-def rename_memory(memory: str, mapping: Mapping[str, str]) -> str | None:
-    """rename(C(H)): the memory's records relabelled; None if it is not a record log."""
+def rename_memory(
+    memory: str, mapping: Mapping[str, str], renamed: Mapping[int, Record] | None = None
+) -> str | None:
+    """rename(C(H)): the memory's records relabelled; None if it is not a record log.
+
+    ``renamed`` maps id(source record) -> its renamed record (from the transformed
+    pair): a memory that kept whole records then reuses them instead of renaming again.
+    """
     try:
-        return dump(rename_record(r, mapping) for r in load(memory))
+        renamed = renamed or {}
+        return dump(renamed.get(id(r)) or rename_record(r, mapping) for r in load(memory))
     except (RenderParseError, KeyError):
         return None
 
@@ -162,11 +169,22 @@ def run_job(
     """Every (condition, budget) x transformed instance x variant x branch of one pair."""
     result = JobResult(key)
     pairs = instances(pair, transforms, seed)
+    source_records = list(pair.all_records())
+    correspondence = {
+        instance.pair_id: {
+            id(old): new for old, new in zip(source_records, instance.all_records(), strict=True)
+        }
+        for instance in pairs
+        if instance.transform is not None and instance.transform.mapping
+    }
     for label, budget in conditions:
         compressor = build(parse_spec(label))
         identity: dict[tuple[str, str], str] = {}
         for instance in pairs:
-            _run_instance(result, compressor, label, budget, instance, identity)
+            _run_instance(
+                result, compressor, label, budget, instance, identity,
+                correspondence.get(instance.pair_id),
+            )  # fmt: skip
     return result
 
 
@@ -177,6 +195,7 @@ def _run_instance(
     budget: int,
     pair: Pair,
     identity: dict[tuple[str, str], str],
+    renamed: Mapping[int, Record] | None = None,
 ) -> None:
     transform_kind = pair.transform.kind if pair.transform else "identity"
     base = {
@@ -234,7 +253,9 @@ def _run_instance(
             if transform_kind == "identity":
                 identity[(variant, branch)] = memory
             elif pair.transform and pair.transform.mapping and (variant, branch) in identity:
-                expected = rename_memory(identity[(variant, branch)], pair.transform.mapping)
+                expected = rename_memory(
+                    identity[(variant, branch)], pair.transform.mapping, renamed
+                )
                 equivariant = None if expected is None else int(expected == memory)
             result.rows.append(
                 {

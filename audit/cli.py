@@ -268,3 +268,18 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _register_command_modules() -> None:
+    """Command groups that live in their own modules add themselves to ``app``."""
+    import importlib
+
+    for name in ("audit._plugins_cli", "audit._backends_cli", "audit._report_cli"):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name:
+                raise
+
+
+_register_command_modules()

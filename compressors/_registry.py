@@ -9,6 +9,8 @@ only imported when named, or when ``audit compressors`` lists what is installed.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TypeVar
@@ -121,6 +123,8 @@ def resolve_class(target: str) -> type[Compressor]:
         return _check_class(loaded, f"plugin {target!r}")
     if ":" in target:
         module_name, _, attr = target.partition(":")
+        if os.getcwd() not in sys.path:  # an unpackaged module in the working directory
+            sys.path.append(os.getcwd())
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
