@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from audit._evaluate import RESULT_COLUMNS, JobResult, run_job
-from audit._store import RunStore, append_csv
+from audit._evaluate import RESULT_COLUMNS, run_job
+from audit._store import PackedJob, RunStore, append_csv, append_csv_text, pack_job
 from audit._summary import frame, summarize
 from audit._transforms_spec import TransformSpec, parse_transforms
 from compressors import build, parse_spec
@@ -94,9 +94,11 @@ def plan_jobs(config: RunConfig, pairs: Sequence[Pair]) -> list[Job]:
     return jobs
 
 
-def _execute(job: Job, transforms: Sequence[str], seed: int) -> JobResult:
+def _execute(job: Job, transforms: Sequence[str], seed: int) -> PackedJob:
+    """Run one job and serialize it (in the worker process, not the writer)."""
     specs = [parse_transforms(t)[0] for t in transforms]
-    return run_job(job.key, Pair.model_validate_json(job.pair_json), job.conditions, specs, seed)
+    result = run_job(job.key, Pair.model_validate_json(job.pair_json), job.conditions, specs, seed)
+    return pack_job(result.key, result.rows, result.memories, RESULT_COLUMNS, result.log)
 
 
 def environment() -> dict[str, Any]:
@@ -182,10 +184,10 @@ def execute(
         if progress:
             progress(finished, total)
 
-        def record(result: JobResult) -> None:
+        def record(result: PackedJob) -> None:
             nonlocal finished
-            store.add_job(result.key, result.rows, result.memories)
-            append_csv(out / RESULTS_CSV, RESULT_COLUMNS, result.rows)
+            if store.add_job(result):
+                append_csv_text(out / RESULTS_CSV, RESULT_COLUMNS, result.csv_text)
             if result.log:
                 with (out / LOG_FILE).open("a", encoding="utf-8") as log:
                     log.write("\n".join(result.log) + "\n")
@@ -204,10 +206,10 @@ def execute(
 
 
 def _run_parallel(
-    jobs: Sequence[Job], config: RunConfig, workers: int, record: Callable[[JobResult], None]
+    jobs: Sequence[Job], config: RunConfig, workers: int, record: Callable[[PackedJob], None]
 ) -> None:
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: set[Future[JobResult]] = set()
+        pending: set[Future[PackedJob]] = set()
         queue = list(jobs)[::-1]
         while queue or pending:
             while queue and len(pending) < workers * 2:

@@ -148,26 +148,37 @@ class LogIndex:
 
 
 class _Resolver:
-    """One resolution pass: memo plus the set of keys in progress (cycle guard)."""
+    """One resolution pass: memo plus the set of keys in progress (cycle guard).
 
-    __slots__ = ("in_progress", "index", "memo")
+    A value computed while the cycle guard cut some dependency to null depends on
+    where the walk entered the cycle, so it is never memoised: that keeps answers
+    independent of log order (and of which key was asked first).
+    """
+
+    __slots__ = ("cut", "in_progress", "index", "memo")
 
     def __init__(self, index: LogIndex) -> None:
         self.index = index
         self.memo: dict[str, str | None] = {}
         self.in_progress: set[str] = set()
+        self.cut = False
+        """Whether the value being computed hit the cycle guard."""
 
     def value(self, key: str) -> str | None:
         if key in self.memo:
             return self.memo[key]
         if key in self.in_progress:
+            self.cut = True
             return None
+        outer_cut, self.cut = self.cut, False
         self.in_progress.add(key)
         try:
             result = self._compute(key)
         finally:
             self.in_progress.discard(key)
-        self.memo[key] = result
+        if not self.cut:
+            self.memo[key] = result
+        self.cut = outer_cut or self.cut
         return result
 
     def _compute(self, key: str) -> str | None:

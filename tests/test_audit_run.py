@@ -59,8 +59,7 @@ def test_run_directory_contents(small_run: Path):
 def test_results_agree_with_the_exact_reader_and_memories_are_stored(small_run: Path):
     rows = csv_rows(small_run / "results.csv")
     db = sqlite3.connect(small_run / "store.sqlite")
-    import zlib
-
+    from audit._store import decompress_memory
     from compressors import load
     from histories import LogIndex
 
@@ -69,7 +68,7 @@ def test_results_agree_with_the_exact_reader_and_memories_are_stored(small_run: 
         blob = db.execute(
             "SELECT text FROM memories WHERE sha256 = ?", (row["memory_sha256"],)
         ).fetchone()
-        memory = zlib.decompress(blob[0]).decode()
+        memory = decompress_memory(blob[0])
         assert len(memory.encode()) == int(row["memory_bytes"])
         answer = LogIndex(load(memory)).resolve(list(json.loads(row["gold"])))
         assert (answer == json.loads(row["gold"])) == (row["correct"] == "1")

@@ -16,7 +16,10 @@ renaming.  The variants:
 * ``frontier_latest`` keeps only the latest live binding per key (no control
   records, no superseded history): up to date, and blind to rollbacks.
 * ``frontier_no_tombstone`` applies revokes by deleting their targets and never
-  stores the revoke itself, so a later replay of a revoked record is not blocked.
+  stores the revoke itself, so a later replay of a revoked record is not blocked,
+  and a revoke that arrives before its target (log order carries no meaning) is
+  forgotten: the target later reads as live.  Both are the cost of keeping no
+  tombstones, which is what this condition exists to measure.
 * ``frontier_alpha`` is the label-equivariant repair: the same tiers, ties broken
   by recency (stream position) instead of spelling, so no decision depends on how
   identifiers are spelled: C(rename(H)) == rename(C(H)).

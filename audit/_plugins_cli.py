@@ -1,0 +1,40 @@
+"""`audit compressors` and `audit new-compressor`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from audit.cli import app, fail
+
+
+@app.command("compressors")
+def list_compressors() -> None:
+    """List memory conditions: built-ins, then installed plugins (broken ones with their error)."""
+    from audit._plugins import render_compressor_list
+
+    typer.echo(render_compressor_list(width=shutil.get_terminal_size((100, 24)).columns))
+
+
+@app.command("new-compressor")
+def new_compressor(
+    name: Annotated[str, typer.Argument(help="Condition name in snake_case, e.g. keep_newest.")],
+    out: Annotated[
+        Path, typer.Option("--out", help="New or empty directory for the plugin package.")
+    ],
+) -> None:
+    """Scaffold an installable compressor plugin: package, entry point, test, README."""
+    from audit._plugins import PluginScaffoldError, scaffold_plugin
+
+    try:
+        written = scaffold_plugin(name, out)
+    except PluginScaffoldError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write {out}: {error}", code=1)
+    for path in written:
+        typer.echo(f"wrote {path}")
+    typer.echo(f"next: pip install -e {out}, then python -m pytest {out} and `audit compressors`")

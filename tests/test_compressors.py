@@ -1,0 +1,603 @@
+"""Memory conditions, checked against the exact interpreter E_q.
+
+Generated pairs (every family, both label schemes, both distractor mixes, budgets
+300..5000) are streamed through every built-in by the strict protocol, and the
+memories are held to what the protocol and each compressor's docstring promise:
+within budget, record logs made of whole streamed records, pure updates, and the
+per-condition invariants (contiguous tail, pinned kinds, no tombstones, latest
+binding only).  Label equivariance is checked through ``histories._transforms.rename``,
+and the paper's deterministic findings on the ``cca-pilot`` preset through
+``audit._evaluate.run_job``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import compressors
+from audit._evaluate import _chunk_seed, rename_memory, run_job, stream_variant
+from audit._exact import read_exact
+from audit._transforms_spec import parse_transforms
+from compressors import ArchiveCompressor, ChunkView, Compressor
+from histories import (
+    BRANCHES,
+    FAMILIES,
+    FUTURES,
+    PRESETS,
+    VARIANTS,
+    GenerationConfig,
+    Pair,
+    Record,
+    RevokeRecord,
+    SetRecord,
+    build_pair,
+    generate,
+    parse_records,
+    resolve,
+)
+from histories._transforms import rename
+
+BUILTINS = compressors.builtins()
+DETERMINISTIC = [name for name, cls in BUILTINS.items() if not cls.uses_llm]
+STRICT = [name for name in DETERMINISTIC if BUILTINS[name].kind == "strict"]
+
+PILOT = generate(PRESETS["cca-pilot"])
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+def _pair(family: str, seed: int, mix: str, labels: str) -> Pair:
+    config = GenerationConfig(
+        families=[family],
+        pairs_per_family=1,
+        seed=seed,
+        distractor_mix=mix,
+        labels=labels,
+    )
+    return build_pair(FAMILIES[family], 0, config)
+
+
+pairs = st.builds(
+    _pair,
+    family=st.sampled_from(sorted(FAMILIES)),
+    seed=st.integers(0, 100_000),
+    mix=st.sampled_from(["mixed", "plain"]),
+    labels=st.sampled_from(["random", "readable"]),
+)
+budgets = st.integers(300, 5000)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def lines_of(memory: str) -> list[str]:
+    """The memory's record lines (split on "\\n" only, as renderings are)."""
+    return memory.split("\n") if memory else []
+
+
+def nbytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def joined_bytes(lines: Sequence[str]) -> int:
+    """Bytes of ``lines`` joined by newlines, as a record-log memory holds them."""
+    return nbytes("\n".join(lines))
+
+
+@dataclass
+class Step:
+    """One update: the memory before, the chunk, the memory after (as returned),
+    and every record streamed so far on this branch (chunk included)."""
+
+    before: str
+    chunk: tuple[Record, ...]
+    after: str
+    streamed: tuple[Record, ...]
+    arrival: dict[str, int]
+    """Record id -> index of the chunk (on this branch) it arrived in."""
+
+
+@dataclass
+class Walk:
+    """A variant streamed by hand, every update done twice on fresh instances."""
+
+    steps: list[Step] = field(default_factory=list)
+    memories: dict[str, str] = field(default_factory=dict)
+    over_budget: list[int] = field(default_factory=list)
+    """Sizes of outputs (updates or recalls) that exceeded the budget."""
+
+
+def walk(cls: type[Compressor], pair: Pair, variant: str, budget: int) -> Walk:
+    """The strict protocol, by hand: memory starts empty, prefix chunks, then each
+    future from the prefix memory; archives recall at answer time.  Every call is
+    made twice on two fresh instances and must give the same string (purity)."""
+    out = Walk()
+    arrivals: dict[int, dict[str, int]] = {}
+
+    def update(memory: str, chunk: list[Record], index: int, streamed: tuple) -> str:
+        view = ChunkView(chunk, pair.render, _chunk_seed(pair, variant, index))
+        first = cls().update(memory, view, pair.query, budget)
+        again = cls().update(memory, ChunkView(chunk, pair.render, view.seed), pair.query, budget)
+        assert first == again, f"{cls.name}: update is not pure at chunk {index}"
+        arrival = dict(arrivals[index - 1]) if index else {}
+        arrival.update((r.id, index) for r in chunk)
+        arrivals[index] = arrival
+        out.steps.append(Step(memory, tuple(chunk), first, streamed, arrival))
+        if cls.budgeted and nbytes(first) > budget:
+            out.over_budget.append(nbytes(first))
+            return ""
+        return first
+
+    memory, streamed = "", ()
+    chunks = pair.variants.of(variant).chunks
+    for index, chunk in enumerate(chunks):
+        streamed = (*streamed, *chunk)
+        memory = update(memory, chunk, index, streamed)
+    states = {"current": memory}
+    for future in FUTURES:
+        m, s = memory, streamed
+        for offset, chunk in enumerate(pair.futures.of(future)):
+            s = (*s, *chunk)
+            m = update(m, chunk, len(chunks) + offset, s)
+        states[future] = m
+    for branch, m in states.items():
+        if issubclass(cls, ArchiveCompressor):
+            history = pair.history(variant, branch)
+            recalled = cls().recall(m, history, pair.query, budget)
+            assert recalled == cls().recall(m, list(history), pair.query, budget), (
+                f"{cls.name}: recall is not pure"
+            )
+            if cls.budgeted and nbytes(recalled) > budget:
+                out.over_budget.append(nbytes(recalled))
+                recalled = ""
+            m = recalled
+        out.memories[branch] = m
+    return out
+
+
+def assert_whole_streamed_records(memory: str, streamed: Sequence[Record], where: str) -> None:
+    """Every line is byte-identical to the canonical JSON of a streamed record, and
+    the memory parses (independently of ``load``'s cache) to exactly those records."""
+    allowed = {r.canonical_json() for r in streamed}
+    lines = lines_of(memory)
+    foreign = [line for line in lines if line not in allowed]
+    assert not foreign, f"{where}: memory holds records never streamed: {foreign[:3]}"
+    assert len(set(lines)) == len(lines), f"{where}: a record is stored twice"
+    parsed = parse_records(memory, "json") if memory else []
+    assert [r.canonical_json() for r in parsed] == lines
+    assert [r.canonical_json() for r in compressors.load(memory)] == lines
+
+
+def records_of(memory: str) -> list[Record]:
+    return list(parse_records(memory, "json")) if memory else []
+
+
+# --------------------------------------------------------------------------- all built-ins
+
+
+def test_the_builtins_are_registered():
+    assert {
+        "tail",
+        "type_pin",
+        "frontier",
+        "frontier_latest",
+        "frontier_no_tombstone",
+        "frontier_alpha",
+        "full",
+        "bm25",
+        "dependency_closure",
+    } <= set(BUILTINS)
+    assert set(DETERMINISTIC) >= {"tail", "frontier", "full"}
+
+
+@pytest.mark.parametrize("name", DETERMINISTIC)
+@settings(max_examples=40, deadline=None)
+@given(pair=pairs, budget=budgets)
+def test_builtin_streams_within_budget_whole_records_and_purely(name, pair, budget):
+    cls = BUILTINS[name]
+    for variant in VARIANTS:
+        by_hand = walk(cls, pair, variant, budget)
+        # never over the budget (the protocol would silently blank such a memory)
+        if cls.budgeted:
+            assert not by_hand.over_budget, f"{name} wrote {by_hand.over_budget} B > {budget} B"
+        streamed = stream_variant(cls(), pair, variant, budget, {})
+        if cls.budgeted:
+            assert all(o == 0 for o in streamed.overflow.values()), streamed.overflow
+            for branch, memory in streamed.memories.items():
+                assert nbytes(memory) <= budget, (name, branch)
+        # one instance reused (stream_variant) == fresh instances every call: no hidden state
+        assert streamed.memories == by_hand.memories
+        # every memory is a record log of whole records that were actually streamed
+        for branch in BRANCHES:
+            assert_whole_streamed_records(
+                by_hand.memories[branch],
+                pair.history(variant, branch),
+                f"{name} {variant}/{branch}",
+            )
+        if cls.kind == "strict":
+            for i, step in enumerate(by_hand.steps):
+                assert_whole_streamed_records(step.after, step.streamed, f"{name} step {i}")
+
+
+# --------------------------------------------------------------------------- archive ceilings
+
+
+def _assert_every_read_passes(name: str, pair: Pair, budget: int) -> None:
+    compressor = compressors.build(name)
+    assert pair.gold is not None
+    for variant in VARIANTS:
+        streamed = stream_variant(compressor, pair, variant, budget, {})
+        for branch in BRANCHES:
+            gold = pair.gold.of(variant).of(branch)
+            read = read_exact(streamed.memories[branch], pair.query, gold)
+            assert read.outcome == "pass", (name, pair.pair_id, variant, branch, read, gold)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=pairs, budget=budgets)
+def test_full_passes_every_exact_read(pair, budget):
+    _assert_every_read_passes("full", pair, budget)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=pairs, budget=st.integers(4800, 20_000))
+def test_dependency_closure_passes_every_exact_read_at_4800_bytes(pair, budget):
+    _assert_every_read_passes("dependency_closure", pair, budget)
+
+
+# --------------------------------------------------------------------------- equivariance
+
+
+@settings(max_examples=50, deadline=None)
+@given(pair=pairs, budget=budgets, index=st.integers(0, 1000))
+def test_frontier_alpha_is_label_equivariant(pair, budget, index):
+    renamed = rename(pair, index)
+    assert renamed.transform is not None
+    mapping = renamed.transform.mapping
+    compressor = compressors.build("frontier_alpha")
+    for variant in VARIANTS:
+        source = stream_variant(compressor, pair, variant, budget, {})
+        target = stream_variant(compressor, renamed, variant, budget, {})
+        for branch in BRANCHES:
+            expected = rename_memory(source.memories[branch], mapping)
+            assert expected is not None
+            assert target.memories[branch] == expected, (pair.pair_id, index, variant, branch)
+
+
+def test_frontier_is_not_label_equivariant_on_a_pilot_late_reference_pair():
+    compressor = compressors.build("frontier")
+    late = [p for p in PILOT if p.family == "late_reference"]
+    assert late
+
+    def violation() -> tuple[str, int, str, str] | None:
+        for pair in late:
+            source = {v: stream_variant(compressor, pair, v, 1200, {}) for v in VARIANTS}
+            for index in range(40):
+                renamed = rename(pair, index)
+                assert renamed.transform is not None
+                for variant in VARIANTS:
+                    target = stream_variant(compressor, renamed, variant, 1200, {})
+                    for branch in BRANCHES:
+                        expected = rename_memory(
+                            source[variant].memories[branch], renamed.transform.mapping
+                        )
+                        assert expected is not None
+                        if target.memories[branch] != expected:
+                            return (pair.pair_id, index, variant, branch)
+        return None
+
+    assert violation() is not None, "frontier should break ties by spelling, visibly"
+
+
+# --------------------------------------------------------------------------- per-condition invariants
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=pairs, budget=budgets)
+def test_tail_keeps_a_maximal_contiguous_most_recent_suffix(pair, budget):
+    cls = BUILTINS["tail"]
+    for variant in VARIANTS:
+        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
+            stream = [r.canonical_json() for r in step.streamed]
+            kept = lines_of(step.after)
+            k = len(kept)
+            assert kept == stream[len(stream) - k :], f"step {i}: not a suffix of the stream"
+            if k < len(stream):  # the next older record would not have fit
+                assert joined_bytes([stream[-k - 1], *kept]) > budget, f"step {i}: not maximal"
+
+
+PINNED_EXEMPT = ("set", "copy")
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=pairs, budget=budgets)
+def test_type_pin_keeps_every_pinned_record_that_fits_before_any_set_or_copy(pair, budget):
+    cls = BUILTINS["type_pin"]
+    for variant in VARIANTS:
+        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
+            candidates = [*records_of(step.before), *step.chunk]
+            kept = set(lines_of(step.after))
+            newer_pinned: list[str] = []
+            for record in reversed(candidates):  # most recent first
+                if record.op in PINNED_EXEMPT:
+                    continue
+                line = record.canonical_json()
+                if line in kept:
+                    newer_pinned.append(line)
+                else:
+                    assert joined_bytes([*newer_pinned, line]) > budget, (
+                        f"step {i}: dropped pinned {line} although it fits "
+                        f"next to the {len(newer_pinned)} newer pinned records"
+                    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=pairs, budget=budgets)
+def test_frontier_no_tombstone_keeps_no_revoke_and_nothing_revoked_after_arrival(pair, budget):
+    cls = BUILTINS["frontier_no_tombstone"]
+    for variant in VARIANTS:
+        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
+            memory = records_of(step.after)
+            assert all(r.op != "revoke" for r in memory), f"step {i}: stored a revoke"
+            # a revoke streamed in the same chunk as its target, or later, deletes it for good
+            revoked = {
+                r.target
+                for r in step.streamed
+                if r.op == "revoke"
+                and r.target in step.arrival
+                and step.arrival[r.target] <= step.arrival[r.id]
+            }
+            stored = sorted(r.id for r in memory if r.id in revoked)
+            assert not stored, f"step {i}: stored revoked records {stored}"
+
+
+@pytest.mark.parametrize("budget", [300, 1200])
+def test_frontier_no_tombstone_forgets_a_revoke_that_arrives_before_its_target(budget):
+    # Documented behaviour, not a bug: keeping no tombstones means a revoke seen
+    # before its target leaves nothing behind, so the target later reads as live.
+    compressor = compressors.build("frontier_no_tombstone")
+    memory = compressor.update("", ChunkView([RevokeRecord(id="r1", target="s1")]), ["k"], budget)
+    assert memory == ""
+    target = SetRecord(id="s1", key="k", value="v", rev=1)
+    memory = compressor.update(memory, ChunkView([target]), ["k"], budget)
+    assert "s1" in {r.id for r in records_of(memory)}
+    # frontier keeps the tombstone, so the same stream resolves to null there
+    frontier = compressors.build("frontier")
+    kept = frontier.update("", ChunkView([RevokeRecord(id="r1", target="s1")]), ["k"], budget)
+    kept = frontier.update(kept, ChunkView([target]), ["k"], budget)
+    assert resolve(records_of(kept), ["k"]) == {"k": None}
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=pairs, budget=budgets)
+def test_frontier_latest_keeps_one_binding_per_key_and_no_revokes_or_ticks(pair, budget):
+    cls = BUILTINS["frontier_latest"]
+    for variant in VARIANTS:
+        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
+            memory = records_of(step.after)
+            assert all(r.op not in ("revoke", "tick") for r in memory), f"step {i}"
+            revs: dict[str, set[int]] = defaultdict(set)
+            for record in memory:
+                revs[record.key].add(record.rev)  # type: ignore[union-attr]
+            untied = {key: sorted(r) for key, r in revs.items() if len(r) > 1}
+            assert not untied, f"step {i}: several revisions kept per key: {untied}"
+
+
+# --------------------------------------------------------------------------- the paper's findings
+
+
+PAPER_JOBS: dict[str, tuple[str, ...]] = {
+    "late_reference": ("frontier", "full"),
+    "rollback": ("frontier_latest", "full"),
+    "tombstone_replay": ("frontier_latest", "frontier_no_tombstone", "full"),
+}
+"""Which conditions each pilot family needs; every other family runs ``full`` only."""
+
+
+@pytest.fixture(scope="module")
+def pilot_rows() -> list[dict]:
+    transforms = parse_transforms("identity,rename:40")
+    rows: list[dict] = []
+    for pair in PILOT:
+        conditions = [(c, 1200) for c in PAPER_JOBS.get(pair.family, ("full",))]
+        rows += run_job(pair.pair_id, pair, conditions, transforms, seed=0).rows
+    return rows
+
+
+def _select(rows: list[dict], **where: object) -> list[dict]:
+    return [r for r in rows if all(r[k] == v for k, v in where.items())]
+
+
+def test_pilot_frontier_late_reference_shortcut_gap(pilot_rows):
+    reveal = _select(pilot_rows, condition="frontier", family="late_reference", branch="reveal")
+    identity = [r["adequate"] for r in reveal if r["transform"] == "identity"]
+    renamed = [r["adequate"] for r in reveal if r["transform"] == "rename"]
+    assert len(identity) == 8
+    assert len(renamed) == 320
+    assert sum(identity) >= 7
+    assert sum(renamed) / len(renamed) < sum(identity) / len(identity)
+
+
+def test_pilot_frontier_latest_collides_on_rollback_and_tombstone_while_current(pilot_rows):
+    for family in ("rollback", "tombstone_replay"):
+        rows = _select(pilot_rows, condition="frontier_latest", family=family)
+        assert {r["source_pair_id"] for r in rows} == {
+            p.pair_id for p in PILOT if p.family == family
+        }
+        assert all(r["collision"] == 1 for r in rows), family
+        prefix_memories: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
+        for r in rows:
+            if r["branch"] == "current":
+                prefix_memories[(r["pair_id"], r["transform_index"])][r["variant"]] = r[
+                    "memory_sha256"
+                ]
+        assert all(m["A"] == m["B"] for m in prefix_memories.values()), family
+        current = [r["correct"] for r in rows if r["branch"] == "current"]
+        assert current
+        assert all(c == 1 for c in current), family
+
+
+def test_pilot_frontier_no_tombstone_fails_a_tombstone_replay_reveal(pilot_rows):
+    rows = _select(
+        pilot_rows, condition="frontier_no_tombstone", family="tombstone_replay", branch="reveal"
+    )
+    assert rows
+    assert any(r["outcome"] == "wrong_log" for r in rows)
+
+
+def test_pilot_full_is_perfect_everywhere(pilot_rows):
+    rows = _select(pilot_rows, condition="full")
+    assert len(rows) == len(PILOT) * 41 * 2 * 3
+    assert {r["family"] for r in rows} == {p.family for p in PILOT}
+    bad = [r for r in rows if r["outcome"] != "pass"]
+    assert not bad, bad[:3]
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+@pytest.mark.parametrize(
+    ("text", "target", "params", "budget"),
+    [
+        ("frontier", "frontier", {}, None),
+        ("frontier:budget=2400", "frontier", {"budget": "2400"}, 2400),
+        ("pkg.mod:Class", "pkg.mod:Class", {}, None),
+        ("pkg.mod:Class:a=1", "pkg.mod:Class", {"a": "1"}, None),
+    ],
+)
+def test_parse_spec(text, target, params, budget):
+    spec = compressors.parse_spec(text)
+    assert spec.label == text
+    assert spec.target == target
+    assert spec.params == params
+    assert spec.budget == budget
+    assert "budget" not in spec.compressor_params
+
+
+def test_unknown_condition_lists_the_known_ones():
+    with pytest.raises(compressors.UnknownCompressorError, match="no_such_thing") as info:
+        compressors.build("no_such_thing")
+    for name in BUILTINS:
+        assert name in str(info.value)
+
+
+def test_bad_parameter_for_a_no_parameter_compressor_names_it():
+    with pytest.raises(compressors.InvalidParamsError, match="tail") as info:
+        compressors.build("tail:width=3")
+    assert "width" in str(info.value)
+
+
+@pytest.fixture
+def plugin_module(tmp_path, monkeypatch):
+    """A freshly named module holding PLUGIN, importable for the test's duration."""
+    name = f"ma_test_plugin_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(PLUGIN))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+PLUGIN = """
+    from compressors import ChunkView, Compressor, dump, load
+    from pydantic import BaseModel, ConfigDict
+
+
+    class KeepLastParams(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        n: int = 1
+
+
+    class KeepLast(Compressor):
+        name = "keep_last"
+        summary = "the last n records"
+        Params = KeepLastParams
+
+        def update(self, memory, chunk, query_keys, budget):
+            records = [*load(memory), *chunk.records]
+            return dump(records[-self.params.n:])
+
+
+    class Boom(Compressor):
+        name = "boom"
+
+        def update(self, memory, chunk, query_keys, budget):
+            raise RuntimeError("kaboom inside update")
+
+
+    not_a_compressor = 42
+
+
+    class NotACompressor:
+        name = "nope"
+"""
+
+
+def test_module_attr_loads_a_class_from_a_temporary_module(plugin_module):
+    module = plugin_module
+    cls = compressors.resolve_class(f"{module}:KeepLast")
+    assert issubclass(cls, Compressor)
+    assert cls.name == "keep_last"
+    built = compressors.build(f"{module}:KeepLast:n=2")
+    assert built.params.n == 2
+    pair = PILOT[0]
+    streamed = stream_variant(built, pair, "A", 1200)
+    assert records_of(streamed.memories["current"]) == pair.prefix("A")[-2:]
+    with pytest.raises(compressors.InvalidParamsError, match="keep_last"):
+        compressors.build(f"{module}:KeepLast:n=lots")
+
+
+@pytest.mark.parametrize("attr", ["not_a_compressor", "NotACompressor"])
+def test_module_attr_that_is_not_a_compressor_fails_clearly(plugin_module, attr):
+    module = plugin_module
+    with pytest.raises(compressors.UnknownCompressorError, match="not a Compressor"):
+        compressors.build(f"{module}:{attr}")
+
+
+def test_module_attr_missing_module_or_attribute_fails_clearly(plugin_module):
+    module = plugin_module
+    with pytest.raises(compressors.UnknownCompressorError, match="has no 'Missing'"):
+        compressors.build(f"{module}:Missing")
+    with pytest.raises(compressors.UnknownCompressorError, match="cannot import"):
+        compressors.build("ma_no_such_module_anywhere:Thing")
+
+
+def test_a_raising_plugin_yields_error_rows_and_spares_other_conditions(plugin_module):
+    module = plugin_module
+    boom = f"{module}:Boom"
+    pair = PILOT[0]
+    result = run_job(
+        "job-boom",
+        pair,
+        [("tail", 1200), (boom, 1200), ("full", 1200)],
+        parse_transforms("identity"),
+        seed=0,
+    )
+    by_condition: dict[str, list[dict]] = defaultdict(list)
+    for row in result.rows:
+        by_condition[row["condition"]].append(row)
+    assert set(by_condition) == {"tail", boom, "full"}
+    errors = by_condition[boom]
+    assert len(errors) == len(VARIANTS) * len(BRANCHES)
+    assert all(r["outcome"] == "error" for r in errors)
+    assert all(r["correct"] == 0 for r in errors)
+    assert all("kaboom inside update" in r["error"] for r in errors)
+    assert all(json.loads(r["gold"]) == pair.gold.of(r["variant"]).of(r["branch"]) for r in errors)
+    traces = [line for line in result.log if "Traceback (most recent call last)" in line]
+    assert traces
+    assert any("kaboom inside update" in line and boom in line for line in traces)
+    for other in ("tail", "full"):
+        rows = by_condition[other]
+        assert len(rows) == len(VARIANTS) * len(BRANCHES)
+        assert all(r["outcome"] in ("pass", "wrong_log") for r in rows), other
+    assert all(r["outcome"] == "pass" for r in by_condition["full"])
