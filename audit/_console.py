@@ -38,9 +38,53 @@ def _fmt(kn: dict[str, int] | None) -> str:
     return f"{kn['k']}/{kn['n']}"
 
 
+def _joint(entry: dict[str, Any]) -> str:
+    if "joint_J_bounds" in entry:
+        low, high = entry["joint_J_bounds"]["low"], entry["joint_J_bounds"]["high"]
+        return f"{low['k']}..{high['k']}/{low['n']} (bounds)"
+    return _fmt(entry.get("joint_J"))
+
+
+def _print_llm(console: Console, summary: dict[str, Any]) -> None:
+    rows = [
+        e for e in summary["scores"] if e["family"] == "all" and e.get("reader", "exact") != "exact"
+    ]
+    stage = summary.get("run", {}).get("config", {}).get("llm")
+    if not rows or not stage:
+        return
+    table = Table(
+        title="LLM reader on the LLM sample (strict k/n, lenient in brackets; NA excluded)",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in ("condition", "budget", "reader", "current", "reveal", "override",
+                   "joint J", "outcomes"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("condition", "outcomes") else "right")
+    for e in rows:
+
+        def both(branch: str, e: dict[str, Any] = e) -> str:
+            lenient = e.get(f"{branch}_accuracy_lenient")
+            return f"{_fmt(e[f'{branch}_accuracy'])} [{_fmt(lenient)}]"
+
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(e["outcomes"].items()))
+        table.add_row(e["condition"], str(e["budget"]), e["reader"], both("current"),
+                      both("reveal"), both("override"), _joint(e), outcomes)  # fmt: skip
+    console.print(table)
+    models = ", ".join(
+        f"{role} {stage.get(role)} = {stage.get(role + '_model') or 'unknown model'}"
+        for role in ("writer", "reader")
+        if stage.get(role)
+    )
+    console.print(
+        f"LLM stage: {stage['sample']} source pairs x {stage['repeats']} repeats; {models}. "
+        "A model this small answers poorly; a real audit points --config at a vLLM server."
+    )
+
+
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
     console = Console(width=max(Console().width, 160))
-    entries = [e for e in summary["scores"] if e["family"] == "all"]
+    entries = [
+        e for e in summary["scores"] if e["family"] == "all" and e.get("reader", "exact") == "exact"
+    ]
     transforms = list(dict.fromkeys(e["transform"] for e in entries))
     table = Table(
         title="Exact reader, all families (k/n: reads; joint J: pair blocks; collisions: pairs)",
@@ -72,11 +116,14 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
                 violations["n"] += moved["equivariance_violations"]["n"]
         cells.append(_fmt(violations))
         table.add_row(*cells)
-    console.print(table)
+    if entries:
+        console.print(table)
+    _print_llm(console, summary)
     for flag in summary["selection"]:
         if flag["current_would_pick_differently"]:
+            who = "" if flag.get("reader", "exact") == "exact" else f" (reader {flag['reader']})"
             console.print(
-                f"[bold yellow]warning[/]: at {flag['budget']} B, current accuracy ranks "
+                f"[bold yellow]warning[/]{who}: at {flag['budget']} B, current accuracy ranks "
                 f"{', '.join(flag['best_by_current'])} best, but reveal accuracy ranks "
                 f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
                 f"{', '.join(flag['misleading_choices'])}."

@@ -50,6 +50,16 @@ RESULT_COLUMNS = (
     "answer",
     "gold",
     "error",
+    "reader_model",
+    "writer_model",
+    "correct_lenient",
+    "finish_reason",
+    "reasoning_chars",
+    "tokens_prompt",
+    "tokens_completion",
+    "latency_s",
+    "cache_hit",
+    "raw_answer",
 )
 """Columns of results.csv, one row per read."""
 

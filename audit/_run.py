@@ -7,6 +7,7 @@ finished jobs are skipped, and a changed configuration is refused, never mixed i
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -24,10 +26,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from audit._evaluate import RESULT_COLUMNS, run_job
+from audit._llm_stage import LLMStageConfig, Unit, plan_units, run_stage
 from audit._store import PackedJob, RunStore, append_csv, append_csv_text, pack_job
 from audit._summary import frame, summarize
 from audit._transforms_spec import TransformSpec, parse_transforms
-from compressors import build, parse_spec
+from compressors import ChatClient, build, parse_spec
 from histories import Pair
 
 CONFIG_FILE = "config.json"
@@ -56,6 +59,8 @@ class RunConfig(BaseModel):
     seed: int = 0
     reader: str = "exact"
     repeats: int = 1
+    llm: LLMStageConfig | None = None
+    """The LLM stage (model writers and reader on a sample of pairs), if any."""
 
 
 @dataclass(frozen=True)
@@ -164,45 +169,114 @@ def prepare_directory(out: Path, config: RunConfig) -> bool:
 ProgressCallback = Callable[[int, int], None]
 
 
+ClientPair = tuple[ChatClient | None, ChatClient | None]
+"""(writer, reader) clients for the LLM stage."""
+OpenClients = Callable[[], AbstractAsyncContextManager[ClientPair]]
+COSTS_FILE = "costs.json"
+
+
 def execute(
     out: Path,
     config: RunConfig,
     pairs: Sequence[Pair],
     workers: int = 1,
     progress: ProgressCallback | None = None,
+    open_clients: OpenClients | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) every job, then write results.csv/parquet and summary.json."""
+    """Run (or resume) every job, then write results.csv/parquet and summary.json.
+
+    ``open_clients`` opens the writer/reader backends for the LLM stage (and closes
+    them, stopping an embedded server) when ``config.llm`` is set.
+    """
     for label in config.conditions:  # fail before any work on a bad condition
         build(parse_spec(label))
+    if config.llm is not None:
+        for label in config.llm.conditions:
+            build(parse_spec(label))
+        if open_clients is None:
+            raise ValueError("the run has an LLM stage but no backends were given")
     prepare_directory(out, config)
     store = RunStore(out)
+    costs: dict[str, Any] = {}
     try:
+        started = time.perf_counter()
         done = store.finished_jobs()
         jobs = [job for job in plan_jobs(config, pairs) if job.key not in done]
-        total = len(pairs)
-        finished = total - len(jobs)
+        units = plan_units(config.llm, pairs, config.budgets, config.seed) if config.llm else []
+        total = len(pairs) + len(units)
+        finished = total - len(jobs) - len([u for u in units if u.key not in done])
         if progress:
             progress(finished, total)
 
-        def record(result: PackedJob) -> None:
+        def committed(log_lines: Sequence[str], csv_text: str) -> None:
             nonlocal finished
-            if store.add_job(result):
-                append_csv_text(out / RESULTS_CSV, RESULT_COLUMNS, result.csv_text)
-            if result.log:
+            append_csv_text(out / RESULTS_CSV, RESULT_COLUMNS, csv_text)
+            if log_lines:
                 with (out / LOG_FILE).open("a", encoding="utf-8") as log:
-                    log.write("\n".join(result.log) + "\n")
+                    log.write("\n".join(log_lines) + "\n")
             finished += 1
             if progress:
                 progress(finished, total)
+
+        def record(result: PackedJob) -> None:
+            if store.add_job(result):
+                committed(result.log, result.csv_text)
 
         if workers <= 1 or len(jobs) <= 1:
             for job in jobs:
                 record(_execute(job, config.transforms, config.seed))
         else:
             _run_parallel(jobs, config, workers, record)
+        costs["deterministic"] = {
+            "jobs": len(jobs),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        if config.llm is not None and open_clients is not None:
+            costs["llm"] = asyncio.run(
+                _llm_stage(config.llm, units, store, open_clients, committed)
+            )
+        _write_costs(out, costs)
         return finish(out, store, config)
     finally:
         store.close()
+
+
+async def _llm_stage(
+    stage: LLMStageConfig,
+    units: Sequence[Unit],
+    store: RunStore,
+    open_clients: OpenClients,
+    committed: Callable[[Sequence[str], str], None],
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    async with open_clients() as (writer, reader):
+        await run_stage(units, stage, store, writer, reader, committed)
+        stats = {
+            role: _client_stats(client)
+            for role, client in (("writer", writer), ("reader", reader))
+            if client is not None
+        }
+    return {"units": len(units), "seconds": round(time.perf_counter() - started, 3), **stats}
+
+
+def _client_stats(client: object) -> dict[str, Any]:
+    """Request counters of a backend client, if it keeps them (sent, cache, dedup, tokens)."""
+    stats = getattr(client, "stats", None)
+    if stats is None:
+        return {}
+    if hasattr(stats, "as_dict"):
+        return dict(stats.as_dict())
+    if hasattr(stats, "__dict__"):
+        return {k: v for k, v in vars(stats).items() if not k.startswith("_")}
+    return {}
+
+
+def _write_costs(out: Path, costs: dict[str, Any]) -> None:
+    """Accumulate per-stage costs across resumed invocations (costs.json)."""
+    path = out / COSTS_FILE
+    history = json.loads(path.read_text()).get("invocations", []) if path.exists() else []
+    history.append(costs)
+    path.write_text(json.dumps({"invocations": history}, indent=2, default=str) + "\n")
 
 
 def _run_parallel(

@@ -15,9 +15,9 @@ import pandas as pd
 
 ALL = "all"
 SCORED_COLUMNS = (
-    "condition", "budget", "transform", "family", "branch", "pair_id", "source_pair_id",
-    "repeat", "outcome", "correct", "adequate", "collision", "equivariant", "overflow",
-    "memory_bytes",
+    "condition", "budget", "transform", "reader", "family", "branch", "pair_id",
+    "source_pair_id", "repeat", "outcome", "correct", "correct_lenient", "adequate",
+    "collision", "equivariant", "overflow", "memory_bytes",
 )  # fmt: skip
 LATE_REFERENCE = "late_reference"
 
@@ -26,7 +26,9 @@ def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(list(rows))
     if df.empty:
         return df
-    for column in ("correct", "adequate", "collision", "equivariant", "overflow", "memory_bytes"):
+    for column in ("correct", "correct_lenient", "adequate", "collision", "equivariant",
+                   "overflow", "memory_bytes", "tokens_prompt", "tokens_completion",
+                   "latency_s", "cache_hit"):  # fmt: skip
         if column in df:
             df[column] = pd.to_numeric(df[column], errors="coerce")
     return df
@@ -43,10 +45,24 @@ def _group_scores(df: pd.DataFrame) -> dict[str, Any]:
     scores: dict[str, Any] = {
         f"{branch}_accuracy": _kn(rows["correct"]) for branch, rows in by_branch.items()
     }
+    if "correct_lenient" in df and df["correct_lenient"].notna().any():
+        scores.update(
+            {f"{b}_accuracy_lenient": _kn(rows["correct_lenient"]) for b, rows in by_branch.items()}
+        )
+    scores["na_reads"] = int((df["outcome"] == "na").sum())
     futures = df[df["branch"].isin(["reveal", "override"])]
     if not futures.empty:
-        ok = (futures["correct"] == 1).groupby([futures["pair_id"], futures["repeat"]]).all()
-        scores["joint_J"] = {"k": int(ok.sum()), "n": int(ok.size)}
+        keys = [futures["pair_id"], futures["repeat"]]
+        passed = (futures["correct"] == 1).groupby(keys).all()
+        possible = ((futures["correct"] == 1) | futures["correct"].isna()).groupby(keys).all()
+        if bool((possible != passed).any()):
+            # NA present: J is only known within bounds (NA as fail, NA as pass)
+            scores["joint_J_bounds"] = {
+                "low": {"k": int(passed.sum()), "n": int(passed.size)},
+                "high": {"k": int(possible.sum()), "n": int(possible.size)},
+            }
+        else:
+            scores["joint_J"] = {"k": int(passed.sum()), "n": int(passed.size)}
     scores["adequacy"] = _kn(by_branch["reveal"]["adequate"])
     late = by_branch["reveal"][by_branch["reveal"]["family"] == LATE_REFERENCE]
     scores["late_reference_adequacy"] = _kn(late["adequate"])
@@ -68,11 +84,11 @@ def _group_scores(df: pd.DataFrame) -> dict[str, Any]:
 def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
     """One entry per condition x budget x transform x family (and family ``all``)."""
     entries: list[dict[str, Any]] = []
-    keys = ["condition", "budget", "transform"]
+    keys = ["condition", "budget", "transform", "reader"]
     df = df[[c for c in SCORED_COLUMNS if c in df]].copy()
     for column in ("branch", "family", "outcome", "pair_id", "source_pair_id"):
         df[column] = df[column].astype("category")
-    for (condition, budget, transform), group in df.groupby(keys, sort=False):
+    for (condition, budget, transform, reader), group in df.groupby(keys, sort=False):
         families = [(ALL, group), *group.groupby("family", sort=False, observed=True)]
         for family, rows in families:
             entries.append(
@@ -80,6 +96,7 @@ def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
                     "condition": condition,
                     "budget": int(str(budget)),
                     "transform": transform,
+                    "reader": reader,
                     "family": family,
                     "n_source_pairs": int(rows["source_pair_id"].nunique()),
                     **_group_scores(rows),
@@ -95,19 +112,20 @@ def rate(kn: dict[str, int]) -> float | None:
 def shortcut_gaps(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Identity minus transformed, for reveal accuracy and late-reference adequacy."""
     identity = {
-        (e["condition"], e["budget"], e["family"]): e
+        (e["condition"], e["budget"], e["reader"], e["family"]): e
         for e in entries
         if e["transform"] == "identity"
     }
     gaps = []
     for entry in entries:
-        base = identity.get((entry["condition"], entry["budget"], entry["family"]))
+        base = identity.get((entry["condition"], entry["budget"], entry["reader"], entry["family"]))
         if entry["transform"] == "identity" or base is None:
             continue
         gap: dict[str, Any] = {
             "condition": entry["condition"],
             "budget": entry["budget"],
             "transform": entry["transform"],
+            "reader": entry["reader"],
             "family": entry["family"],
         }
         for metric in ("reveal_accuracy", "late_reference_adequacy", "current_accuracy"):
@@ -125,8 +143,8 @@ def selection_flags(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     flags = []
     overall = [e for e in entries if e["transform"] == "identity" and e["family"] == ALL]
-    for budget in sorted({e["budget"] for e in overall}):
-        rows = [e for e in overall if e["budget"] == budget]
+    for budget, reader in sorted({(e["budget"], e["reader"]) for e in overall}):
+        rows = [e for e in overall if e["budget"] == budget and e["reader"] == reader]
         current = {e["condition"]: rate(e["current_accuracy"]) or 0.0 for e in rows}
         reveal = {e["condition"]: rate(e["reveal_accuracy"]) or 0.0 for e in rows}
         if len(rows) < 2:
@@ -138,14 +156,12 @@ def selection_flags(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {"preferred_by_current": a, "preferred_by_reveal": b}
             for a in current
             for b in current
-            if a != b
-            and current[a] >= current[b]
-            and reveal[a] < reveal[b]
-            and a in best_current
+            if a != b and current[a] >= current[b] and reveal[a] < reveal[b] and a in best_current
         ]
         flags.append(
             {
                 "budget": budget,
+                "reader": reader,
                 "best_by_current": best_current,
                 "best_by_reveal": best_reveal,
                 "current_would_pick_differently": bool(misled),

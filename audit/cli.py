@@ -205,7 +205,7 @@ def run_audit(
     from audit._console import print_summary, progress_bar
     from audit._run import RunConfig, RunDirectoryError, default_run_dir, execute
     from audit._transforms_spec import SpecError, parse_budgets, parse_transforms
-    from compressors import UnknownCompressorError, build, builtins, parse_spec
+    from compressors import UnknownCompressorError, build, deterministic_builtins, parse_spec
     from compressors._protocol import InvalidParamsError
 
     if preset is not None and pairs is not None:
@@ -216,7 +216,7 @@ def run_audit(
         labels = (
             [c.strip() for c in conditions.split(",") if c.strip()]
             if conditions
-            else [name for name, cls in builtins().items() if not cls.uses_llm]
+            else deterministic_builtins()
         )
         if not labels:
             fail("--conditions: no condition given")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from audit._run import RunConfig, execute
-from compressors import build, builtins
+from compressors import build, deterministic_builtins
 from histories import PRESETS, generate
 
 
@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2")
     args = parser.parse_args()
     pairs = generate(PRESETS["cca-pilot"])
-    conditions = [name for name, cls in builtins().items() if not cls.uses_llm]
+    conditions = deterministic_builtins()
     config = RunConfig(
         pairs={"preset": "cca-pilot"},
         pairs_sha256="benchmark",

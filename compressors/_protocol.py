@@ -65,6 +65,8 @@ class Compressor(ABC):
     """Goes into every result row and cache key: bump it when behaviour changes."""
     kind: ClassVar[CompressorKind] = "strict"
     uses_llm: ClassVar[bool] = False
+    needs_llm_reader: ClassVar[bool] = False
+    """True for conditions whose memory only an LLM can read (skipped by exact-only runs)."""
     budgeted: ClassVar[bool] = True
     """False for archives that ignore the byte budget (they are labelled extra storage)."""
     summary: ClassVar[str] = ""

@@ -46,6 +46,11 @@ def builtins() -> dict[str, type[Compressor]]:
     return {name: _BUILTINS[name] for name in names}
 
 
+def deterministic_builtins() -> list[str]:
+    """Built-ins an exact-reader audit runs by default: no model writes or reads them."""
+    return [n for n, c in builtins().items() if not c.uses_llm and not c.needs_llm_reader]
+
+
 @dataclass(frozen=True)
 class ConditionSpec:
     """A parsed condition: what to load and with which parameters."""

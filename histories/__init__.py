@@ -53,6 +53,7 @@ from histories._records import (
     referenced_keys,
 )
 from histories._render import RenderParseError, parse_records, render_records
+from histories._semantics import PUBLIC_SEMANTICS
 from histories.families import FAMILIES, PAPER_FAMILIES, Family
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "GENERATOR_VERSION",
     "PAPER_FAMILIES",
     "PRESETS",
+    "PUBLIC_SEMANTICS",
     "RECORD_KINDS",
     "VARIANTS",
     "AddRecord",

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from audit._evaluate import RESULT_COLUMNS
 from audit.cli import app
-from compressors import builtins
+from compressors import deterministic_builtins
 
 runner = CliRunner()
 SMALL = ["--preset", "cca-pilot", "--transforms", "identity,rename:2", "--workers", "1", "--quiet"]
@@ -235,5 +235,6 @@ def test_default_conditions_are_every_deterministic_builtin(tmp_path: Path):
                  "--quiet", "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     conditions = {r["condition"] for r in csv_rows(out / "results.csv")}
-    assert conditions == {name for name, cls in builtins().items() if not cls.uses_llm}
+    assert conditions == set(deterministic_builtins())
+    assert {"prose_high", "direct_prose"}.isdisjoint(conditions)
     assert "current accuracy would pick" in result.output

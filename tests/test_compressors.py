@@ -48,7 +48,7 @@ from histories import (
 from histories._transforms import rename
 
 BUILTINS = compressors.builtins()
-DETERMINISTIC = [name for name, cls in BUILTINS.items() if not cls.uses_llm]
+DETERMINISTIC = compressors.deterministic_builtins()
 STRICT = [name for name in DETERMINISTIC if BUILTINS[name].kind == "strict"]
 
 PILOT = generate(PRESETS["cca-pilot"])

@@ -1,6 +1,15 @@
 """Built-in memory conditions; importing this package registers them."""
 
-from compressors.builtin import bm25, dependency_closure, frontier, full, tail, type_pin
+from compressors.builtin import (
+    bm25,
+    dependency_closure,
+    direct_prose,
+    frontier,
+    full,
+    llm_writers,
+    tail,
+    type_pin,
+)
 
 ORDER = (
     "tail",
@@ -9,10 +18,24 @@ ORDER = (
     "frontier_latest",
     "frontier_no_tombstone",
     "frontier_alpha",
+    "prose_high",
+    "prose_off",
+    "structured_high",
     "full",
     "bm25",
     "dependency_closure",
+    "direct_prose",
 )
 """How listings and default runs order the built-ins: strict first, then archives."""
 
-__all__ = ["ORDER", "bm25", "dependency_closure", "frontier", "full", "tail", "type_pin"]
+__all__ = [
+    "ORDER",
+    "bm25",
+    "dependency_closure",
+    "direct_prose",
+    "frontier",
+    "full",
+    "llm_writers",
+    "tail",
+    "type_pin",
+]

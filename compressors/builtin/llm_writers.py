@@ -1,0 +1,167 @@
+"""LLM-written memories: strict streaming updaters whose update is a model call.
+
+* ``prose_high`` / ``prose_off``: the model rewrites a free-text memory, with
+  thinking on / off (the backend maps ``thinking`` to its chat_template_kwargs).
+* ``structured_high``: the model writes a record log under a JSON schema
+  (``{"records": [...]}``, thinking on); a valid answer becomes canonical JSON lines
+  the exact reader can resolve, so well-formed-but-wrong logs are counted
+  (``wrong_log``), and anything else is kept verbatim and reads as ``unparsed``.
+
+Like every condition they are target-aware (they see the query keys and the public
+semantics) and future-hidden.  The prompt is ordered stable-prefix-first
+(instructions and semantics, then the query, then the memory, then the new chunk)
+so a server's prefix cache hits across the updates of one stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from pydantic import ValidationError
+
+from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
+from compressors._memory import dump
+from compressors._protocol import ChunkView, Compressor
+from compressors._registry import register
+from histories import PUBLIC_SEMANTICS, RECORD_KINDS
+from histories._records import RECORD_LIST_ADAPTER
+
+_PROSE_INSTRUCTIONS = """\
+You maintain the memory of an agent that reads a long record log in chunks. You will
+never see a chunk again: your memory is all that is kept. Later, someone will ask for
+the current values of the query keys, possibly after more records arrive that you
+cannot see now. Keep whatever you would need to answer then, not only now.
+Write the new memory as plain text of at most {budget} bytes (UTF-8). Output only the
+memory, nothing else.
+
+{semantics}"""
+
+_STRUCTURED_INSTRUCTIONS = """\
+You maintain the memory of an agent that reads a long record log in chunks. You will
+never see a chunk again: your memory is all that is kept. Later, someone will ask for
+the current values of the query keys, possibly after more records arrive that you
+cannot see now. Keep whatever you would need to answer then, not only now.
+Your memory is a record log: answer with a JSON object {{"records": [...]}} whose
+records are copied exactly from the memory and the new chunk (same id, op and fields).
+The canonical JSON of the kept records, one per line, must fit in {budget} bytes.
+
+{semantics}"""
+
+
+def _record_schema() -> dict[str, Any]:
+    """A flat JSON schema every record kind satisfies (constrained decoders handle it
+    better than a discriminated union); pydantic validates the exact kinds after."""
+    string = {"type": "string"}
+    integer = {"type": "integer"}
+    return {
+        "type": "object",
+        "properties": {
+            "id": string,
+            "op": {"enum": list(RECORD_KINDS)},
+            "key": string,
+            "value": string,
+            "src": string,
+            "selector": string,
+            "options": {"type": "object", "additionalProperties": string},
+            "target": string,
+            "cond_key": string,
+            "cond_value": string,
+            "rev": integer,
+            "expires": integer,
+            "starts": integer,
+            "now": integer,
+            "delta": integer,
+        },
+        "required": ["id", "op"],
+        "additionalProperties": False,
+    }
+
+
+RECORD_LOG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"records": {"type": "array", "items": _record_schema()}},
+    "required": ["records"],
+    "additionalProperties": False,
+}
+
+
+def structured_memory(content: str) -> str:
+    """The model's answer as a memory: canonical JSON lines when it is a valid record
+    log, else the raw text (which the exact reader reports as ``unparsed``)."""
+    try:
+        data = json.loads(content)
+        records = RECORD_LIST_ADAPTER.validate_python(data["records"])
+    except (ValueError, TypeError, KeyError, ValidationError):
+        return content
+    return dump(records)
+
+
+class _LLMWriter(Compressor):
+    """Shared call path: build the prompt, ask the model, turn its answer into memory."""
+
+    uses_llm = True
+    thinking: ClassVar[bool | None] = None
+    structured: ClassVar[bool] = False
+    max_tokens: ClassVar[int] = 1024
+
+    def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
+        raise TypeError(f"{self.name} calls a model: use aupdate (audit runs it asynchronously)")
+
+    def messages(
+        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int
+    ) -> list[ChatMessage]:
+        template = _STRUCTURED_INSTRUCTIONS if self.structured else _PROSE_INSTRUCTIONS
+        system = template.format(budget=budget, semantics=PUBLIC_SEMANTICS)
+        new_records = chunk.text if not self.structured else "\n".join(
+            r.canonical_json() for r in chunk.records
+        )  # fmt: skip
+        user = (
+            f"Query keys: {json.dumps(list(query_keys))}\n\n"
+            f"Current memory:\n{memory if memory else '(empty)'}\n\n"
+            f"New records:\n{new_records}\n\n"
+            "Write the new memory."
+        )
+        return [ChatMessage("system", system), ChatMessage("user", user)]
+
+    async def aupdate(
+        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
+    ) -> str:
+        if self.client is None:
+            raise ChatUnavailableError(f"{self.name}: no writer backend was given (--writer)")
+        request = ChatRequest(
+            messages=self.messages(memory, chunk, query_keys, budget),
+            json_schema=RECORD_LOG_SCHEMA if self.structured else None,
+            thinking=self.thinking,
+            max_tokens=self.max_tokens,
+            repeat=repeat,
+            tag=f"writer:{self.label}",
+        )
+        response = await self.client.chat(request)
+        if response.error is not None:
+            raise ChatUnavailableError(f"{self.name}: {response.error}")
+        content = (response.content or "").strip()
+        return structured_memory(content) if self.structured else content
+
+
+@register
+class ProseHigh(_LLMWriter):
+    name = "prose_high"
+    summary = "LLM writes a free-text memory, thinking on"
+    thinking = True
+
+
+@register
+class ProseOff(_LLMWriter):
+    name = "prose_off"
+    summary = "LLM writes a free-text memory, thinking off"
+    thinking = False
+
+
+@register
+class StructuredHigh(_LLMWriter):
+    name = "structured_high"
+    summary = "LLM writes a schema-constrained record log (exact-readable), thinking on"
+    thinking = True
+    structured = True

@@ -1,0 +1,105 @@
+"""Scoring of LLM reads: the strict envelope, lenient wrapper-only, and the outcome taxonomy.
+
+These use fixed model outputs on purpose: the point of each case is one specific
+malformed answer (empty content, answer only in reasoning, a bare map, truncated
+JSON, extra keys), which a real small model produces only by chance.  The whole
+path against the real local model is tested in tests/test_llm_stage.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from audit._exact import read_exact
+from audit._llm_reader import answer_schema, judge, parse_answer, reader_request
+from compressors import ChatResponse
+from compressors.builtin.llm_writers import RECORD_LOG_SCHEMA, structured_memory
+from histories import PUBLIC_SEMANTICS, SetRecord
+
+GOLD = {"k": "amber-101", "j": None}
+ADEQUATE = "\n".join(
+    [SetRecord(id="a", key="k", value="amber-101", rev=1).canonical_json()]
+)  # j has no record: null, as gold says
+LOST = SetRecord(id="b", key="k", value="onyx-303", rev=1).canonical_json()
+
+
+def reply(content, finish="stop", error=None, reasoning=None):
+    return ChatResponse(content=content, finish_reason=finish, error=error, reasoning=reasoning)
+
+
+ENVELOPE = json.dumps({"values": GOLD})
+BARE = json.dumps(GOLD)
+
+
+@pytest.mark.parametrize(
+    ("response", "memory", "outcome", "strict", "lenient"),
+    [
+        (reply(ENVELOPE), ADEQUATE, "pass", 1, 1),
+        (reply(BARE), ADEQUATE, "wrapper_only", 0, 1),
+        (reply(ENVELOPE, finish="length"), ADEQUATE, "reader_error", 0, 0),  # truncation scores 0
+        (reply(ENVELOPE[:-3], finish="length"), ADEQUATE, "reader_error", 0, 0),  # truncated JSON
+        (reply(None, reasoning=ENVELOPE), ADEQUATE, "reader_error", 0, 0),  # only in reasoning
+        (reply(""), ADEQUATE, "reader_error", 0, 0),  # empty content
+        (reply(json.dumps({"values": {"k": "amber-101"}})), ADEQUATE, "reader_error", 0, 0),
+        (reply(json.dumps({"values": {**GOLD, "x": "1"}})), ADEQUATE, "reader_error", 0, 0),
+        (reply(json.dumps({"values": GOLD, "note": "hi"})), ADEQUATE, "reader_error", 0, 0),
+        (reply(json.dumps({"values": {"k": "onyx-303", "j": None}})), LOST, "wrong_log", 0, 0),
+        (reply(json.dumps({"values": {"k": "amber-101", "j": None}})), LOST, "pass", 1, 1),
+        (reply("the value is amber"), "free prose memory", "unparsed", 0, 0),
+        (reply(None, error="ConnectError after 4 retries"), ADEQUATE, "na", None, None),
+        (None, ADEQUATE, "na", None, None),
+        (reply(json.dumps({"values": {"k": 101, "j": None}})), ADEQUATE, "reader_error", 0, 0),
+    ],
+)
+def test_judge_outcomes(response, memory, outcome, strict, lenient):
+    exact = read_exact(memory, list(GOLD), GOLD)
+    verdict = judge(response, GOLD, exact)
+    assert verdict.outcome == outcome
+    assert verdict.correct == strict
+    assert verdict.correct_lenient == lenient
+
+
+def test_a_right_answer_from_a_lost_memory_still_passes():
+    # the reader guessed right although the memory lost the evidence: pass, and the
+    # retained-state adequacy column (from the exact reader) still says 0
+    exact = read_exact(LOST, list(GOLD), GOLD)
+    assert not exact.adequate
+    assert judge(reply(ENVELOPE), GOLD, exact).outcome == "pass"
+
+
+def test_parse_answer_forms():
+    assert parse_answer(ENVELOPE, ["k", "j"]).form == "envelope"
+    assert parse_answer(BARE, ["k", "j"]).form == "bare"
+    assert parse_answer("[1]", ["k", "j"]).form == "invalid"
+    assert parse_answer("{" * 100_000, ["k"]).form == "invalid"
+
+
+def test_reader_request_is_stable_prefix_first_and_schema_optional():
+    request = reader_request("MEMORY-TEXT", ["k", "j"], repeat=1)
+    system, user = request.messages
+    assert system.role == "system"
+    assert PUBLIC_SEMANTICS in system.content
+    assert "MEMORY-TEXT" not in system.content
+    assert user.content.index("MEMORY-TEXT") < user.content.index('["k", "j"]')
+    assert request.json_schema == answer_schema(["k", "j"])
+    assert request.repeat == 1
+    assert reader_request("m", ["k"], use_schema=False).json_schema is None
+    schema = answer_schema(["k", "j"])["properties"]["values"]
+    assert schema["required"] == ["k", "j"]
+    assert schema["additionalProperties"] is False
+
+
+def test_structured_writer_output_becomes_a_record_log_or_stays_unparsed():
+    records = [
+        {"id": "a", "op": "set", "key": "k", "value": "amber-101", "rev": 1},
+        {"id": "t", "op": "tick", "now": 4},
+    ]
+    memory = structured_memory(json.dumps({"records": records}))
+    assert memory.splitlines()[0] == SetRecord(**records[0]).canonical_json()
+    assert read_exact(memory, ["k"], {"k": "amber-101"}).outcome == "pass"
+    for bad in ("not json at all", '{"records": [{"id": "a", "op": "set"}]}', "[]", '{"rec": []}'):
+        assert structured_memory(bad) == bad
+        assert read_exact(bad, ["k"], {"k": "amber-101"}).outcome == "unparsed"
+    assert RECORD_LOG_SCHEMA["required"] == ["records"]
