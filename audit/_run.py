@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ from audit._evaluate import RESULT_COLUMNS, run_job
 from audit._llm_stage import LLMStageConfig, Unit, plan_units, run_stage
 from audit._store import PackedJob, RunStore, append_csv, append_csv_text, pack_job
 from audit._summary import frame, summarize
-from audit._transforms_spec import TransformSpec, parse_transforms
+from audit._transforms_spec import parse_transforms
 from compressors import ChatClient, build, parse_spec
 from histories import Pair
 
@@ -320,5 +321,15 @@ def default_run_dir(root: Path = Path("runs")) -> Path:
     return path
 
 
-def transform_specs(text: str) -> list[TransformSpec]:
-    return parse_transforms(text)
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def named_run_dir(name: str, root: Path = Path("runs")) -> Path:
+    """``runs/NAME`` for ``--name``; a name is one plain path segment, so it can never
+    reach outside ``runs/`` (no separators, no ``..``, no leading dot)."""
+    if not _RUN_NAME.match(name) or ".." in name:
+        raise RunDirectoryError(
+            f"--name {name!r}: a run name is 1-100 letters, digits, '_', '.', '-', "
+            "starting with a letter or digit, and never contains '..' or '/'"
+        )
+    return root / name

@@ -196,6 +196,9 @@ def run_audit(
     out: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default: runs/<timestamp>).")
     ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Run directory runs/NAME (instead of --out).")
+    ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes (default: every core).")] = max(
         1, os.cpu_count() or 1
     ),
@@ -203,7 +206,7 @@ def run_audit(
 ) -> None:
     """Audit memory conditions on paired histories with the exact reader."""
     from audit._console import print_summary, progress_bar
-    from audit._run import RunConfig, RunDirectoryError, default_run_dir, execute
+    from audit._run import RunConfig, RunDirectoryError, default_run_dir, execute, named_run_dir
     from audit._transforms_spec import SpecError, parse_budgets, parse_transforms
     from compressors import UnknownCompressorError, build, deterministic_builtins, parse_spec
     from compressors._protocol import InvalidParamsError
@@ -234,13 +237,13 @@ def run_audit(
         digest = hashlib.sha256(pairs.read_bytes()).hexdigest()
         source: dict[str, object] = {"file": str(pairs)}
     else:
-        name = preset or "cca-pilot"
-        if name not in PRESETS:
-            fail(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-        generation = PRESETS[name]
+        preset_name = preset or "cca-pilot"
+        if preset_name not in PRESETS:
+            fail(f"unknown preset {preset_name!r}; known: {', '.join(PRESETS)}")
+        generation = PRESETS[preset_name]
         pair_list = generate_pairs(generation)
         digest = hashlib.sha256("".join(p.to_json() + "\n" for p in pair_list).encode()).hexdigest()
-        source = {"preset": name, "generation": generation.model_dump(mode="json")}
+        source = {"preset": preset_name, "generation": generation.model_dump(mode="json")}
 
     config = RunConfig(
         pairs=source,
@@ -251,7 +254,12 @@ def run_audit(
         transforms=[str(t) for t in transform_specs],
         seed=seed,
     )
-    run_dir = out or default_run_dir()
+    if out is not None and name is not None:
+        fail("give --out or --name, not both")
+    try:
+        run_dir = out or (named_run_dir(name) if name is not None else default_run_dir())
+    except RunDirectoryError as error:
+        fail(str(error))
     started = time.perf_counter()
     try:
         with progress_bar(len(pair_list), enabled=not quiet) as advance:

@@ -238,3 +238,22 @@ def test_default_conditions_are_every_deterministic_builtin(tmp_path: Path):
     assert conditions == set(deterministic_builtins())
     assert {"prose_high", "direct_prose"}.isdisjoint(conditions)
     assert "current accuracy would pick" in result.output
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "..", "x" * 101, "", "a\\b"])
+def test_run_names_cannot_traverse_paths(tmp_path: Path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    result = run("run", "--preset", "cca-pilot", "--conditions", "tail", "--transforms", "identity",
+                 "--quiet", "--name", name)  # fmt: skip
+    assert result.exit_code == 2
+    assert "--name" in result.output
+    assert list(tmp_path.iterdir()) == []
+    assert not (tmp_path.parent / "escape").exists()
+
+
+def test_a_named_run_lands_under_runs(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run("run", "--preset", "cca-pilot", "--conditions", "tail", "--transforms", "identity",
+                 "--quiet", "--workers", "1", "--name", "pilot-1")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "runs" / "pilot-1" / "summary.json").exists()
