@@ -1,0 +1,5 @@
+"""``python -m audit`` is the ``audit`` command."""
+
+from audit.cli import main
+
+main()

@@ -1,0 +1,85 @@
+"""SIGKILL a run at seeded random points, resume it, and get exactly the uninterrupted results.
+
+The run is a real `audit run` process group (the CLI and its worker processes),
+killed with SIGKILL, the way a machine or an OOM killer ends it: no cleanup runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ARGS = ["run", "--preset", "cca-pilot", "--conditions", "frontier,tail,full",
+        "--transforms", "identity,rename:4,permute:2", "--quiet", "--workers", "2"]  # fmt: skip
+
+
+def audit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "audit", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def sorted_rows(run_dir: Path) -> list[tuple[str, ...]]:
+    with (run_dir / "results.csv").open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    header, body = rows[0], rows[1:]
+    return [tuple(header), *sorted(tuple(r) for r in body)]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> tuple[Path, float]:
+    out = tmp_path_factory.mktemp("kill") / "whole"
+    started = time.perf_counter()
+    result = audit(*ARGS, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return out, time.perf_counter() - started
+
+
+def finished_jobs(run_dir: Path) -> int:
+    if not (run_dir / "store.sqlite").exists():
+        return 0
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+    except sqlite3.OperationalError:  # killed before the schema was written
+        return 0
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sigkill_then_resume_equals_uninterrupted(uninterrupted, tmp_path: Path, seed: int):
+    whole, seconds = uninterrupted
+    out = tmp_path / "killed"
+    delay = random.Random(seed).uniform(0.3, 0.8) * seconds
+    process = subprocess.Popen(
+        [sys.executable, "-m", "audit", *ARGS, "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    time.sleep(delay)
+    assert process.poll() is None, "the run ended before the kill: nothing was tested"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert finished_jobs(out) < 24
+    resumed = audit(*ARGS, "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted_rows(out) == sorted_rows(whole)
+    db = sqlite3.connect(out / "store.sqlite")
+    (rows,) = db.execute("SELECT COUNT(*) FROM results").fetchone()
+    (distinct,) = db.execute(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT job_key, row FROM results)"
+    ).fetchone()
+    assert rows == distinct == len(sorted_rows(out)) - 1  # no duplicated rows
+    (jobs,) = db.execute("SELECT COUNT(*) FROM jobs").fetchone()
+    assert jobs == 24
