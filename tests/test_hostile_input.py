@@ -1,0 +1,115 @@
+"""Hostile pair files: nothing but clear validation errors, bounded in time and memory."""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from histories import PRESETS, generate
+from histories._io import MAX_LINE_BYTES, PairFileError, load_pairs, parse_pair_line
+
+GOOD = generate(PRESETS["cca-pilot"])[0].to_json()
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=30),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=2000))
+def test_random_bytes_give_only_pair_file_errors(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("fuzz") / "pairs.jsonl"
+    path.write_bytes(data)
+    try:
+        load_pairs(path)
+    except PairFileError as error:
+        assert str(path) in str(error)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values)
+def test_random_json_gives_only_pair_file_errors(value):
+    with pytest.raises(PairFileError):
+        parse_pair_line(json.dumps(value), "pairs.jsonl", 7)
+
+
+def _mutations(draw_path, value):
+    data = json.loads(GOOD)
+    node = data
+    for step in draw_path[:-1]:
+        if isinstance(node, dict) and node:
+            node = node[sorted(node)[step % len(node)]]
+        elif isinstance(node, list) and node:
+            node = node[step % len(node)]
+    if isinstance(node, dict) and node:
+        node[sorted(node)[draw_path[-1] % len(node)]] = value
+    elif isinstance(node, list) and node:
+        node[draw_path[-1] % len(node)] = value
+    return data
+
+
+@settings(max_examples=400, deadline=None)
+@given(path=st.lists(st.integers(0, 50), min_size=1, max_size=7), value=json_values)
+def test_mutated_real_pairs_validate_or_fail_clearly(path, value):
+    line = json.dumps(_mutations(path, value))
+    try:
+        pair = parse_pair_line(line, "pairs.jsonl", 3)
+    except PairFileError as error:
+        assert str(error).startswith("pairs.jsonl:3: ")
+    else:
+        assert pair.gold is not None  # accepted only if it still verifies
+
+
+def test_deeply_nested_json_is_refused_quickly():
+    deep = "[" * 200_000 + "]" * 200_000
+    started = time.perf_counter()
+    with pytest.raises(PairFileError, match="not valid JSON|must be a JSON object"):
+        parse_pair_line(deep, "pairs.jsonl", 1)
+    assert time.perf_counter() - started < 5
+
+
+def test_oversized_lines_are_refused_before_parsing(tmp_path: Path):
+    path = tmp_path / "huge.jsonl"
+    path.write_text('{"pair_id": "' + "x" * (MAX_LINE_BYTES + 10) + '"}\n')
+    tracemalloc.start()
+    with pytest.raises(PairFileError, match="longer than"):
+        load_pairs(path)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 8 * MAX_LINE_BYTES
+
+
+def test_a_huge_but_valid_pair_is_bounded(tmp_path: Path):
+    data = json.loads(GOOD)
+    chunk = data["variants"]["A"]["chunks"][0]
+    many = [dict(chunk[0], id=f"x{i}", key=f"noise_big{i}") for i in range(20_000)]
+    data["variants"]["A"]["chunks"].append(many)
+    started = time.perf_counter()
+    try:
+        parse_pair_line(json.dumps(data), "pairs.jsonl", 1)
+    except PairFileError:
+        pass
+    assert time.perf_counter() - started < 30
+
+
+def test_plugins_are_never_imported_from_a_pair_file(tmp_path: Path, monkeypatch):
+    # a pair file can name a family, but a family is a label: no code is loaded from it
+    import sys
+
+    data = json.loads(GOOD)
+    data["family"] = "os.system"
+    pair = parse_pair_line(json.dumps(data), "pairs.jsonl", 1)
+    assert pair.family == "os.system"
+    data["family"] = "evil:Module"
+    parse_pair_line(json.dumps(data), "pairs.jsonl", 1)
+    assert "evil" not in sys.modules
