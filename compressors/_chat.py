@@ -37,7 +37,12 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class ChatResponse:
-    """What came back.  ``error`` set means an infrastructure failure after retries (NA)."""
+    """What came back.  ``error`` set means an infrastructure failure after retries (NA).
+
+    The answer is ``content`` only; ``reasoning`` is the thinking text when the server
+    returned one (an answer that landed only there is an outcome, not NA), and a
+    ``finish_reason`` of ``"length"`` is a cut-off (also an outcome).
+    """
 
     content: str | None
     reasoning: str | None = None
@@ -47,6 +52,15 @@ class ChatResponse:
     error: str | None = None
     cached: bool = False
     latency_s: float = 0.0
+    status: int | None = None
+    """HTTP status of the last attempt (``None``: no HTTP answer, or a cache hit)."""
+    rejected: str | None = None
+    """The server refused the request as invalid (HTTP 400/413/422, e.g. the prompt
+    exceeds the context): an outcome of the request, not NA; not retried, not cached."""
+    deduplicated: bool = False
+    """Answered by an identical request already in flight (sent once)."""
+    attempts: int = 0
+    """HTTP attempts made for this answer (0 for cache hits and deduplicated requests)."""
 
 
 @runtime_checkable
