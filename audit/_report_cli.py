@@ -1,0 +1,92 @@
+"""``audit report`` and ``audit compare``: rebuild reports from stored runs (nothing re-run).
+
+Registered on ``audit.cli.app`` when ``audit.cli`` imports this module.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from audit.cli import app, fail
+
+REPORT_DIR = "report"
+
+
+@app.command("report")
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Output directory (default: RUN_DIR/report).")
+    ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(help="Compare every condition with this one (default: best joint J)."),
+    ] = None,
+    pairwise: Annotated[
+        bool, typer.Option(help="Compare every two conditions instead of each with the best.")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the cluster bootstrap.")] = 0,
+    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
+    max_pairs: Annotated[
+        int, typer.Option(min=0, help="Source pairs in the drill-down, failures first (0: all).")
+    ] = 200,
+) -> None:
+    """Write report.html, report.md and the summary tables (CSV) for a stored run."""
+    from audit._report_data import Options, RunDataError, build_report, load_run
+    from reports import write_report
+
+    started = time.perf_counter()
+    try:
+        run = load_run(run_dir)
+    except RunDataError as error:
+        fail(str(error))
+    options = Options(
+        seed=seed, resamples=resamples, reference=reference, pairwise=pairwise, max_pairs=max_pairs
+    )
+    if reference is not None and reference not in set(run.results["condition"].astype(str)):
+        fail(f"--reference: no condition {reference!r} in {run_dir}")
+    target = out or run_dir / REPORT_DIR
+    paths = write_report(build_report(run, options), target)
+    pages = [p for p in paths if p.suffix == ".html"]
+    typer.echo(
+        f"wrote {target / 'report.html'}"
+        + (f" (+{len(pages) - 1} drill-down pages)" if len(pages) > 1 else "")
+        + f", report.md and {sum(p.suffix == '.csv' for p in paths)} CSV tables "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+
+
+@app.command("compare")
+def compare_command(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Two or more run directories; the first is the baseline.")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Output directory (default: runs/compare-<timestamp>)."),
+    ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(help="Compare every system with this condition of the baseline run."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the cluster bootstrap.")] = 0,
+    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
+) -> None:
+    """Compare conditions and backends across runs on their shared pairs (paired deltas)."""
+    from audit._report_data import Options, RunDataError, build_compare, load_run
+    from reports import write_compare
+
+    if len(run_dirs) < 2:
+        fail("give at least two run directories")
+    try:
+        runs = [load_run(path) for path in run_dirs]
+    except RunDataError as error:
+        fail(str(error))
+    target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    data = build_compare(runs, Options(seed=seed, resamples=resamples, reference=reference))
+    write_compare(data, target)
+    typer.echo(f"wrote {target / 'compare.html'}, compare.md, compare.csv and systems.csv")

@@ -1,0 +1,251 @@
+"""Statistics of a run: intervals, cluster bootstrap, paired tests, multiplicity.
+
+Everything here counts **independent source pairs**, never reads (PROTOCOL.md,
+"Statistics"): transformed instances and repeats of a pair are not independent
+evidence, so they are folded into one value per source pair first.
+
+Kept libraries do the arithmetic:
+
+* Wilson intervals: ``statsmodels.stats.proportion.proportion_confint(method="wilson")``;
+* exact McNemar: ``statsmodels.stats.contingency_tables.mcnemar(exact=True)``
+  (a two-sided binomial test on the discordant pairs);
+* Holm: ``statsmodels.stats.multitest.multipletests(method="holm")``;
+* cluster bootstrap: numpy (``numpy.random.Generator``, seeded).  ``scipy.stats.bootstrap``
+  resamples observations of one sample, not clusters within strata, so it does not
+  fit; resampling here draws, *within each family*, as many source pairs as the
+  family has, with replacement, and recomputes the statistic (sum of successes over
+  sum of trials of the drawn pairs).  Percentile intervals.
+
+NA (infrastructure failures of an LLM reader) is never scored as 0: a value that
+depends on an NA read is computed twice, NA as fail and NA as pass, and the two
+results are **bounds**, labelled as such wherever they are shown.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from statsmodels.stats.contingency_tables import mcnemar  # type: ignore[import-untyped]
+from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]
+from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
+
+ALPHA = 0.05
+"""Two-sided level of every interval (95 %) and test."""
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 0
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def wilson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials; (nan, nan) when n == 0."""
+    if n <= 0:
+        return (math.nan, math.nan)
+    if not 0 <= k <= n:
+        raise ValueError(f"k must be in [0, n], got k={k}, n={n}")
+    low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
+    return (max(0.0, float(low)), min(1.0, float(high)))
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """k/n over source pairs, with its Wilson interval.
+
+    When NA reads are involved, ``k_low`` counts NA as fail and ``k_high`` NA as
+    pass; the interval then spans [Wilson low of k_low, Wilson high of k_high] and
+    ``is_bound`` is true.  Without NA both counts are equal.
+    """
+
+    k_low: int
+    k_high: int
+    n: int
+    low: float
+    high: float
+
+    @property
+    def is_bound(self) -> bool:
+        return self.k_low != self.k_high
+
+    @property
+    def k(self) -> int:
+        """The count (NA as fail where there are bounds)."""
+        return self.k_low
+
+    @property
+    def rate(self) -> float:
+        return math.nan if self.n == 0 else self.k_low / self.n
+
+    @property
+    def rate_high(self) -> float:
+        return math.nan if self.n == 0 else self.k_high / self.n
+
+    def text(self) -> str:
+        """``k/n`` or, with NA bounds, ``k_low..k_high/n (bounds)``."""
+        if self.n == 0:
+            return "-"
+        if self.is_bound:
+            return f"{self.k_low}..{self.k_high}/{self.n} (bounds)"
+        return f"{self.k_low}/{self.n}"
+
+
+def proportion(k_low: int, n: int, k_high: int | None = None, alpha: float = ALPHA) -> Proportion:
+    """A ``Proportion`` with Wilson interval (an envelope over the NA bounds)."""
+    k_high = k_low if k_high is None else k_high
+    if k_high < k_low:
+        raise ValueError(f"k_high ({k_high}) < k_low ({k_low})")
+    low = wilson(k_low, n, alpha)[0]
+    high = wilson(k_high, n, alpha)[1]
+    return Proportion(k_low, k_high, n, low, high)
+
+
+def _cell_seed(seed: int, key: str) -> int:
+    return (seed * 1_000_003 + zlib.crc32(key.encode("utf-8"))) % 2**63
+
+
+def cluster_bootstrap(
+    successes: Sequence[float] | FloatArray,
+    trials: Sequence[float] | FloatArray,
+    strata: Sequence[str],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    key: str = "",
+    alpha: float = ALPHA,
+) -> tuple[float, float]:
+    """Percentile interval of sum(successes)/sum(trials), resampling clusters within strata.
+
+    One entry per cluster (a source pair): its successes and trials (instances or
+    reads it contributes; 1 and 1 for a pass/fail pair).  ``strata`` (the family of
+    each pair) are kept at their sizes: each resample draws, per family, as many
+    pairs as that family has, with replacement.  ``key`` names the cell so every
+    cell has its own reproducible stream (the same seed and key give the same
+    interval whatever else is computed).  (nan, nan) when there is nothing to resample.
+    """
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    if k.size == 0 or k.size != n.size or k.size != len(strata) or n.sum() <= 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(_cell_seed(seed, key))
+    labels = np.asarray(strata, dtype=object)
+    num = np.zeros(resamples)
+    den = np.zeros(resamples)
+    for stratum in sorted(set(labels.tolist())):
+        members = np.flatnonzero(labels == stratum)
+        draws = rng.integers(0, members.size, size=(resamples, members.size))
+        picked = members[draws]
+        num += k[picked].sum(axis=1)
+        den += n[picked].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = num / den
+    stats = stats[np.isfinite(stats)]
+    if stats.size == 0:
+        return (math.nan, math.nan)
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return (float(low), float(high))
+
+
+def bootstrap_mean(
+    values: Sequence[float] | FloatArray,
+    strata: Sequence[str],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    key: str = "",
+    alpha: float = ALPHA,
+) -> tuple[float, float]:
+    """Cluster-bootstrap interval of the mean of one value per source pair."""
+    v = np.asarray(values, dtype=np.float64)
+    return cluster_bootstrap(
+        v, np.ones_like(v), strata, resamples=resamples, seed=seed, key=key, alpha=alpha
+    )
+
+
+@dataclass(frozen=True)
+class PairedTable:
+    """2x2 table of two conditions on the same source pairs (pass/fail each)."""
+
+    both: int
+    only_a: int
+    only_b: int
+    neither: int
+
+    @property
+    def n(self) -> int:
+        return self.both + self.only_a + self.only_b + self.neither
+
+
+def mcnemar_exact(table: PairedTable) -> float:
+    """Two-sided exact McNemar p-value (binomial test on the discordant pairs)."""
+    if table.only_a + table.only_b == 0:
+        return 1.0
+    result = mcnemar(
+        [[table.both, table.only_a], [table.only_b, table.neither]], exact=True, correction=False
+    )
+    return float(min(1.0, result.pvalue))
+
+
+def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
+    """Holm-adjusted p-values (family-wise error across exactly the values given).
+
+    NaN entries (comparisons without shared pairs) stay NaN and do not count.
+    """
+    values = np.asarray(pvalues, dtype=np.float64)
+    adjusted = np.full(values.shape, math.nan)
+    finite = np.isfinite(values)
+    if finite.any():
+        adjusted[finite] = multipletests(values[finite], alpha=alpha, method="holm")[1]
+    return [float(x) for x in adjusted]
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """B minus A on the source pairs where both are determined."""
+
+    table: PairedTable
+    delta: float
+    """Pass rate of B minus pass rate of A (nan when no shared pair)."""
+    low: float
+    high: float
+    """Cluster-bootstrap interval of the delta (pairs resampled within family)."""
+    p_value: float
+    """Exact McNemar, two-sided (nan when no shared pair)."""
+    excluded: int
+    """Pairs present in only one of the two, or undetermined (NA) in either."""
+
+
+def paired_comparison(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    family: Mapping[str, str],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    key: str = "",
+) -> PairedComparison:
+    """Compare pass/fail per source pair: {pair id: 1.0 pass, 0.0 fail, nan undetermined}."""
+    ids = sorted(
+        pid
+        for pid in a.keys() & b.keys()
+        if not (math.isnan(a[pid]) or math.isnan(b[pid])) and pid in family
+    )
+    excluded = len(a.keys() | b.keys()) - len(ids)
+    va = np.array([a[pid] >= 0.5 for pid in ids], dtype=bool)
+    vb = np.array([b[pid] >= 0.5 for pid in ids], dtype=bool)
+    table = PairedTable(
+        both=int((va & vb).sum()),
+        only_a=int((va & ~vb).sum()),
+        only_b=int((~va & vb).sum()),
+        neither=int((~va & ~vb).sum()),
+    )
+    if not ids:
+        return PairedComparison(table, math.nan, math.nan, math.nan, math.nan, excluded)
+    diff = vb.astype(np.float64) - va.astype(np.float64)
+    low, high = bootstrap_mean(
+        diff, [family[pid] for pid in ids], resamples=resamples, seed=seed, key=key
+    )
+    return PairedComparison(table, float(diff.mean()), low, high, mcnemar_exact(table), excluded)

@@ -1,0 +1,515 @@
+"""`audit report` / `audit compare`: content, hostile model output, pagination, Chromium."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from audit._store import compress_memory
+from audit.cli import app
+from histories import GenerationConfig, distinguishing_ids, generate
+from reports import ReportInput, visible
+from reports._html import paginate, render_report_pages
+
+runner = CliRunner()
+MAX_PAGE_BYTES = 10_000_000
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+# ------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory) -> Path:
+    """A real (small) deterministic run with two budgets and one renaming transform."""
+    out = tmp_path_factory.mktemp("runs") / "real"
+    result = run(
+        "run",
+        "--preset",
+        "cca-pilot",
+        "--conditions",
+        "frontier,frontier_latest,tail",
+        "--transforms",
+        "identity,rename:2",
+        "--budget",
+        "600,1200",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    result = run("report", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+HOSTILE = {
+    "script": '<script>alert("x")</script>',
+    "table": "</table></pre></td></tr><h1>broken out</h1>",
+    "link": '<a href="javascript:alert(1)">click me</a> javascript:alert(2)',
+    "img": "<img src=x onerror=alert(1)>",
+    "control": "ctrl\x1b[31mred\x00nul\x07bel\u202eevil\u200bzw\x7f",
+    "template": "{{ 7*7 }} {% raw %}",
+    "long": "A" * 120_000,
+}
+
+
+def _hostile_memory(pair, variant: str, invent: bool) -> str:
+    """A record line that names the distinguishing record, hostile lines, and (``invent``)
+    a well-formed record that never was in the history."""
+    distinct = sorted(distinguishing_ids(pair))[0]
+    record = next(r for r in pair.prefix(variant) if r.id == distinct)
+    made_up = json.dumps(
+        {"id": "madeup1", "op": "set", "key": pair.query[0], "value": "invented", "rev": 999},
+        separators=(",", ":"),
+    )
+    return "\n".join([record.canonical_json(), *HOSTILE.values(), *([made_up] if invent else [])])
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory) -> Path:
+    """A synthetic run with an LLM reader whose answers and memories are hostile; NA reads."""
+    root = tmp_path_factory.mktemp("runs") / "hostile"
+    root.mkdir()
+    pairs = generate(
+        GenerationConfig(families=["rollback", "late_reference"], pairs_per_family=2, seed=3)
+    )
+    body = "".join(p.to_json() + "\n" for p in pairs).encode()
+    (root / "pairs.jsonl").write_bytes(body)
+    config = {
+        "config": {
+            "pairs": {"file": str(root / "pairs.jsonl")},
+            "pairs_sha256": hashlib.sha256(body).hexdigest(),
+            "conditions": ["frontier", "prose_high"],
+            "budgets": [1200],
+            "transforms": ["identity"],
+            "seed": 0,
+        },
+        "environment": {"machine": "test"},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (root / "config.json").write_text(json.dumps(config))
+    memories: dict[str, str] = {}
+    rows = []
+    outcomes = ["pass", "reader_error", "wrapper_only", "na", "wrong_log", "pass"]
+    for p_index, pair in enumerate(pairs):
+        for condition in ("frontier", "prose_high"):
+            for v_index, variant in enumerate(("A", "B")):
+                text = _hostile_memory(pair, variant, invent=condition == "prose_high")
+                sha = hashlib.sha256(text.encode()).hexdigest()
+                memories[sha] = text
+                for b_index, branch in enumerate(("current", "reveal", "override")):
+                    gold = json.dumps(pair.gold.of(variant).of(branch))
+                    base = {
+                        "pair_id": pair.pair_id,
+                        "source_pair_id": pair.pair_id,
+                        "family": pair.family,
+                        "variant": variant,
+                        "branch": branch,
+                        "repeat": 0,
+                        "condition": condition,
+                        "budget": 1200,
+                        "transform": "identity",
+                        "memory_bytes": len(text.encode()),
+                        "memory_sha256": sha,
+                        "collision": int(condition == "prose_high"),
+                        "gold": gold,
+                    }
+                    exact_ok = condition == "frontier"
+                    rows.append(
+                        base
+                        | {
+                            "reader": "exact",
+                            "outcome": "pass" if exact_ok else "wrong_log",
+                            "correct": int(exact_ok),
+                            "adequate": int(exact_ok),
+                            "answer": gold if exact_ok else HOSTILE["table"],
+                        }
+                    )
+                    outcome = outcomes[(p_index + v_index + b_index) % len(outcomes)]
+                    if p_index == 0:  # every read right but one NA: J is a bound 0..1
+                        outcome = "na" if (v_index, b_index) == (1, 1) else "pass"
+                    rows.append(
+                        base
+                        | {
+                            "reader": "llm",
+                            "reader_model": "m<script>x</script>",
+                            "outcome": outcome,
+                            "correct": None if outcome == "na" else int(outcome == "pass"),
+                            "correct_lenient": None
+                            if outcome == "na"
+                            else int(outcome in ("pass", "wrapper_only")),
+                            "adequate": int(exact_ok),
+                            "answer": HOSTILE["script"] + HOSTILE["control"],
+                            "raw_answer": HOSTILE["link"] + HOSTILE["img"] + HOSTILE["long"],
+                            "error": HOSTILE["template"] if outcome == "na" else None,
+                            "finish_reason": "length" if outcome == "reader_error" else "stop",
+                            "tokens_prompt": 100,
+                            "tokens_completion": 7,
+                            "latency_s": 0.5,
+                            "cache_hit": int(b_index == 0),
+                        }
+                    )
+    pd.DataFrame(rows).to_csv(root / "results.csv", index=False)
+    db = sqlite3.connect(root / "store.sqlite")
+    db.executescript(
+        "CREATE TABLE jobs (job_key TEXT PRIMARY KEY, finished REAL NOT NULL);"
+        "CREATE TABLE memories (sha256 TEXT PRIMARY KEY, text BLOB NOT NULL);"
+    )
+    db.executemany(
+        "INSERT INTO memories VALUES (?, ?)",
+        [(sha, compress_memory(text)) for sha, text in memories.items()],
+    )
+    db.execute("INSERT INTO jobs VALUES ('j', ?)", (time.time(),))
+    db.commit()
+    db.close()
+    result = run("report", str(root))
+    assert result.exit_code == 0, result.output
+    return root
+
+
+# ----------------------------------------------------------------------- a real run
+
+
+def test_report_files_and_headline_numbers(real_run: Path):
+    report = real_run / "report"
+    for name in (
+        "report.html",
+        "report.md",
+        "headline.csv",
+        "comparisons.csv",
+        "families.csv",
+        "transforms.csv",
+        "taxonomy.csv",
+        "budget.csv",
+        "costs.csv",
+        "ranking.csv",
+    ):
+        assert (report / name).exists(), name
+    headline = pd.read_csv(report / "headline.csv").set_index(["condition", "budget"])
+    frontier = headline.loc[("frontier", 1200)]
+    assert (frontier["joint_J_k"], frontier["joint_J_n"]) == (24, 24)  # n = source pairs
+    latest = headline.loc[("frontier_latest", 1200)]
+    assert (latest["current_k"], latest["joint_J_k"]) == (24, 8)
+    assert latest["rank_differs"]
+    assert headline.loc[("tail", 600), "collision_k"] > 0
+    assert 0.0 < frontier["joint_J_low"] < 1.0 == frontier["joint_J_high"]
+
+
+def test_comparisons_are_paired_and_holm_corrected(real_run: Path):
+    comparisons = pd.read_csv(real_run / "report" / "comparisons.csv")
+    assert set(comparisons["a"]) == {"frontier"}
+    row = comparisons[(comparisons["b"] == "frontier_latest") & (comparisons["budget"] == 1200)]
+    row = row.iloc[0]
+    assert (row["n_pairs"], row["only_a"], row["only_b"]) == (24, 16, 0)
+    assert row["p_value"] == pytest.approx(2 * 0.5**16)
+    assert row["p_holm"] >= row["p_value"]
+    assert row["delta"] == pytest.approx(-16 / 24)
+
+
+def test_html_holds_every_section(real_run: Path):
+    html = (real_run / "report" / "report.html").read_text()
+    assert 'id="headline-table"' in html
+    assert html.count("<svg") >= 5  # headline, forest, heatmap, transforms, budget, causes
+    assert "Current accuracy ranks the conditions differently" in html
+    assert "no LLM reader in this run" in html.replace("No LLM", "no LLM")
+    assert 'class="line mark"' in html  # a distinguishing record highlighted
+    assert "A and B memories identical: collision" in html  # tail collides
+    assert "evidence dropped by the compressor" in html
+    assert "transformed instances are summarized" in html
+    for fetch in ("src=", "url(http", "@import", "<link", "<iframe", "<object"):
+        assert fetch not in html.lower()  # nothing to fetch: one self-contained file
+    for page in (real_run / "report").glob("*.html"):
+        assert page.stat().st_size < MAX_PAGE_BYTES
+
+
+def test_markdown_for_a_pull_request(real_run: Path):
+    md = (real_run / "report" / "report.md").read_text()
+    assert "**Warning (600 B):**" in md
+    assert "| **frontier** | 1200 | 24/24 [0.86, 1.00]" in md
+    assert "Holm" in md or "holm" in md.lower()
+
+
+def test_report_rebuilds_from_the_stored_run_alone(real_run: Path, tmp_path: Path):
+    store = real_run / "store.sqlite"
+    before = (store.stat().st_mtime, hashlib.sha256(store.read_bytes()).hexdigest())
+    result = run("report", str(real_run), "--out", str(tmp_path / "again"))
+    assert result.exit_code == 0, result.output
+    assert (store.stat().st_mtime, hashlib.sha256(store.read_bytes()).hexdigest()) == before
+    for name in ("report.html", "report.md", "headline.csv", "comparisons.csv"):
+        assert (tmp_path / "again" / name).read_bytes() == (real_run / "report" / name).read_bytes()
+
+
+def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
+    other = tmp_path / "other"
+    result = run(
+        "run",
+        "--preset",
+        "cca-pilot",
+        "--conditions",
+        "frontier,frontier_alpha",
+        "--transforms",
+        "identity",
+        "--budget",
+        "1200",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(other),
+    )
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "cmp"
+    result = run("compare", str(real_run), str(other), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "compare.csv")
+    same = table[(table["condition_a"] == "frontier") & (table["condition_b"] == "frontier")]
+    assert len(same) == 1
+    assert (same.iloc[0]["n_pairs"], same.iloc[0]["delta"]) == (24, 0.0)
+    assert "p_holm" in table
+    result = run(
+        "compare",
+        str(real_run),
+        str(other),
+        "--reference",
+        "frontier_latest",
+        "--out",
+        str(tmp_path / "cmp2"),
+    )
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "cmp2" / "compare.csv")
+    alpha = table[table["condition_b"] == "frontier_alpha"].iloc[0]
+    assert alpha["condition_a"] == "frontier_latest"
+    assert alpha["delta"] > 0
+    html = (out / "compare.html").read_text()
+    assert 'id="comparisons-table"' in html
+    assert "<svg" in html
+    assert (out / "compare.md").read_text().startswith("## memory audit: comparison")
+
+
+def test_cli_errors(tmp_path: Path):
+    result = run("report", str(tmp_path))
+    assert result.exit_code == 2
+    assert "no results" in result.output
+    result = run("compare", str(tmp_path))
+    assert result.exit_code == 2
+    assert "at least two" in result.output
+
+
+# ------------------------------------------------------------------- hostile output
+
+
+def test_hostile_output_is_inert_text(hostile_run: Path):
+    report = hostile_run / "report"
+    pages = [p.read_text(encoding="utf-8") for p in report.glob("*.html")]
+    html = "\n".join(pages)
+    lowered = html.lower()
+    assert "<script" not in lowered
+    assert "&lt;script&gt;alert(" in html
+    assert "<img" not in lowered
+    assert "<h1>broken out" not in lowered
+    assert "href=&#34;javascript:" in html  # the hostile link is text
+    hrefs = re.findall(r"""<a\s[^>]*href\s*=\s*["']?([^"' >]*)""", html, flags=re.IGNORECASE)
+    assert hrefs
+    allowed = [
+        h.startswith("#") or re.fullmatch(r"(report|pairs-\d+)\.html(#\w+)?", h) for h in hrefs
+    ]
+    assert all(allowed), hrefs
+    for page in pages:
+        assert page.count("<table") == page.count("</table>")
+        assert page.count("<pre") == page.count("</pre>")
+    for char in ("\x1b", "\x00", "\x07", "\u202e", "\u200b", "\x7f"):
+        assert char not in html
+    for shown in ("\\x1b", "\\x00", "\\x07", "\\u202e", "\\u200b", "\\x7f"):
+        assert shown in html
+    assert "{{ 7*7 }} {% raw %}" in html  # not evaluated by the template engine
+    assert "more characters not shown" in html  # the 120,000-character line is clipped
+    assert "overflow-wrap: anywhere" in html
+    assert "Content-Security-Policy" in html
+    for page in report.glob("*.html"):
+        assert page.stat().st_size < MAX_PAGE_BYTES
+
+
+def test_hostile_markdown_and_csv(hostile_run: Path):
+    md = (hostile_run / "report" / "report.md").read_text()
+    assert "<script" not in md.lower()
+    assert "\x1b" not in md
+    headline = (hostile_run / "report" / "headline.csv").read_text()
+    assert "m<script>x</script>" in headline  # CSV keeps data as data
+
+
+def test_llm_reader_columns_are_used(hostile_run: Path):
+    html = (hostile_run / "report" / "report.html").read_text()
+    assert "no LLM reader in this run" not in html
+    assert "(bounds)" in html  # NA reads: J shown as bounds
+    assert "joint J lenient" in html
+    taxonomy = pd.read_csv(hostile_run / "report" / "taxonomy.csv")
+    llm = taxonomy[taxonomy["reader"].str.startswith("llm")]
+    assert llm["cause_wrapper_only"].sum() > 0
+    assert llm["cause_na"].sum() > 0
+    assert llm["cause_misread"].sum() > 0
+    assert llm["joint_J_lenient_k_high"].sum() >= llm["joint_J_k_high"].sum()
+    costs = pd.read_csv(hostile_run / "report" / "costs.csv")
+    reads = costs[costs["stage"].str.contains("llm")].iloc[0]
+    assert reads["tokens_prompt"] == 100 * 48
+    assert reads["saved_by_cache"] == 16
+
+
+def test_written_wrong_is_told_from_dropped(hostile_run: Path):
+    # prose_high's memories hold lines that are no record of the history (the hostile
+    # lines): with the exact reader that is "written wrong", not "evidence dropped"
+    taxonomy = pd.read_csv(hostile_run / "report" / "taxonomy.csv")
+    exact = taxonomy[(taxonomy["reader"] == "exact") & (taxonomy["condition"] == "prose_high")]
+    assert exact["cause_written_wrong"].iloc[0] == 24  # 4 pairs x 2 variants x 3 branches
+    assert exact["cause_dropped"].iloc[0] == 0
+
+
+def test_missing_pairs_still_report(hostile_run: Path, tmp_path: Path):
+    moved = tmp_path / "moved"
+    shutil.copytree(hostile_run, moved, ignore=shutil.ignore_patterns("report", "pairs.jsonl"))
+    config = json.loads((moved / "config.json").read_text())
+    config["config"]["pairs"] = {"file": str(tmp_path / "gone.jsonl")}
+    (moved / "config.json").write_text(json.dumps(config))
+    result = run("report", str(moved))
+    assert result.exit_code == 0, result.output
+    html = (moved / "report" / "report.html").read_text()
+    assert "pairs could not be rebuilt" in html
+    assert 'id="headline-table"' in html
+
+
+def test_visible_escapes_controls_but_keeps_text():
+    assert visible("plain text\nnext\tline") == "plain text\nnext\tline"
+    assert visible("a\x1bb\u202ec") == "a\\x1bb\\u202ec"
+    assert visible("größe ✓") == "größe ✓"
+
+
+# ----------------------------------------------------------------------- pagination
+
+
+def test_large_drilldowns_paginate_under_the_page_limit():
+    memory = [{"text": "x" * 2000, "mark": False}] * 150
+    cell = {
+        "system": ("exact", "c", 1),
+        "label": "c @ 1 B",
+        "failed": True,
+        "na": False,
+        "identical": False,
+        "memories": {
+            v: {
+                b: {"lines": memory, "bytes": 1, "sha": "s"}
+                for b in ("current", "reveal", "override")
+            }
+            for v in ("A", "B")
+        },
+        "reads": [],
+    }
+    pair = {
+        "pair_id": "p",
+        "family": "f",
+        "query": ["k"],
+        "distinguishing": [],
+        "variants": {"A": [], "B": []},
+        "futures": {"reveal": [], "override": []},
+        "gold": {v: {b: "{}" for b in ("current", "reveal", "override")} for v in "AB"},
+        "cells": [cell] * 3,
+        "passing": [],
+    }
+    pairs = [dict(pair, pair_id=f"p{i}") for i in range(20)]
+    assert len(paginate(pairs)) > 1
+    meta = {"readers": ["exact"], "conditions": ["c"], "budgets": [1], "families": ["f"]}
+    pages = render_report_pages(ReportInput(title="t", meta=meta, drilldown=pairs))
+    assert len(pages) > 2
+    assert "pairs-002.html" in pages
+    assert all(len(text.encode()) < MAX_PAGE_BYTES for text in pages.values())
+    assert 'href="pairs-002.html"' in pages["report.html"]
+
+
+# -------------------------------------------------------------------------- Chromium
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium; installed with apt-get when missing (CI runs as root)."""
+    path = Path("/usr/bin/chromium")
+    if not path.exists():
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        try:
+            subprocess.run(
+                ["apt-get", "update"], check=True, capture_output=True, timeout=900, env=env
+            )
+            subprocess.run(
+                ["apt-get", "install", "-y", "chromium"],
+                check=True,
+                capture_output=True,
+                timeout=1800,
+                env=env,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            detail = getattr(error, "stderr", b"") or b""
+            pytest.skip(
+                f"chromium is missing and `apt-get install -y chromium` failed: {error} "
+                f"{detail.decode(errors='replace')[-300:]}"
+            )
+        if not path.exists():
+            pytest.skip("apt-get install chromium did not provide /usr/bin/chromium")
+    return str(path)
+
+
+def _chromium(binary: str, page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    return subprocess.run(
+        [binary, *flags, *extra, page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def _console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+@pytest.mark.parametrize("which", ["real_run", "hostile_run"])
+def test_report_in_headless_chromium(which: str, chromium: str, tmp_path: Path, request):
+    run_dir: Path = request.getfixturevalue(which)
+    page = run_dir / "report" / "report.html"
+    shot = tmp_path / "report.png"
+    done = _chromium(chromium, page, tmp_path, f"--screenshot={shot}", "--window-size=1400,3000")
+    assert shot.exists(), done.stderr[-2000:]
+    assert shot.stat().st_size > 20_000, done.stderr[-2000:]
+    assert _console_lines(done.stderr) == []
+    dom = _chromium(chromium, page, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'id="headline-table"' in dom.stdout
+    assert dom.stdout.count("<svg") >= 3
+    assert "<script" not in dom.stdout.lower()
+    assert _console_lines(dom.stderr) == []

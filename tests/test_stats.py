@@ -1,0 +1,239 @@
+"""audit._stats against known values, and pair-level scoring with NA bounds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binomtest
+
+from audit._report_data import LENIENT, METRICS, cells, normalize, pair_level, score
+from audit._stats import (
+    PairedTable,
+    bootstrap_mean,
+    cluster_bootstrap,
+    holm,
+    mcnemar_exact,
+    paired_comparison,
+    proportion,
+    wilson,
+)
+
+# ------------------------------------------------------------------------------ Wilson
+
+
+def test_wilson_known_values():
+    low, high = wilson(8, 10)
+    assert low == pytest.approx(0.4902, abs=1e-4)
+    assert high == pytest.approx(0.9433, abs=1e-4)
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    # 24/24, the pilot's ceiling: the interval is not [1, 1]
+    assert wilson(24, 24)[0] == pytest.approx(0.8620, abs=1e-4)
+
+
+def test_wilson_edges():
+    assert all(math.isnan(x) for x in wilson(0, 0))
+    with pytest.raises(ValueError, match="k must be"):
+        wilson(11, 10)
+
+
+def test_proportion_with_na_bounds_is_labelled_and_spans_both():
+    exact = proportion(8, 10)
+    assert not exact.is_bound
+    assert exact.text() == "8/10"
+    bounded = proportion(6, 10, k_high=9)
+    assert bounded.is_bound
+    assert bounded.text() == "6..9/10 (bounds)"
+    assert bounded.low == pytest.approx(wilson(6, 10)[0])
+    assert bounded.high == pytest.approx(wilson(9, 10)[1])
+    assert proportion(0, 0).text() == "-"
+
+
+# ----------------------------------------------------------------------------- McNemar
+
+
+def test_mcnemar_exact_known_table():
+    # discordant 2 vs 8: two-sided binomial p = 2 * P(X <= 2 | 10, 1/2) = 112/1024
+    table = PairedTable(both=10, only_a=2, only_b=8, neither=5)
+    assert mcnemar_exact(table) == pytest.approx(0.109375)
+    assert mcnemar_exact(PairedTable(3, 0, 6, 1)) == pytest.approx(2 * 0.5**6)
+    assert mcnemar_exact(PairedTable(5, 0, 0, 5)) == 1.0
+
+
+@pytest.mark.parametrize(("b", "c"), [(1, 9), (4, 4), (0, 12), (7, 3), (15, 30)])
+def test_mcnemar_exact_equals_scipy_binomial_test(b: int, c: int):
+    expected = binomtest(b, b + c, 0.5).pvalue
+    assert mcnemar_exact(PairedTable(3, b, c, 2)) == pytest.approx(expected)
+
+
+# -------------------------------------------------------------------------------- Holm
+
+
+def test_holm_known_values():
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # monotone: adjusted values never fall below an earlier (smaller) one's
+    assert holm([0.001, 0.01, 0.02]) == pytest.approx([0.003, 0.02, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_holm_leaves_missing_values_out():
+    adjusted = holm([0.01, math.nan, 0.04])
+    assert adjusted[0] == pytest.approx(0.02)
+    assert math.isnan(adjusted[1])
+    assert adjusted[2] == pytest.approx(0.04)
+    assert holm([]) == []
+
+
+# ---------------------------------------------------------------------- cluster bootstrap
+
+
+def test_cluster_bootstrap_is_seeded_and_covers_the_estimate():
+    rng = np.random.default_rng(3)
+    n = rng.integers(1, 9, size=40).astype(float)
+    k = np.floor(n * rng.random(40))
+    families = [f"f{i % 4}" for i in range(40)]
+    first = cluster_bootstrap(k, n, families, seed=1, key="x")
+    assert first == cluster_bootstrap(k, n, families, seed=1, key="x")
+    assert first != cluster_bootstrap(k, n, families, seed=2, key="x")
+    assert first != cluster_bootstrap(k, n, families, seed=1, key="y")
+    assert first[0] <= k.sum() / n.sum() <= first[1]
+
+
+def test_cluster_bootstrap_resamples_within_family():
+    # family a all pass, family b all fail, equal sizes: every resample keeps the
+    # family sizes, so the rate is exactly 1/2 every time
+    k = [1.0] * 5 + [0.0] * 5
+    families = ["a"] * 5 + ["b"] * 5
+    assert cluster_bootstrap(k, [1.0] * 10, families) == (0.5, 0.5)
+
+
+def test_cluster_bootstrap_weights_clusters_by_their_trials():
+    # one pair with 3/4 passing instances, one with 0/4: rate 3/8 when both drawn
+    low, high = cluster_bootstrap([3.0, 0.0], [4.0, 4.0], ["f", "f"], resamples=4000)
+    assert low == pytest.approx(0.0)
+    assert high == pytest.approx(0.75)
+
+
+def test_bootstrap_mean_and_empty_input():
+    assert bootstrap_mean([2.0, 2.0, 2.0], ["a", "b", "b"]) == (2.0, 2.0)
+    assert all(math.isnan(x) for x in cluster_bootstrap([], [], []))
+
+
+# --------------------------------------------------------------------- paired comparison
+
+
+def test_paired_comparison_counts_pairs_and_skips_undetermined():
+    fam = {f"p{i}": "f" if i < 5 else "g" for i in range(10)}
+    a = {f"p{i}": 1.0 for i in range(10)}
+    b = {f"p{i}": 1.0 if i < 4 else 0.0 for i in range(10)}
+    b["p9"] = math.nan  # NA bounds disagree: left out
+    result = paired_comparison(a, b, fam, seed=0, key="t")
+    assert result.table == PairedTable(both=4, only_a=5, only_b=0, neither=0)
+    assert result.excluded == 1
+    assert result.delta == pytest.approx(-5 / 9)
+    assert result.p_value == pytest.approx(binomtest(0, 5, 0.5).pvalue)
+    assert result.low <= result.delta <= result.high
+
+
+def test_paired_comparison_without_shared_pairs():
+    result = paired_comparison({"x": 1.0}, {"y": 0.0}, {"x": "f", "y": "f"})
+    assert result.table.n == 0
+    assert math.isnan(result.delta)
+    assert math.isnan(result.p_value)
+    assert result.excluded == 2
+
+
+# --------------------------------------------------- pair-level scores with NA (LLM rows)
+
+
+def _reads(pair: str, family: str, values: dict[tuple[str, str], object], **extra) -> list[dict]:
+    rows = []
+    for (variant, branch), correct in values.items():
+        rows.append(
+            {
+                "pair_id": pair,
+                "source_pair_id": pair,
+                "family": family,
+                "variant": variant,
+                "branch": branch,
+                "repeat": 0,
+                "condition": "c",
+                "budget": 1200,
+                "reader": "llm",
+                "reader_model": "tiny",
+                "transform": "identity",
+                "outcome": "na" if correct is None else ("pass" if correct else "reader_error"),
+                "correct": correct,
+                "adequate": 1,
+                "collision": 0,
+                "memory_bytes": 10,
+                **{k: v(variant, branch) if callable(v) else v for k, v in extra.items()},
+            }
+        )
+    return rows
+
+
+def _all(value: object) -> dict[tuple[str, str], object]:
+    return {(v, b): value for v in ("A", "B") for b in ("current", "reveal", "override")}
+
+
+@pytest.fixture
+def na_table() -> pd.DataFrame:
+    """Three pairs through an LLM reader: all pass; one NA read; one wrapper-only miss."""
+    rows = _reads("p1", "f", _all(1), correct_lenient=1)
+    with_na = _all(1) | {("B", "reveal"): None}
+    rows += _reads(
+        "p2", "f", with_na, correct_lenient=lambda v, b: None if (v, b) == ("B", "reveal") else 1
+    )
+    wrapper = _all(1) | {("A", "override"): 0}
+    rows += _reads("p3", "g", wrapper, correct_lenient=1)
+    # an empty string is NA, as results.csv writes it
+    frame = pd.DataFrame(rows)
+    frame["correct"] = frame["correct"].map(lambda x: "" if x is None else str(x))
+    return normalize(frame)
+
+
+def test_joint_j_na_bounds(na_table: pd.DataFrame):
+    pairs = pair_level(na_table, METRICS["joint_J"])
+    by_pair = pairs.set_index("source_pair_id")
+    assert by_pair.loc["p1", ["lo", "hi"]].tolist() == [1, 1]
+    assert by_pair.loc["p2", ["lo", "hi"]].tolist() == [0, 1]  # NA as fail / NA as pass
+    assert by_pair.loc["p3", ["lo", "hi"]].tolist() == [0, 0]
+    overall = cells(pairs, ["condition"]).iloc[0]
+    assert (overall["k"], overall["k_high"], overall["n"]) == (1, 2, 3)
+    assert overall["low"] == pytest.approx(wilson(1, 3)[0])
+    assert overall["high"] == pytest.approx(wilson(2, 3)[1])
+
+
+def test_strict_vs_lenient(na_table: pd.DataFrame):
+    strict = cells(pair_level(na_table, METRICS["joint_J"]), ["condition"]).iloc[0]
+    lenient = cells(pair_level(na_table, LENIENT["joint_J_lenient"]), ["condition"]).iloc[0]
+    # lenient accepts p3's bare map; p2 keeps its NA bound
+    assert (strict["k"], strict["k_high"]) == (1, 2)
+    assert (lenient["k"], lenient["k_high"]) == (2, 3)
+
+
+def test_current_accuracy_has_no_bounds_without_na(na_table: pd.DataFrame):
+    current = cells(pair_level(na_table, METRICS["current"]), ["condition"]).iloc[0]
+    assert (current["k"], current["k_high"], current["n"]) == (3, 3, 3)
+
+
+def test_score_counts_source_pairs_not_reads_and_requires_every_instance():
+    rows = _reads("p1", "f", _all(1)) + _reads("p2", "f", _all(1))
+    renamed = []
+    for index, ok in enumerate((1, 0)):  # p1 passes one renaming, fails the other
+        for row in _reads("p1", "f", _all(1) | {("A", "reveal"): ok}):
+            renamed.append(row | {"pair_id": f"p1~r{index}", "transform": "rename"})
+    for index in range(2):
+        for row in _reads("p2", "f", _all(1)):
+            renamed.append(row | {"pair_id": f"p2~r{index}", "transform": "rename"})
+    frame = normalize(pd.DataFrame(rows + renamed))
+    scored = score(frame)
+    reveal = scored.overall["reveal"].set_index("transform")
+    assert (reveal.loc["identity", "k"], reveal.loc["identity", "n"]) == (2, 2)
+    # n stays 2 source pairs under renaming; p1 fails one instance so it fails
+    assert (reveal.loc["rename", "k"], reveal.loc["rename", "n"]) == (1, 2)
+    assert (reveal.loc["rename", "inst_k"], reveal.loc["rename", "inst_n"]) == (3, 4)
