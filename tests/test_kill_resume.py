@@ -60,14 +60,16 @@ def finished_jobs(run_dir: Path) -> int:
 def test_sigkill_then_resume_equals_uninterrupted(uninterrupted, tmp_path: Path, seed: int):
     whole, seconds = uninterrupted
     out = tmp_path / "killed"
-    delay = random.Random(seed).uniform(0.3, 0.8) * seconds
+    target = random.Random(seed).randint(1, 20)  # kill after this many jobs committed
     process = subprocess.Popen(
         [sys.executable, "-m", "audit", *ARGS, "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    time.sleep(delay)
+    deadline = time.monotonic() + 10 * seconds + 30
+    while finished_jobs(out) < target and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert process.poll() is None, "the run ended before the kill: nothing was tested"
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
