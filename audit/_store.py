@@ -70,6 +70,7 @@ def pack_job(
         log=list(log),
     )
 
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (job_key TEXT PRIMARY KEY, finished REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS results (

@@ -8,11 +8,11 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
-from histories import FAMILIES, PRESETS, GenerationConfig, UnknownFamilyError
+from histories import FAMILIES, PRESETS, GenerationConfig, Pair, UnknownFamilyError
 from histories import generate as generate_pairs
 from histories._generate import GenerationError, generate_lines, resolve_families
 from histories._io import (
@@ -203,8 +203,34 @@ def run_audit(
         1, os.cpu_count() or 1
     ),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    reader: Annotated[
+        str | None, typer.Option(help="Backend for the LLM reader (local, or one in --config).")
+    ] = None,
+    writer: Annotated[
+        str | None, typer.Option(help="Backend for LLM-written memories (prose_*, structured_*).")
+    ] = None,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="Backends TOML (default: ./audit.toml).")
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, help="LLM repeats, each with its own seed.")] = 2,
+    llm_sample: Annotated[
+        int, typer.Option(min=1, help="Source pairs in the LLM stage (round-robin over families).")
+    ] = 6,
+    llm_conditions: Annotated[
+        str | None, typer.Option(help="Conditions of the LLM stage (comma list).")
+    ] = None,
+    schema: Annotated[
+        bool, typer.Option(help="Ask the reader for its envelope via JSON schema.")
+    ] = True,
+    *,
+    ctx: typer.Context,
 ) -> None:
-    """Audit memory conditions on paired histories with the exact reader."""
+    """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
+
+    With no options at all this is the default audit: the cca-pilot pairs, every
+    deterministic condition under identity + 40 renamings + 40 permutations through
+    the exact reader, and an LLM stage with the embedded local model.
+    """
     from audit._console import print_summary, progress_bar
     from audit._run import RunConfig, RunDirectoryError, default_run_dir, execute, named_run_dir
     from audit._transforms_spec import SpecError, parse_budgets, parse_transforms
@@ -245,7 +271,11 @@ def run_audit(
         digest = hashlib.sha256("".join(p.to_json() + "\n" for p in pair_list).encode()).hexdigest()
         source = {"preset": preset_name, "generation": generation.model_dump(mode="json")}
 
+    llm_stage, open_llm = _llm_stage_options(
+        ctx, reader, writer, config_file, repeats, llm_sample, llm_conditions, schema, pair_list
+    )
     config = RunConfig(
+        llm=llm_stage,
         pairs=source,
         pairs_sha256=digest,
         conditions=labels,
@@ -263,10 +293,92 @@ def run_audit(
     started = time.perf_counter()
     try:
         with progress_bar(len(pair_list), enabled=not quiet) as advance:
-            summary = execute(run_dir, config, pair_list, workers=workers, progress=advance)
+            summary = execute(
+                run_dir, config, pair_list, workers=workers, progress=advance,
+                open_clients=open_llm,
+            )  # fmt: skip
     except RunDirectoryError as error:
         fail(str(error))
+    except Exception as error:  # a backend that cannot start: named, no traceback
+        from audit.backends import BackendError
+
+        if isinstance(error, BackendError):
+            fail(str(error), code=1)
+        raise
     print_summary(summary, run_dir, time.perf_counter() - started)
+
+
+BARE_LLM_CONDITIONS = "structured_high,prose_off,frontier,full"
+"""The default audit's LLM stage: two LLM writers, two deterministic memories."""
+DEFAULT_LLM_CONDITIONS = (
+    "prose_high,prose_off,structured_high,direct_prose,frontier,frontier_latest,full"
+)
+
+
+def _llm_stage_options(
+    ctx: typer.Context | None,
+    reader: str | None,
+    writer: str | None,
+    config_file: Path | None,
+    repeats: int,
+    llm_sample: int,
+    llm_conditions: str | None,
+    schema: bool,
+    pairs: list[Pair],
+) -> tuple[Any, Any]:
+    """The LLM stage config and a client opener; (None, None) when there is no LLM stage.
+
+    There is one when --reader or --writer is given, and in the bare default audit.
+    """
+    from audit._llm_clients import declared_model, open_clients
+    from audit._llm_stage import LLMStageConfig
+    from audit.backends import BackendError, load_config
+    from compressors import build, parse_spec
+
+    sources = [ctx.get_parameter_source(p) for p in ctx.params] if ctx is not None else []
+    bare = ctx is not None and all(s is None or s.name == "DEFAULT" for s in sources)
+    if bare:  # the default audit: a small, stated LLM sample on the embedded model
+        reader, writer = "local", "local"
+        llm_sample, llm_conditions = 1, BARE_LLM_CONDITIONS
+    if reader is None and writer is None:
+        if llm_conditions:
+            fail("--llm-conditions needs --reader and/or --writer")
+        return None, None
+    try:
+        backends = load_config(config_file)
+        if reader is not None:
+            backends.get(reader, "reader")
+        if writer is not None:
+            backends.get(writer, "writer")
+    except BackendError as error:
+        fail(str(error))
+    labels = [c.strip() for c in (llm_conditions or DEFAULT_LLM_CONDITIONS).split(",") if c.strip()]
+    try:
+        classes = {label: build(parse_spec(label)) for label in labels}
+    except ValueError as error:
+        fail(f"--llm-conditions: {error}")
+    if writer is None:
+        labels = [c for c in labels if not classes[c].uses_llm]
+    if reader is None:
+        labels = [c for c in labels if classes[c].uses_llm]
+    if not labels:
+        fail("--llm-conditions: nothing to run with the given --reader/--writer")
+    stage = LLMStageConfig(
+        reader=reader,
+        reader_model=declared_model(backends, reader) if reader else None,
+        writer=writer,
+        writer_model=declared_model(backends, writer) if writer else None,
+        conditions=labels,
+        sample=min(llm_sample, len(pairs)),
+        repeats=repeats,
+        use_schema=schema,
+    )
+    cache_path = backends.resolved_cache_path()
+
+    def opener() -> Any:
+        return open_clients(backends, writer, reader, cache_path)
+
+    return stage, opener
 
 
 def main() -> None:

@@ -34,7 +34,9 @@ def main() -> None:
         budgets=[1200],
         transforms=args.transforms.split(","),
     )
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print(f"audit: cca-pilot, {len(conditions)} conditions, transforms {args.transforms}")
     timings = {}
     for workers in (int(w) for w in args.workers.split(",")):
@@ -44,7 +46,9 @@ def main() -> None:
             seconds = time.perf_counter() - start
         timings[workers] = seconds
         reads = summary["n_reads"]
-        print(f"{workers} worker(s): {seconds:.1f} s wall, {reads} reads, {reads / seconds:,.0f} reads/s")
+        print(
+            f"{workers} worker(s): {seconds:.1f} s wall, {reads} reads, {reads / seconds:,.0f} reads/s"
+        )
     if len(timings) > 1:
         low, high = min(timings), max(timings)
         print(f"speed-up {high} vs {low} workers: {timings[low] / timings[high]:.2f}x")

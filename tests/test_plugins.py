@@ -54,7 +54,11 @@ def test_listing_fits_100_columns_and_keeps_each_summary_whole():
     assert max(len(line) for line in lines) <= 100
     for name, cls in compressors.builtins().items():
         at = next(i for i, line in enumerate(lines) if line.split()[0] == name)
-        assert lines[at].split()[1:] == [cls.kind, "LLM" if cls.uses_llm else "deterministic", "built-in"]
+        assert lines[at].split()[1:] == [
+            cls.kind,
+            "LLM" if cls.uses_llm else "deterministic",
+            "built-in",
+        ]
         assert lines[at + 1] == "    " + cls.summary
     # the columns line up: every row's kind starts where the header's does
     column = lines[0].index("kind")

@@ -105,6 +105,8 @@ class _LLMWriter(Compressor):
     thinking: ClassVar[bool | None] = None
     structured: ClassVar[bool] = False
     max_tokens: ClassVar[int] = 1024
+    """Upper bound on the answer; a request asks for at most ~budget/3 tokens (a token is
+    at least ~3 bytes of memory), which keeps small models from rambling."""
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         raise TypeError(f"{self.name} calls a model: use aupdate (audit runs it asynchronously)")
@@ -134,7 +136,7 @@ class _LLMWriter(Compressor):
             messages=self.messages(memory, chunk, query_keys, budget),
             json_schema=RECORD_LOG_SCHEMA if self.structured else None,
             thinking=self.thinking,
-            max_tokens=self.max_tokens,
+            max_tokens=min(self.max_tokens, max(64, budget // 3)),
             repeat=repeat,
             tag=f"writer:{self.label}",
         )

@@ -1,0 +1,86 @@
+"""LLM backends: OpenAI-compatible servers (vLLM first), the embedded local model, the cache.
+
+The lead's entry point::
+
+    from audit.backends import ResponseCache, load_config, open_backend
+
+    config = load_config("audit.toml")              # TOML + MEMORY_AUDIT_* + .env
+    name, _ = config.for_role("reader", "local")    # raises before any work if wrong
+    with ResponseCache(config.resolved_cache_path()) as cache:
+        async with open_backend(name, config, role="reader", cache=cache) as client:
+            response = await client.chat(request)   # compressors.ChatRequest
+        print(client.stats.summary())
+
+See ``docs/backends.md`` for the configuration fields, the cache and ``audit backends``.
+"""
+
+from audit.backends._cache import (
+    KEY_VERSION,
+    CacheStats,
+    CanonicalRequest,
+    Explanation,
+    ResponseCache,
+    canonical_request,
+)
+from audit.backends._check import CheckResult, check_backend, check_client
+from audit.backends._client import BackendClient, ClientStats
+from audit.backends._config import (
+    DEFAULT_CONFIG_FILE,
+    ENV_PREFIX,
+    LOCAL,
+    ROLES,
+    BackendConfig,
+    BackendsConfig,
+    Role,
+    default_cache_dir,
+    default_cache_path,
+    load_config,
+)
+from audit.backends._errors import (
+    BackendConfigError,
+    BackendError,
+    BackendStartError,
+    CacheError,
+    ModelProvisionError,
+    RoleNotConfiguredError,
+    UnknownBackendError,
+)
+from audit.backends._local import SMOLLM2, LocalServerSpec, ensure_local_model, local_server
+from audit.backends._open import open_backend, resolve_api_key
+
+__all__ = [
+    "DEFAULT_CONFIG_FILE",
+    "ENV_PREFIX",
+    "KEY_VERSION",
+    "LOCAL",
+    "ROLES",
+    "SMOLLM2",
+    "BackendClient",
+    "BackendConfig",
+    "BackendConfigError",
+    "BackendError",
+    "BackendStartError",
+    "BackendsConfig",
+    "CacheError",
+    "CacheStats",
+    "CanonicalRequest",
+    "CheckResult",
+    "ClientStats",
+    "Explanation",
+    "LocalServerSpec",
+    "ModelProvisionError",
+    "ResponseCache",
+    "Role",
+    "RoleNotConfiguredError",
+    "UnknownBackendError",
+    "canonical_request",
+    "check_backend",
+    "check_client",
+    "default_cache_dir",
+    "default_cache_path",
+    "ensure_local_model",
+    "load_config",
+    "local_server",
+    "open_backend",
+    "resolve_api_key",
+]

@@ -1,0 +1,226 @@
+"""Preflight: is the server up, is the model served, is structured output honoured?
+
+Per base URL of a started ``BackendClient``:
+
+- ``health``: ``GET <root>/health`` (vLLM, llama.cpp); a 404 means "no such endpoint" and
+  is skipped;
+- ``models``: ``GET <base>/models`` lists the configured model; its context length
+  (vLLM ``max_model_len``, llama.cpp ``meta.n_ctx``) is reported;
+- ``json_schema``: one tiny request whose schema admits exactly ``{"probe": "schema-ok"}``
+  while the prompt asks for something else: a server that ignores the schema (e.g. one
+  that only knew the removed ``guided_json`` field) answers something else;
+- ``reasoning``: whether that answer carried a ``reasoning`` (or older
+  ``reasoning_content``) field: information, never a failure.
+
+Each result is one line: what was checked, the URL, what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from audit.backends._client import BackendClient, _Endpoint, _error_message, context_length
+from audit.backends._config import BackendsConfig
+from audit.backends._errors import BackendError
+from audit.backends._open import open_backend
+from compressors._chat import ChatMessage, ChatRequest
+
+PROBE_SCHEMA: dict[str, Any] = {
+    "title": "probe",
+    "type": "object",
+    "properties": {"probe": {"type": "string", "enum": ["schema-ok"]}},
+    "required": ["probe"],
+    "additionalProperties": False,
+}
+PROBE_EXPECTED = {"probe": "schema-ok"}
+PROBE_PROMPT = "Reply with the single word hello, and nothing else."
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One preflight check of one backend at one URL."""
+
+    backend: str
+    check: str
+    ok: bool
+    url: str
+    message: str
+
+    def line(self) -> str:
+        mark = "ok  " if self.ok else "FAIL"
+        return f"{mark} {self.backend} {self.check}: {self.url}: {self.message}"
+
+
+def _root(base_url: str) -> str:
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+
+
+async def check_client(client: BackendClient) -> list[CheckResult]:
+    """Run every check against every base URL of a started client."""
+    results: list[CheckResult] = []
+    for endpoint in client._endpoints:
+        results += await _check_endpoint(client, endpoint)
+    return results
+
+
+async def _check_endpoint(client: BackendClient, endpoint: _Endpoint) -> list[CheckResult]:
+    name, base = client.name, endpoint.base_url
+    results: list[CheckResult] = []
+
+    def add(check: str, ok: bool, url: str, message: str) -> None:
+        results.append(CheckResult(name, check, ok, url, message))
+
+    url = _root(base) + "/health"
+    status, _, text = await client.get_json(_root(base), "/health")
+    if status == 200:
+        add("health", True, url, "HTTP 200")
+    elif status == 404:
+        add("health", True, url, "no /health endpoint (skipped)")
+    else:
+        got = f"HTTP {status}: {text[:120]!r}" if status else text
+        add("health", False, url, f"expected HTTP 200, got {got}")
+        if status is None:
+            return results  # nothing more will answer
+
+    url = base + "/models"
+    status, data, text = await client.get_json(base, "/models")
+    entries = _model_entries(data)
+    if status != 200 or entries is None:
+        got = f"HTTP {status}: {text[:120]!r}" if status else text
+        add("models", False, url, f"expected a model list (HTTP 200), got {got}")
+    else:
+        entry = entries.get(client.model or "")
+        if entry is None:
+            add(
+                "models",
+                False,
+                url,
+                f"expected model {client.model!r} to be served, got {sorted(entries)}",
+            )
+        else:
+            context = context_length(entry)
+            if context is not None:
+                client.max_model_len = context
+            add(
+                "models",
+                True,
+                url,
+                f"serves {client.model!r}"
+                + (f" (context {context} tokens)" if context is not None else ""),
+            )
+
+    request = ChatRequest(
+        messages=[ChatMessage("user", PROBE_PROMPT)],
+        json_schema=PROBE_SCHEMA,
+        thinking=False,
+        max_tokens=64,
+        tag="check",
+    )
+    body = client.request_body(request)
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    url = base + "/chat/completions"
+    attempt = await client._post(endpoint, raw)
+    mode = client.backend.structured_output
+    if attempt.status != 200:
+        got = attempt.failure or f"HTTP {attempt.status}: {_error_message(attempt.payload)}"
+        add("json_schema", False, url, f"expected HTTP 200 to a tiny request, got {got}")
+        return results
+    try:
+        reply = json.loads(attempt.payload)
+        choice = reply["choices"][0]
+        message = choice.get("message") or {}
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        add("json_schema", False, url, f"expected a chat completion, got {attempt.payload[:120]!r}")
+        return results
+    content = message.get("content")
+    reasoning = message.get("reasoning") or message.get("reasoning_content")
+    finish = choice.get("finish_reason")
+    parsed: object = None
+    if isinstance(content, str):
+        try:
+            parsed = json.loads(content)
+        except ValueError:
+            parsed = None
+    if mode == "none":
+        add("json_schema", True, url, "structured_output = 'none': not sent (skipped)")
+    elif mode == "json_object":
+        ok = isinstance(parsed, Mapping)
+        add(
+            "json_schema",
+            ok,
+            url,
+            "json_object honoured"
+            if ok
+            else f"expected a JSON object in content, got {_show(content)} (finish {finish})",
+        )
+    elif parsed == PROBE_EXPECTED:
+        add("json_schema", True, url, f"{mode} honoured")
+    elif content is None and reasoning:
+        add(
+            "json_schema",
+            False,
+            url,
+            f"expected {json.dumps(PROBE_EXPECTED)} in content, got no content and "
+            f"{len(reasoning)} chars of reasoning (finish {finish}): thinking is not off",
+        )
+    else:
+        add(
+            "json_schema",
+            False,
+            url,
+            f"expected {json.dumps(PROBE_EXPECTED)} (the only value the schema allows), got "
+            f"{_show(content)} (finish {finish}): the server ignores the schema",
+        )
+    field = "reasoning" if message.get("reasoning") else "reasoning_content"
+    add(
+        "reasoning",
+        True,
+        url,
+        f"'{field}' field came back ({len(reasoning)} chars)"
+        if reasoning
+        else "no reasoning field came back (thinking off or not a reasoning model)",
+    )
+    return results
+
+
+def _show(content: object) -> str:
+    text = json.dumps(content, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _model_entries(data: object) -> dict[str, Mapping[str, Any]] | None:
+    if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
+        return None
+    entries: dict[str, Mapping[str, Any]] = {}
+    for entry in data["data"]:
+        if isinstance(entry, Mapping) and "id" in entry:
+            entries[str(entry["id"])] = entry
+            for alias in entry.get("aliases") or []:
+                entries.setdefault(str(alias), entry)
+    return entries
+
+
+async def check_backend(name: str, config: BackendsConfig) -> list[CheckResult]:
+    """Open backend ``name`` (starting the local server if it is one) and check it.
+
+    A backend that cannot be opened (unreachable with no model configured, missing API
+    key, model file unavailable) gives one failing ``start`` line instead of raising.
+    """
+    started = time.monotonic()
+    where = ", ".join(config.get(name).base_url) or "127.0.0.1 (in-process)"
+    try:
+        async with open_backend(name, config) as client:
+            opened = CheckResult(
+                name,
+                "start",
+                True,
+                ", ".join(client.base_urls),
+                f"model {client.model!r} ready in {time.monotonic() - started:.1f} s",
+            )
+            return [opened, *await check_client(client)]
+    except BackendError as error:
+        return [CheckResult(name, "start", False, where, str(error))]

