@@ -308,8 +308,10 @@ def run_audit(
     print_summary(summary, run_dir, time.perf_counter() - started)
 
 
-BARE_LLM_CONDITIONS = "structured_high,prose_off,frontier,full"
-"""The default audit's LLM stage: two LLM writers, two deterministic memories."""
+BARE_LLM_CONDITIONS = "structured_high,frontier"
+"""The default audit's LLM stage (1 pair, 1 repeat): one model-written record log, one
+deterministic memory, both read by the model; a 135M model on 2 cores needs minutes
+for even this much (every writer call is one per chunk)."""
 DEFAULT_LLM_CONDITIONS = (
     "prose_high,prose_off,structured_high,direct_prose,frontier,frontier_latest,full"
 )
@@ -339,7 +341,7 @@ def _llm_stage_options(
     bare = ctx is not None and all(s is None or s.name == "DEFAULT" for s in sources)
     if bare:  # the default audit: a small, stated LLM sample on the embedded model
         reader, writer = "local", "local"
-        llm_sample, llm_conditions = 1, BARE_LLM_CONDITIONS
+        llm_sample, llm_conditions, repeats = 1, BARE_LLM_CONDITIONS, 1
     if reader is None and writer is None:
         if llm_conditions:
             fail("--llm-conditions needs --reader and/or --writer")

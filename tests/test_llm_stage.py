@@ -1,0 +1,168 @@
+"""The LLM stage of `audit run` against the real embedded model (no mocks).
+
+The local backend serves SmolLM2-135M-Instruct through llama.cpp: far too small to
+answer well, which is fine; these tests check the whole path (writer, reader,
+parsing, outcomes, cache, resume), not the model's accuracy.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from audit._llm_reader import OUTCOMES
+from audit.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def rows_of(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "results.csv").open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def write_config(tmp_path: Path, body: str = "") -> Path:
+    path = tmp_path / "audit.toml"
+    path.write_text(f'cache_path = "{tmp_path / "responses.sqlite"}"\n{body}')
+    return path
+
+
+LLM_ARGS = ["--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
+            "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "1", "--repeats", "1"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("llm")
+    config = write_config(base, "[backends.local]\nn_threads = 2\n")
+    out = base / "run"
+    result = run("run", *LLM_ARGS, "--reader", "local", "--writer", "local",
+                 "--llm-conditions", "structured_high,frontier", "--config", str(config),
+                 "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out, config
+
+
+def test_writer_and_reader_rows(llm_run):
+    out, _ = llm_run
+    rows = rows_of(out)
+    llm = [r for r in rows if r["reader"] == "local"]
+    written = [r for r in rows if r["condition"] == "structured_high"]
+    # one pair x 2 variants x 3 branches, for each of the two LLM-stage conditions
+    assert len(llm) == 12
+    assert {r["condition"] for r in llm} == {"structured_high", "frontier"}
+    # the LLM-written memory is read by the exact reader too (6) and by the LLM (6)
+    assert sorted(r["reader"] for r in written) == ["exact"] * 6 + ["local"] * 6
+    assert all(r["outcome"] in OUTCOMES for r in llm)
+    assert all(r["reader_model"] for r in llm)
+    assert all(r["writer_model"] for r in written)
+    for r in llm:
+        if r["outcome"] == "na":
+            assert r["correct"] == ""
+        else:
+            assert r["correct"] in ("0", "1")
+            assert r["correct_lenient"] in ("0", "1")
+            assert r["finish_reason"]
+            assert int(r["tokens_prompt"]) > 0
+        if r["outcome"] in ("pass", "wrapper_only"):
+            assert r["correct_lenient"] == "1"
+        if r["outcome"] == "reader_error":
+            assert r["adequate"] == "1"  # the memory held the answer; the reader missed it
+        if r["outcome"] == "wrong_log":
+            assert r["adequate"] == "0"
+    assert all(r["memory_sha256"] for r in written if r["outcome"] != "na")
+
+
+def test_summary_names_the_model_and_keeps_readers_apart(llm_run):
+    out, _ = llm_run
+    summary = json.loads((out / "summary.json").read_text())
+    readers = {e["reader"] for e in summary["scores"]}
+    assert readers == {"exact", "local"}
+    stage = summary["run"]["config"]["llm"]
+    assert stage["reader"] == "local"
+    assert "SmolLM2" in stage["reader_model"]
+    assert stage["sample"] == 1
+    entry = next(e for e in summary["scores"] if e["reader"] == "local" and e["family"] == "all"
+                 and e["condition"] == "frontier")  # fmt: skip
+    assert "joint_J" in entry or "joint_J_bounds" in entry
+    assert "reveal_accuracy_lenient" in entry
+
+
+def test_rerunning_resumes_and_the_cache_sends_nothing(llm_run, tmp_path):
+    out, config = llm_run
+    import shutil
+
+    copy = tmp_path / "again"
+    shutil.copytree(out, copy)
+    import sqlite3
+
+    db = sqlite3.connect(copy / "store.sqlite")
+    db.execute("DELETE FROM results WHERE job_key LIKE 'llm-%'")
+    db.execute("DELETE FROM jobs WHERE job_key LIKE 'llm-%'")
+    db.commit()
+    db.close()
+    result = run("run", *LLM_ARGS, "--reader", "local", "--writer", "local",
+                 "--llm-conditions", "structured_high,frontier", "--config", str(config),
+                 "--out", str(copy))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    costs = json.loads((copy / "costs.json").read_text())["invocations"][-1]["llm"]
+    sent = sum(costs[role].get("sent", 0) for role in ("writer", "reader") if role in costs)
+    hits = sum(costs[role].get("cache_hits", 0) for role in ("writer", "reader") if role in costs)
+    assert sent == 0
+    assert hits > 0
+
+    def key(r):
+        return (r["pair_id"], r["condition"], r["variant"], r["branch"], r["reader"], r["repeat"])
+
+    before = {key(r): (r["outcome"], r["answer"], r["memory_sha256"]) for r in rows_of(out)}
+    after = {key(r): (r["outcome"], r["answer"], r["memory_sha256"]) for r in rows_of(copy)}
+    assert after == before
+
+
+def test_unreachable_reader_gives_na_and_j_bounds(tmp_path):
+    config = write_config(
+        tmp_path,
+        '[backends.down]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "nothing"\n'
+        "max_retries = 1\nretry_budget_s = 2\nconnect_timeout_s = 1\nbackoff_initial_s = 0.05\n",
+    )
+    out = tmp_path / "run"
+    result = run("run", *LLM_ARGS, "--reader", "down", "--llm-conditions", "frontier",
+                 "--config", str(config), "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    llm = [r for r in rows_of(out) if r["reader"] == "down"]
+    assert len(llm) == 6
+    assert {r["outcome"] for r in llm} == {"na"}
+    assert {r["correct"] for r in llm} == {""}  # NA is never scored 0
+    summary = json.loads((out / "summary.json").read_text())
+    entry = next(e for e in summary["scores"] if e["reader"] == "down" and e["family"] == "all")
+    assert "joint_J" not in entry
+    assert entry["joint_J_bounds"] == {"low": {"k": 0, "n": 1}, "high": {"k": 1, "n": 1}}
+    assert entry["na_reads"] == 6
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--reader", "nope"], "nope"),
+        (["--writer", "readonly", "--llm-conditions", "structured_high"], "writer"),
+        (["--llm-conditions", "frontier"], "needs --reader"),
+        (["--reader", "local", "--llm-conditions", "nope"], "unknown condition 'nope'"),
+    ],
+)
+def test_llm_bad_input_fails_before_any_work(tmp_path, extra, message):
+    config = write_config(
+        tmp_path, '[backends.readonly]\nbase_url = "http://127.0.0.1:9/v1"\nroles = ["reader"]\n'
+    )
+    out = tmp_path / "run"
+    result = run("run", *LLM_ARGS, "--config", str(config), *extra, "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
