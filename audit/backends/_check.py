@@ -72,7 +72,8 @@ async def _check_endpoint(client: BackendClient, endpoint: _Endpoint) -> list[Ch
     results: list[CheckResult] = []
 
     def add(check: str, ok: bool, url: str, message: str) -> None:
-        results.append(CheckResult(name, check, ok, url, message))
+        # a server may echo the Authorization header back in its error text
+        results.append(CheckResult(name, check, ok, client.scrub(url), client.scrub(message)))
 
     url = _root(base) + "/health"
     status, _, text = await client.get_json(_root(base), "/health")

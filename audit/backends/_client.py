@@ -528,6 +528,10 @@ class BackendClient:
         key = self._api_key
         return text.replace(key, "***") if key else text
 
+    def scrub(self, text: str) -> str:
+        """``text`` with the API key replaced by ``***`` (for anything shown or stored)."""
+        return self._scrub(text)
+
 
 def _schema_name(schema: Mapping[str, Any]) -> str:
     title = schema.get("title")

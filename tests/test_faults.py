@@ -1,0 +1,380 @@
+"""Fault injection: an LLM-reader audit through tests/_fault_proxy.py, a real HTTP proxy in
+front of the real embedded llama.cpp server.
+
+The same tiny audit (cca-pilot, ``frontier`` at a small budget, identity, one source pair,
+one repeat, LLM reader only: six reads) runs fault-free and with 30 % of the attempts
+faulted, each with a fresh response cache (``cache_path`` in the backend TOML).  Then:
+
+- the run completes, and every LLM read is in results exactly once (same keys as the
+  fault-free run);
+- NA only where the proxy exhausted the retries (every attempt a transport fault), with
+  ``correct`` empty, never 0;
+- a read whose answer the proxy corrupted (truncated content, empty content, answer only in
+  the reasoning field) is an outcome of the read (scored 0), never NA;
+- every other read equals the fault-free run (outcome, correct, answer, raw answer).
+
+And with no retries against an always-failing server (or no server at all), every LLM
+read is NA and joint J is reported as bounds (``joint_J_bounds``), never as 0.
+
+The proxy keeps the upstream's answers by request body (``memo=True``), so the faulty run
+sends nothing new to the (slow, CPU) model and the comparison checks the audit's handling
+of faults, not the model's batch-dependent arithmetic.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from audit._llm_reader import reader_request
+from audit._store import RunStore
+from audit.cli import app
+from histories import PRESETS, generate
+from tests._backends_support import LocalModel, local_model
+from tests._fault_proxy import (
+    ALL_FAULTS,
+    MODEL_FAULTS,
+    TRANSPORT_FAULTS,
+    FaultProxy,
+    request_digest,
+)
+
+__all__ = ["local_model"]
+
+runner = CliRunner()
+
+BACKEND = "proxied"
+MODEL = "SmolLM2-135M-Instruct-Q4_1"
+BUDGET = "400"
+"""A small frontier memory keeps each prompt short on this CPU model."""
+MAX_RETRIES = 2
+"""In the faulty run: small enough that the chosen seed exhausts them on some request."""
+RATE = 0.3
+KEY_COLUMNS = ("pair_id", "condition", "variant", "branch", "repeat", "reader")
+COMPARED = ("outcome", "correct", "correct_lenient", "answer", "raw_answer", "finish_reason")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No audit.toml, .env or MEMORY_AUDIT_* variable of the developer's leaks in."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.upper().startswith("MEMORY_AUDIT_"):
+            monkeypatch.delenv(name)
+
+
+def write_config(path: Path, base_url: str, cache: Path, **fields: Any) -> Path:
+    lines = [
+        f'cache_path = "{cache}"',
+        f"[backends.{BACKEND}]",
+        f'base_url = "{base_url}"',
+        f'model = "{MODEL}"',  # no discovery: /v1/models is not what is tested here
+        'roles = ["reader"]',
+    ]
+    lines += [f"{name} = {json.dumps(value)}" for name, value in fields.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def audit_run(config: Path, out: Path) -> Any:
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--conditions",
+            "frontier",
+            "--transforms",
+            "identity",
+            "--budget",
+            BUDGET,
+            "--reader",
+            BACKEND,
+            "--config",
+            str(config),
+            "--llm-sample",
+            "1",
+            "--repeats",
+            "1",
+            "--llm-conditions",
+            "frontier",
+            "--workers",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def llm_rows(out: Path) -> list[dict[str, Any]]:
+    store = RunStore(out)
+    try:
+        return [row for row in store.rows() if row["reader"] != "exact"]
+    finally:
+        store.close()
+
+
+def keyed(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    keys = [tuple(row[c] for c in KEY_COLUMNS) for row in rows]
+    duplicates = [k for k, n in Counter(keys).items() if n > 1]
+    assert not duplicates, f"reads recorded twice: {duplicates}"
+    return dict(zip(keys, rows, strict=True))
+
+
+_QUERIES: dict[str, list[str]] = {}
+
+
+def row_digest(out: Path, row: dict[str, Any], seed: int = 0) -> str:
+    """The proxy's identity of the request this read sent (rebuilt from the stored memory)."""
+    if not _QUERIES:
+        _QUERIES.update({p.pair_id: list(p.query) for p in generate(PRESETS["cca-pilot"])})
+    store = RunStore(out)
+    try:
+        memory = store.memory(row["memory_sha256"])
+    finally:
+        store.close()
+    assert memory is not None
+    request = reader_request(
+        memory, _QUERIES[row["pair_id"]], repeat=row["repeat"], tag=f"reader:{BACKEND}"
+    )
+    messages = [{"role": m.role, "content": m.content} for m in request.messages]
+    return request_digest(messages, seed + row["repeat"])
+
+
+@pytest.fixture(scope="module")
+def proxy(local_model: LocalModel) -> Iterator[FaultProxy]:
+    with FaultProxy(local_model.server.base_url, memo=True, hang_s=4.0) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def fault_free(
+    proxy: FaultProxy, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[str]]:
+    """The fault-free run (through the proxy, rate 0) and the request digests it sent."""
+    root = tmp_path_factory.mktemp("fault-free")
+    proxy.reset(rate=0.0)
+    config = write_config(root / "audit.toml", proxy.base_url, root / "cache.sqlite", max_retries=0)
+    audit_run(config, root / "run")
+    digests = sorted(proxy.attempts())
+    assert digests, "the fault-free run sent nothing through the proxy"
+    return root / "run", digests
+
+
+def choose_seeds(proxy: FaultProxy, digests: list[str]) -> list[int]:
+    """Seeds for the faulty runs, at RATE, on these requests.  The first exercises every
+    path: a transport fault then an answer, retries exhausted (NA), a corrupted answer, a
+    clean one; the next ones are added until every fault kind has been injected."""
+    assert proxy.rate == RATE
+    attempts = MAX_RETRIES + 1
+
+    def plans(seed: int) -> list[list[str | None]]:
+        proxy.seed = seed
+        return [proxy.plan(d, attempts) for d in digests]
+
+    chosen: list[int] = []
+    for seed in range(10_000):
+        p = plans(seed)
+        exhausted = sum(len(x) == attempts and x[-1] in TRANSPORT_FAULTS for x in p)
+        corrupted = sum(x[-1] in MODEL_FAULTS for x in p)
+        recovered = sum(len(x) > 1 and x[-1] is None for x in p)
+        clean = sum(x == [None] for x in p)
+        if exhausted and corrupted and recovered and clean and exhausted < len(p) // 2:
+            chosen.append(seed)
+            break
+    assert chosen, "no seed exercises every path"
+    covered = {f for x in plans(chosen[0]) for f in x if f}
+    for seed in range(10_000):
+        if covered >= set(ALL_FAULTS):
+            break
+        new = {f for x in plans(seed) for f in x if f} - covered
+        if len(new) >= 2 or (new and len(set(ALL_FAULTS) - covered) == 1):
+            chosen.append(seed)
+            covered |= new
+    assert covered >= set(ALL_FAULTS)
+    return chosen
+
+
+def test_faulty_runs_account_for_every_read(
+    proxy: FaultProxy, fault_free: tuple[Path, list[str]], tmp_path: Path
+):
+    clean_dir, digests = fault_free
+    proxy.reset(rate=RATE)
+    seeds = choose_seeds(proxy, digests)
+    injected: Counter[str | None] = Counter()
+    fates: Counter[str] = Counter()
+    for seed in seeds:
+        proxy.reset(seed=seed)
+        one_faulty_run(proxy, clean_dir, digests, tmp_path / f"seed-{seed}", injected, fates)
+    assert set(injected) - {None} == set(ALL_FAULTS), injected
+    print(f"seeds {seeds}; attempts by fault {dict(injected)}; requests by fate {dict(fates)}")
+
+
+def one_faulty_run(
+    proxy: FaultProxy,
+    clean_dir: Path,
+    digests: list[str],
+    root: Path,
+    injected: Counter[str | None],
+    fate_counts: Counter[str],
+) -> None:
+    upstream_before = proxy.upstream_calls
+    root.mkdir()
+    config = write_config(
+        root / "audit.toml",
+        proxy.base_url,
+        root / "fresh-cache.sqlite",
+        max_retries=MAX_RETRIES,
+        request_timeout_s=2.0,  # the proxy's hang (4 s) runs past it
+        retry_budget_s=120.0,
+        backoff_initial_s=0.05,
+        backoff_max_s=0.2,
+    )
+    out = root / "run"
+    audit_run(config, out)
+
+    clean = keyed(llm_rows(clean_dir))
+    faulty = keyed(llm_rows(out))
+    assert len(clean) == 6  # 1 pair x 1 condition x 1 repeat x 2 variants x 3 branches
+    assert set(faulty) == set(clean), "a read is missing, or extra"
+    assert all(r["outcome"] != "na" for r in clean.values()), "the fault-free run has NA"
+
+    # what the proxy did, per request
+    seen = proxy.attempts()
+    assert proxy.upstream_calls == upstream_before, "the memo missed: a request changed"
+    injected.update(e.fault for events in seen.values() for e in events)
+    fates: dict[str, str] = {}
+    for digest, events in seen.items():
+        assert [e.attempt for e in events] == list(range(1, len(events) + 1)), events
+        last = events[-1].fault
+        if last is None:
+            fates[digest] = "answered"
+        elif last in MODEL_FAULTS:
+            fates[digest] = last
+        else:
+            assert len(events) == MAX_RETRIES + 1, f"gave up early on {digest}: {events}"
+            assert all(e.fault in TRANSPORT_FAULTS for e in events)
+            fates[digest] = "exhausted"
+        # the plan the seed was chosen for is what happened
+        assert [e.fault for e in events] == proxy.plan(digest, MAX_RETRIES + 1)
+    assert set(fates) == set(digests), "the faulty run sent other requests than the clean one"
+    fate_counts.update(fates.values())
+
+    for key, row in faulty.items():
+        fate = fates[row_digest(out, row)]
+        reference = clean[key]
+        if fate == "exhausted":
+            assert row["outcome"] == "na", (key, row)
+            assert row["correct"] is None, row
+            assert row["correct_lenient"] is None, row
+            assert "gave up after" in (row["error"] or ""), row["error"]
+        elif fate in MODEL_FAULTS:
+            # a bad answer is an outcome of the read, scored 0: never NA
+            assert row["outcome"] in ("unparsed", "wrong_log", "reader_error"), (fate, row)
+            assert row["correct"] == 0, (fate, row)
+            assert row["correct_lenient"] == 0, (fate, row)
+            assert row["error"] is None, (fate, row)
+            if fate == "reasoning_only":
+                assert row["raw_answer"] == "", row
+                assert row["reasoning_chars"] > 0, row
+            if fate == "empty_content":
+                assert row["raw_answer"] == "", row
+            if fate == "truncated_content":
+                assert row["finish_reason"] == "length", row
+        else:
+            assert row["outcome"] != "na", (key, row)
+            for column in COMPARED:
+                assert row[column] == reference[column], (key, column, row, reference)
+            assert row["memory_sha256"] == reference["memory_sha256"]
+    # NA exactly where retries were exhausted, in the rows and in the summary
+    na = [r for r in faulty.values() if r["outcome"] == "na"]
+    assert len(na) == sum(fates[row_digest(out, r)] == "exhausted" for r in faulty.values())
+    summary = json.loads((out / "summary.json").read_text())
+    entry = next(e for e in summary["scores"] if e["reader"] == BACKEND and e["family"] == "all")
+    assert entry["na_reads"] == len(na)
+    # J is a bound exactly where NA leaves a pair block undecided (the other reads pass)
+    blocks: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in faulty.values():
+        if row["branch"] != "current":
+            blocks.setdefault((row["pair_id"], row["repeat"]), []).append(row)
+    undecided = [
+        b
+        for b in blocks.values()
+        if any(r["outcome"] == "na" for r in b) and all(r["correct"] in (1, None) for r in b)
+    ]
+    if undecided:
+        assert "joint_J" not in entry, entry
+        assert "joint_J_bounds" in entry, entry
+    else:
+        assert "joint_J_bounds" not in entry, entry
+        assert entry["joint_J"]["n"] == len(blocks), entry
+    lines = (out / "results.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    for line in lines[1:]:
+        fields = dict(zip(header, next(csv.reader([line])), strict=True))
+        if fields["outcome"] == "na":
+            assert fields["correct"] == "", line
+            assert fields["correct_lenient"] == "", line
+
+
+def closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"  # closed again: connections are refused
+
+
+@pytest.mark.parametrize("server", ["always-failing", "unreachable"])
+def test_no_retries_every_llm_read_is_na_and_J_is_bounds(
+    server: str, local_model: LocalModel, tmp_path: Path
+):
+    transport = {"http_500": 1, "http_502": 1, "http_503": 1, "http_429": 1, "reset": 1}
+    with FaultProxy(local_model.server.base_url, rate=1.0, faults=transport) as proxy:
+        url = proxy.base_url if server == "always-failing" else closed_port_url()
+        config = write_config(
+            tmp_path / "audit.toml",
+            url,
+            tmp_path / "cache.sqlite",
+            max_retries=0,
+            connect_timeout_s=2.0,
+            request_timeout_s=5.0,
+        )
+        audit_run(config, tmp_path / "run")
+        assert proxy.upstream_calls == 0
+        if server == "always-failing":
+            assert len(proxy.events) == 6  # one attempt per read, none retried
+    rows = llm_rows(tmp_path / "run")
+    assert len(rows) == 6
+    for row in rows:
+        assert row["outcome"] == "na", row
+        assert row["correct"] is None, row
+        assert row["correct_lenient"] is None, row
+        assert row["error"], row
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    entries = [e for e in summary["scores"] if e["reader"] == BACKEND]
+    assert entries
+    for entry in entries:
+        assert "joint_J" not in entry, entry
+        bounds = entry["joint_J_bounds"]
+        assert bounds["low"]["k"] == 0
+        assert bounds["high"]["k"] == bounds["high"]["n"] > 0
+        for branch in ("current", "reveal", "override"):
+            assert entry[f"{branch}_accuracy"]["n"] == 0  # NA excluded, never counted as 0
+        assert entry["na_reads"] == sum(
+            r["family"] == entry["family"] or entry["family"] == "all" for r in rows
+        )
+    # the exact reader's deterministic stage is unaffected
+    exact = [e for e in summary["scores"] if e["reader"] == "exact" and e["family"] == "all"]
+    assert exact
+    assert "joint_J" in exact[0]

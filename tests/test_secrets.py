@@ -1,0 +1,220 @@
+"""The API key never leaves the environment: not in a run directory, the response cache,
+logs, reports, command output or error messages.
+
+A random key (with characters that URL- and base64-encoding change) is put in an
+environment variable named by ``api_key_env``; the backend points at tests/_fault_proxy.py
+(forwarding unchanged) in front of tests/_fake_openai.py (a FAKE server that accepts any
+key: no model is needed to check where a key goes).  The proxy and the fake check that the
+key *is* sent, as ``Authorization: Bearer``.  Then every file under the test's directory
+(run directory, report, cache database with its WAL, HOME and XDG cache, config), the
+command output and the captured log records are searched for the key as bytes, in base64
+(every alignment, standard and URL-safe), URL-encoded and hex: zero hits.  A second proxy
+rejects the key with a 401 whose message echoes the ``Authorization`` header (a careless
+proxy): the error messages, rows and check output must not carry it either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+from typer.testing import CliRunner
+
+from audit._store import RunStore
+from audit.cli import app
+from tests._fake_openai import FakeOpenAI
+from tests._fault_proxy import FaultProxy
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """The FAKE server in a thread of its own (the CLI runs its own event loop)."""
+    server = FakeOpenAI(model="fake-model")
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        async with server:
+            ready.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+        loop.close()
+
+
+def encodings(key: str) -> dict[str, bytes]:
+    """The key as it could end up in a file: raw, base64 (any alignment), URL-encoded, hex."""
+    raw = key.encode()
+    forms = {"raw": raw, "hex": raw.hex().encode(), "HEX": raw.hex().upper().encode()}
+    forms["url"] = quote(key, safe="").encode()
+    forms["url_plus"] = quote_plus(key).encode()
+    for name, encode in (("b64", base64.b64encode), ("b64url", base64.urlsafe_b64encode)):
+        forms[name] = encode(raw).rstrip(b"=")
+        for offset in (1, 2):  # the key inside a longer string, e.g. "Bearer <key>"
+            encoded = encode(b"\0" * offset + raw + b"\0\0\0")
+            forms[f"{name}+{offset}"] = encoded[4:-8]  # only characters set by the key alone
+    assert all(len(f) >= 16 for f in forms.values())
+    return forms
+
+
+def hits(blob: bytes, forms: dict[str, bytes], where: str) -> list[str]:
+    return [f"{where}: {name}" for name, form in forms.items() if form in blob]
+
+
+def scan(root: Path, texts: dict[str, str], forms: dict[str, bytes]) -> tuple[list[str], int]:
+    found: list[str] = []
+    files = 0
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            files += 1
+            found += hits(path.read_bytes(), forms, str(path.relative_to(root)))
+    for where, text in texts.items():
+        found += hits(text.encode("utf-8", "replace"), forms, where)
+    return found, files
+
+
+def output_of(result: object) -> str:
+    parts = [getattr(result, "output", "")]
+    with contextlib.suppress(ValueError, AttributeError):
+        parts.append(result.stderr)  # type: ignore[attr-defined]
+    exception = getattr(result, "exception", None)
+    if exception is not None and not isinstance(exception, SystemExit):
+        parts.append(repr(exception))
+    return "\n".join(p for p in parts if p)
+
+
+def test_api_key_is_sent_and_never_stored_or_shown(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
+):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.upper().startswith("MEMORY_AUDIT_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    variable = f"AUDIT_TEST_KEY_{secrets.token_hex(4).upper()}"
+    key = f"sk-test-{secrets.token_urlsafe(24)}/+={secrets.token_hex(8)}"
+    monkeypatch.setenv(variable, key)
+    forms = encodings(key)
+    texts: dict[str, str] = {}
+
+    with (
+        FaultProxy(fake.base_url) as good,
+        FaultProxy(fake.base_url, require_api_key="the-right-key-is-another-one") as rejecting,
+    ):
+        config = tmp_path / "audit.toml"
+        config.write_text(
+            f'cache_path = "{tmp_path / "cache" / "responses.sqlite"}"\n'
+            "[backends.secret]\n"
+            f'base_url = "{good.base_url}"\n'
+            'model = "fake-model"\n'
+            f'api_key_env = "{variable}"\n'
+            "max_retries = 0\n"
+            "[backends.rejecting]\n"
+            f'base_url = "{rejecting.base_url}"\n'
+            'model = "fake-model"\n'
+            f'api_key_env = "{variable}"\n'
+            "max_retries = 0\n"
+        )
+        assert key not in config.read_text()
+
+        def cli(*args: str) -> object:
+            result = runner.invoke(app, list(args))
+            texts[" ".join(args[:3])] = output_of(result)
+            return result
+
+        common = [
+            "--conditions", "frontier", "--transforms", "identity", "--llm-sample", "1",
+            "--repeats", "1", "--llm-conditions", "frontier", "--workers", "1", "--quiet",
+            "--config", str(config),
+        ]  # fmt: skip
+        run = cli("run", "--reader", "secret", "--out", str(tmp_path / "run"), *common)
+        assert run.exit_code == 0, texts
+        report = cli("report", str(tmp_path / "run"))
+        assert report.exit_code == 0, texts
+        assert (tmp_path / "run" / "report" / "report.html").is_file()
+        cli("backends", "list", "--config", str(config))
+        cli("backends", "check", "secret", "--config", str(config))
+        cli("cache", "stats", "--config", str(config))
+        cli("cache", "explain", "--config", str(config))
+        # the server rejects the key and echoes it in its error message
+        rejected = cli("run", "--reader", "rejecting", "--out", str(tmp_path / "run-401"), *common)
+        assert rejected.exit_code == 0, texts
+        cli("report", str(tmp_path / "run-401"))
+
+        # the key is sent, as a bearer token, on every request that reached a server
+        assert good.authorization_seen
+        assert set(good.authorization_seen) == {f"Bearer {key}"}
+        assert rejecting.authorization_seen
+        assert set(rejecting.authorization_seen) == {f"Bearer {key}"}
+    assert fake.headers
+    assert {h.get("Authorization") for h in fake.headers} == {f"Bearer {key}"}
+
+    # the 401 path really ran and carried the echoed header into an error message
+    store = RunStore(tmp_path / "run-401")
+    try:
+        errors = [r["error"] for r in store.rows() if r["reader"] == "rejecting"]
+    finally:
+        store.close()
+    assert len(errors) == 6
+    assert all(e and "HTTP 401" in e and "invalid credentials" in e for e in errors), errors
+    assert all("***" in e for e in errors), errors  # the echoed key, scrubbed
+
+    texts["log records"] = caplog.text
+    found, files = scan(tmp_path, texts, forms)
+    assert files >= 10, "nothing was written?"
+    assert any(p.name.startswith("responses.sqlite") for p in (tmp_path / "cache").iterdir())
+    assert not found, found
+
+
+def test_backends_check_does_not_show_a_key_the_server_echoes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI
+):
+    """``audit backends check`` against a server that rejects the key with a 401 whose
+    message echoes the Authorization header: the check output must not carry the key
+    (docs/backends.md: error texts never contain the API key)."""
+    monkeypatch.chdir(tmp_path)
+    variable = f"AUDIT_TEST_KEY_{secrets.token_hex(4).upper()}"
+    key = f"sk-test-{secrets.token_urlsafe(24)}/+={secrets.token_hex(8)}"
+    monkeypatch.setenv(variable, key)
+    with FaultProxy(fake.base_url, require_api_key="another-key") as rejecting:
+        config = tmp_path / "audit.toml"
+        config.write_text(
+            f'cache_path = "{tmp_path / "responses.sqlite"}"\n'
+            "[backends.rejecting]\n"
+            f'base_url = "{rejecting.base_url}"\n'
+            'model = "fake-model"\n'
+            f'api_key_env = "{variable}"\n'
+            "max_retries = 0\n"
+        )
+        result = runner.invoke(app, ["backends", "check", "rejecting", "--config", str(config)])
+        assert set(rejecting.authorization_seen) == {f"Bearer {key}"}
+    text = output_of(result)
+    assert result.exit_code == 1, text
+    assert "401" in text, text
+    found, _ = scan(tmp_path, {"backends check": text}, encodings(key))
+    assert not found, text
