@@ -24,6 +24,7 @@ from histories._records import (
     ReplayRecord,
     RevokeRecord,
     SetRecord,
+    trusted,
 )
 
 DistractorMix = Literal["mixed", "plain"]
@@ -54,7 +55,8 @@ class DistractorPool:
         key = pick(self._rng, self.keys)
         timed = not self._plain and self._rng.random() < 0.15
         expires = between(self._rng, 40, 99) if timed else None
-        record = SetRecord(
+        record = trusted(
+            SetRecord,
             id=self._labels.distractor_id(),
             key=key,
             value=self._labels.value(),
@@ -72,10 +74,11 @@ class DistractorPool:
         live = self._live
         if roll < 0.10 and live:
             target = live.pop(int(self._rng.random() * len(live)))
-            return RevokeRecord(id=self._labels.distractor_id(), target=target.id)
+            return trusted(RevokeRecord, id=self._labels.distractor_id(), target=target.id)
         if roll < 0.15 and live:
             target = pick(self._rng, live)
-            return ReplayRecord(
+            return trusted(
+                ReplayRecord,
                 id=self._labels.distractor_id(),
                 key=target.key,
                 target=target.id,
@@ -83,7 +86,8 @@ class DistractorPool:
             )
         if roll < 0.25:
             key, src = self._rng.sample(self.keys, 2)
-            return CopyRecord(
+            return trusted(
+                CopyRecord,
                 id=self._labels.distractor_id(),
                 key=key,
                 src=src,
@@ -91,7 +95,8 @@ class DistractorPool:
             )
         if roll < 0.30 and len(self.keys) >= 4:
             key, selector, left, right = self._rng.sample(self.keys, 4)
-            return ChooseRecord(
+            return trusted(
+                ChooseRecord,
                 id=self._labels.distractor_id(),
                 key=key,
                 selector=selector,
