@@ -308,7 +308,7 @@ def run_audit(
     print_summary(summary, run_dir, time.perf_counter() - started)
 
 
-BARE_LLM_CONDITIONS = "structured_high,frontier"
+BARE_LLM_CONDITIONS = "structured_high:max_tokens=160,frontier"
 """The default audit's LLM stage (1 pair, 1 repeat): one model-written record log, one
 deterministic memory, both read by the model; a 135M model on 2 cores needs minutes
 for even this much (every writer call is one per chunk)."""

@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
 from compressors._memory import dump
@@ -98,10 +98,19 @@ def structured_memory(content: str) -> str:
     return dump(records)
 
 
+class WriterParams(BaseModel):
+    """``prose_off:max_tokens=128``: cap the model's answer (default ~budget/3 tokens)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_tokens: int | None = Field(default=None, ge=16, le=32_768)
+
+
 class _LLMWriter(Compressor):
     """Shared call path: build the prompt, ask the model, turn its answer into memory."""
 
     uses_llm = True
+    Params = WriterParams
     thinking: ClassVar[bool | None] = None
     structured: ClassVar[bool] = False
     max_tokens: ClassVar[int] = 1024
@@ -136,7 +145,8 @@ class _LLMWriter(Compressor):
             messages=self.messages(memory, chunk, query_keys, budget),
             json_schema=RECORD_LOG_SCHEMA if self.structured else None,
             thinking=self.thinking,
-            max_tokens=min(self.max_tokens, max(64, budget // 3)),
+            max_tokens=self.params.max_tokens  # type: ignore[attr-defined]
+            or min(self.max_tokens, max(64, budget // 3)),
             repeat=repeat,
             tag=f"writer:{self.label}",
         )
