@@ -135,6 +135,18 @@ def stream_variant(
             m, o = step(m, chunk, len(chunks) + offset, o)
         states[future] = (m, o)
 
+    return finish_streams(compressor, pair, variant, budget, states)
+
+
+def finish_streams(
+    compressor: Compressor,
+    pair: Pair,
+    variant: VariantName,
+    budget: int,
+    states: Mapping[Branch, tuple[str, int]],
+) -> Streamed:
+    """What the reader is shown per branch: the memory, or an archive's recall of the
+    raw history (budget-checked like any memory)."""
     memories: dict[Branch, str] = {}
     overflows: dict[Branch, int] = {}
     for branch, (m, o) in states.items():

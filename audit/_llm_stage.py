@@ -27,7 +27,6 @@ from audit._llm_reader import judge, reader_request
 from audit._store import RunStore, pack_job
 from audit._transforms_spec import parse_transforms
 from compressors import (
-    ArchiveCompressor,
     ChatClient,
     ChatResponse,
     ChatUnavailableError,
@@ -116,7 +115,7 @@ async def astream_variant(
     compressor: Compressor, pair: Pair, variant: VariantName, budget: int, repeat: int
 ) -> tuple[dict[Branch, str], dict[Branch, int]]:
     """stream_variant for any compressor: LLM writers are awaited."""
-    from audit._evaluate import _chunk_seed
+    from audit._evaluate import _chunk_seed, finish_streams
 
     async def step(memory: str, records: Any, index: int, over: int) -> tuple[str, int]:
         view = ChunkView(records, pair.render, _chunk_seed(pair, variant, index))
@@ -135,15 +134,8 @@ async def astream_variant(
         for offset, chunk in enumerate(pair.futures.of(future)):
             m, o = await step(m, chunk, len(chunks) + offset, o)
         states[future] = (m, o)
-    memories: dict[Branch, str] = {}
-    overflow: dict[Branch, int] = {}
-    for branch, (m, o) in states.items():
-        if isinstance(compressor, ArchiveCompressor):
-            m = compressor.recall(m, pair.history(variant, branch), pair.query, budget)
-            if compressor.budgeted and len(m.encode("utf-8")) > budget:
-                m, o = "", o + 1
-        memories[branch], overflow[branch] = m, o
-    return memories, overflow
+    streamed = finish_streams(compressor, pair, variant, budget, states)
+    return streamed.memories, streamed.overflow
 
 
 @dataclass
