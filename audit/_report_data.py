@@ -953,10 +953,11 @@ def _costs_json_rows(costs: Mapping[str, Any]) -> tuple[list[dict[str, Any]], li
         llm = invocation.get("llm")
         if isinstance(llm, Mapping):
             _add(rows, "LLM stage", _cost_fields(llm))
-            for role in ("writer", "reader"):
+            for role in ("writer", "reader", "writer_and_reader"):
                 stats = llm.get(role)
                 if isinstance(stats, Mapping):
-                    _add(rows, f"LLM {role} requests", _cost_fields(stats))
+                    label = role.replace("_", " ")
+                    _add(rows, f"LLM {label} requests", _cost_fields(stats))
     if len(invocations) > 1:
         notes.append(f"costs.json: {len(invocations)} invocations (resumed run), summed")
     if "wall_seconds" in costs:

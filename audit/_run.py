@@ -252,11 +252,14 @@ async def _llm_stage(
     started = time.perf_counter()
     async with open_clients() as (writer, reader):
         await run_stage(units, stage, store, writer, reader, committed)
-        stats = {
-            role: _client_stats(client)
-            for role, client in (("writer", writer), ("reader", reader))
-            if client is not None
-        }
+        if writer is not None and writer is reader:  # one backend serves both roles
+            stats = {"writer_and_reader": _client_stats(writer)}
+        else:
+            stats = {
+                role: _client_stats(client)
+                for role, client in (("writer", writer), ("reader", reader))
+                if client is not None
+            }
     return {"units": len(units), "seconds": round(time.perf_counter() - started, 3), **stats}
 
 
