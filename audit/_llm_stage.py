@@ -138,13 +138,6 @@ async def astream_variant(
     return streamed.memories, streamed.overflow
 
 
-@dataclass
-class StageCounters:
-    units: int = 0
-    reads: int = 0
-    na_reads: int = 0
-
-
 async def run_unit(
     unit: Unit,
     stage: LLMStageConfig,

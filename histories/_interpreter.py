@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from histories._records import (
     AddRecord,
@@ -262,8 +262,3 @@ class _Resolver:
 def resolve(records: Iterable[Record], keys: Sequence[str]) -> Answer:
     """E_q(records, keys): ``{key: value | None}`` by the rules in this module's docstring."""
     return LogIndex(records).resolve(keys)
-
-
-def answers_equal(left: Mapping[str, str | None], right: Mapping[str, str | None]) -> bool:
-    """Exact equality of two answers over the same keys (null is a value like any other)."""
-    return dict(left) == dict(right)

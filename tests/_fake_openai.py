@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,3 +140,28 @@ class FakeOpenAI:
             )
         finally:
             self.in_flight -= 1
+
+
+@contextmanager
+def serving_in_thread(model: str) -> Iterator[FakeOpenAI]:
+    """The fake server on an event loop of its own thread, for code (like the CLI) that
+    runs its own event loop."""
+    fake = FakeOpenAI(model=model)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        async with fake:
+            ready.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield fake
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+        loop.close()

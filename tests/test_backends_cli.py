@@ -7,10 +7,8 @@ plays a server that ignores the JSON schema, which no real server does on demand
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from typer.testing import CliRunner
 from audit.backends import ResponseCache, canonical_request
 from audit.cli import app
 from tests._backends_support import LocalModel, local_model
-from tests._fake_openai import FakeOpenAI, Reply
+from tests._fake_openai import FakeOpenAI, Reply, serving_in_thread
 
 __all__ = ["local_model"]
 
@@ -56,25 +54,8 @@ def test_backends_check_local(workdir: Path, local_model: LocalModel):
 @pytest.fixture
 def fake_server() -> Iterator[FakeOpenAI]:
     """The FAKE server in a thread of its own (the CLI runs its own event loop)."""
-    fake = FakeOpenAI(model="m")
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    stop = asyncio.Event()
-
-    async def serve() -> None:
-        async with fake:
-            ready.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
-        yield fake
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
-        loop.close()
+    with serving_in_thread("m") as server:
+        yield server
 
 
 def test_backends_check_names_each_failure(workdir: Path, fake_server: FakeOpenAI):

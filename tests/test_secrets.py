@@ -15,13 +15,11 @@ proxy): the error messages, rows and check output must not carry it either.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
 import os
 import secrets
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -31,7 +29,7 @@ from typer.testing import CliRunner
 
 from audit._store import RunStore
 from audit.cli import app
-from tests._fake_openai import FakeOpenAI
+from tests._fake_openai import FakeOpenAI, serving_in_thread
 from tests._fault_proxy import FaultProxy
 
 runner = CliRunner()
@@ -40,25 +38,8 @@ runner = CliRunner()
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
     """The FAKE server in a thread of its own (the CLI runs its own event loop)."""
-    server = FakeOpenAI(model="fake-model")
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    stop = asyncio.Event()
-
-    async def serve() -> None:
-        async with server:
-            ready.set()
-            await stop.wait()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
+    with serving_in_thread("fake-model") as server:
         yield server
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
-        loop.close()
 
 
 def encodings(key: str) -> dict[str, bytes]:
