@@ -63,15 +63,40 @@ RESULT_COLUMNS = (
 )
 """Columns of results.csv, one row per read."""
 
+INTEGER_COLUMNS = frozenset({"budget", "repeat", "transform_index"})
+NUMERIC_COLUMNS = frozenset(
+    {"correct", "adequate", "memory_bytes", "collision", "overflow", "equivariant",
+     "correct_lenient", "reasoning_chars", "tokens_prompt", "tokens_completion",
+     "latency_s", "cache_hit"}
+)  # fmt: skip
+"""Score and count columns: numbers, empty (None) where not applicable or NA."""
+
+
+_INDEX = {column: i for i, column in enumerate(RESULT_COLUMNS)}
+
 
 @dataclass
 class JobResult:
-    """Rows, distinct memories (sha -> text) and log lines of one finished job."""
+    """Rows (value lists in RESULT_COLUMNS order), distinct memories (sha -> text) and
+    log lines of one finished job."""
 
     key: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    lists: list[list[Any]] = field(default_factory=list)
     memories: dict[str, str] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as dicts (for inspection; the run stores ``lists``)."""
+        return [dict(zip(RESULT_COLUMNS, values, strict=True)) for values in self.lists]
+
+
+def _row(**values: Any) -> list[Any]:
+    """A result row from named values (unnamed columns are None)."""
+    row: list[Any] = [None] * len(RESULT_COLUMNS)
+    for name, value in values.items():
+        row[_INDEX[name]] = value
+    return row
 
 
 def sha256(text: str) -> str:
@@ -111,6 +136,8 @@ def stream_variant(
     """
     if compressor.uses_llm:
         memo = None
+    if _streams_nothing(compressor):  # an archive's memory stays empty until recall
+        return finish_streams(compressor, pair, variant, budget, dict.fromkeys(BRANCHES, ("", 0)))
 
     def step(memory: str, records: Sequence[Any], index: int, overflow: int) -> tuple[str, int]:
         key = (memory, tuple(map(id, records)), index) if memo is not None else None
@@ -136,6 +163,14 @@ def stream_variant(
         states[future] = (m, o)
 
     return finish_streams(compressor, pair, variant, budget, states)
+
+
+def _streams_nothing(compressor: Compressor) -> bool:
+    """An archive that keeps the base class's update, which returns the memory as is."""
+    return (
+        isinstance(compressor, ArchiveCompressor)
+        and type(compressor).update is ArchiveCompressor.update
+    )
 
 
 def finish_streams(
@@ -181,6 +216,58 @@ def instances(pair: Pair, transforms: Sequence[TransformSpec], seed: int) -> lis
     return out
 
 
+def share_identical_records(pair: Pair) -> Pair:
+    """Make B's records that equal A's at the same position the same objects (in place).
+
+    Equal records are indistinguishable to a compressor, so sharing them changes no
+    result; it lets the update memo (keyed by record identity) reuse A's updates for
+    every chunk B shares with A, and the per-record caches serve both variants.
+    """
+    for chunk_a, chunk_b in zip(pair.variants.A.chunks, pair.variants.B.chunks, strict=False):
+        for position, (a, b) in enumerate(zip(chunk_a, chunk_b, strict=False)):
+            if a is not b and type(a) is type(b) and a.__dict__ == b.__dict__:
+                chunk_b[position] = a
+    return pair
+
+
+class _Reads:
+    """Per-job memo of what a read needs from a memory: its sha256, its bytes, and
+    E_q's answer per query.  Conditions often leave identical memories (an archive and
+    a packer that kept everything), and the exact reader is a pure function."""
+
+    __slots__ = ("answers", "digests")
+
+    def __init__(self) -> None:
+        self.digests: dict[str, tuple[str, int]] = {}
+        self.answers: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+    def digest(self, memory: str) -> tuple[str, int]:
+        found = self.digests.get(memory)
+        if found is None:
+            raw = memory.encode("utf-8")
+            found = self.digests[memory] = (hashlib.sha256(raw).hexdigest(), len(raw))
+        return found
+
+    def read(self, memory: str, query: tuple[str, ...]) -> Any:
+        """E_q's answer on the memory, or None when it is not a record log."""
+        key = (memory, query)
+        if key not in self.answers:
+            self.answers[key] = read_exact(memory, query, {}).answer
+        return self.answers[key]
+
+
+def _same_records(identity: str, memory: str, renamed: Mapping[int, Record]) -> bool:
+    """Whether ``memory`` holds exactly the renamed counterparts of ``identity``'s
+    records, as the very objects (a cheap sufficient test for rename(C(H)) == C(rename(H)))."""
+    try:
+        source, target = load(identity), load(memory)
+    except RenderParseError:
+        return False
+    return len(source) == len(target) and all(
+        renamed.get(id(a)) is b for a, b in zip(source, target, strict=True)
+    )
+
+
 def run_job(
     key: str,
     pair: Pair,
@@ -191,6 +278,9 @@ def run_job(
     """Every (condition, budget) x transformed instance x variant x branch of one pair."""
     result = JobResult(key)
     pairs = instances(pair, transforms, seed)
+    for instance in pairs:
+        if instance is not pair:  # ours to change; the caller's pair is left alone
+            share_identical_records(instance)
     source_records = list(pair.all_records())
     correspondence = {
         instance.pair_id: {
@@ -199,12 +289,23 @@ def run_job(
         for instance in pairs
         if instance.transform is not None and instance.transform.mapping
     }
+    reads = _Reads()
+    assert all(instance.gold is not None for instance in pairs)
+    golds: dict[tuple[str, str, str], tuple[dict[str, str | None], str]] = {
+        (instance.pair_id, variant, branch): (
+            answer := instance.gold.of(variant).of(branch),  # type: ignore[union-attr]
+            json.dumps(answer),
+        )
+        for instance in pairs
+        for variant in VARIANTS
+        for branch in BRANCHES
+    }
     for label, budget in conditions:
         compressor = build(parse_spec(label))
         identity: dict[tuple[str, str], str] = {}
         for instance in pairs:
             _run_instance(
-                result, compressor, label, budget, instance, identity,
+                result, compressor, label, budget, instance, identity, reads, golds,
                 correspondence.get(instance.pair_id),
             )  # fmt: skip
     return result
@@ -217,24 +318,25 @@ def _run_instance(
     budget: int,
     pair: Pair,
     identity: dict[tuple[str, str], str],
+    reads: _Reads,
+    golds: Mapping[tuple[str, str, str], tuple[dict[str, str | None], str]],
     renamed: Mapping[int, Record] | None = None,
 ) -> None:
     transform_kind = pair.transform.kind if pair.transform else "identity"
-    base = {
-        "job_key": result.key,
-        "pair_id": pair.pair_id,
-        "source_pair_id": pair.source_id,
-        "family": pair.family,
-        "repeat": 0,
-        "condition": label,
-        "compressor": compressor.label,
-        "kind": compressor.kind,
-        "budget": budget,
-        "reader": "exact",
-        "transform": transform_kind,
-        "transform_index": pair.transform.index if pair.transform else 0,
-    }
-    assert pair.gold is not None
+    base = _row(
+        job_key=result.key,
+        pair_id=pair.pair_id,
+        source_pair_id=pair.source_id,
+        family=pair.family,
+        repeat=0,
+        condition=label,
+        compressor=compressor.label,
+        kind=compressor.kind,
+        budget=budget,
+        reader="exact",
+        transform=transform_kind,
+        transform_index=pair.transform.index if pair.transform else 0,
+    )
     memo: UpdateMemo = {}
     try:
         streamed = {v: stream_variant(compressor, pair, v, budget, memo) for v in VARIANTS}
@@ -243,57 +345,60 @@ def _run_instance(
         result.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")
         for variant in VARIANTS:
             for branch in BRANCHES:
-                gold = pair.gold.of(variant).of(branch)
-                result.rows.append(
-                    {
-                        **base,
-                        "variant": variant,
-                        "branch": branch,
-                        "outcome": "error",
-                        "correct": 0,
-                        "adequate": None,
-                        "memory_bytes": None,
-                        "memory_sha256": None,
-                        "collision": None,
-                        "overflow": None,
-                        "equivariant": None,
-                        "answer": None,
-                        "gold": json.dumps(gold),
-                        "error": trace.strip().splitlines()[-1],
-                    }
-                )
+                row = base.copy()
+                row[_VARIANT], row[_BRANCH], row[_OUTCOME], row[_CORRECT] = (
+                    variant, branch, "error", 0
+                )  # fmt: skip
+                row[_GOLD] = golds[(pair.pair_id, variant, branch)][1]
+                row[_ERROR] = trace.strip().splitlines()[-1]
+                result.lists.append(row)
         return
     collision = int(streamed["A"].memories["current"] == streamed["B"].memories["current"])
+    query = tuple(pair.query)
+    mapping = pair.transform.mapping if pair.transform else None
     for variant in VARIANTS:
         for branch in BRANCHES:
             memory = streamed[variant].memories[branch]
-            gold = pair.gold.of(variant).of(branch)
-            read = read_exact(memory, pair.query, gold)
-            digest = sha256(memory)
-            result.memories.setdefault(digest, memory)
+            gold, gold_json = golds[(pair.pair_id, variant, branch)]
+            answer = reads.read(memory, query)
+            if answer is None:
+                outcome, adequate, answer_json = "unparsed", None, None
+            elif answer == gold:
+                outcome, adequate, answer_json = "pass", 1, gold_json
+            else:
+                outcome, adequate, answer_json = "wrong_log", 0, json.dumps(answer)
+            digest, size = reads.digest(memory)
+            if digest not in result.memories:
+                result.memories[digest] = memory
             equivariant: int | None = None
             if transform_kind == "identity":
                 identity[(variant, branch)] = memory
-            elif pair.transform and pair.transform.mapping and (variant, branch) in identity:
-                expected = rename_memory(
-                    identity[(variant, branch)], pair.transform.mapping, renamed
-                )
-                equivariant = None if expected is None else int(expected == memory)
-            result.rows.append(
-                {
-                    **base,
-                    "variant": variant,
-                    "branch": branch,
-                    "outcome": read.outcome,
-                    "correct": int(read.outcome == "pass"),
-                    "adequate": None if read.outcome == "unparsed" else int(read.adequate),
-                    "memory_bytes": len(memory.encode("utf-8")),
-                    "memory_sha256": digest,
-                    "collision": collision,
-                    "overflow": streamed[variant].overflow[branch],
-                    "equivariant": equivariant,
-                    "answer": None if read.answer is None else json.dumps(read.answer),
-                    "gold": json.dumps(gold),
-                    "error": None,
-                }
-            )
+            elif mapping and (variant, branch) in identity:
+                source = identity[(variant, branch)]
+                if renamed is not None and _same_records(source, memory, renamed):
+                    equivariant = 1
+                else:
+                    expected = rename_memory(source, mapping, renamed)
+                    equivariant = None if expected is None else int(expected == memory)
+            row = base.copy()
+            row[_VARIANT] = variant
+            row[_BRANCH] = branch
+            row[_OUTCOME] = outcome
+            row[_CORRECT] = int(outcome == "pass")
+            row[_ADEQUATE] = adequate
+            row[_MEMORY_BYTES] = size
+            row[_MEMORY_SHA] = digest
+            row[_COLLISION] = collision
+            row[_OVERFLOW] = streamed[variant].overflow[branch]
+            row[_EQUIVARIANT] = equivariant
+            row[_ANSWER] = answer_json
+            row[_GOLD] = gold_json
+            result.lists.append(row)
+
+
+(_VARIANT, _BRANCH, _OUTCOME, _CORRECT, _ADEQUATE, _MEMORY_BYTES, _MEMORY_SHA, _COLLISION,
+ _OVERFLOW, _EQUIVARIANT, _ANSWER, _GOLD, _ERROR) = (
+    _INDEX[c] for c in ("variant", "branch", "outcome", "correct", "adequate", "memory_bytes",
+                        "memory_sha256", "collision", "overflow", "equivariant", "answer",
+                        "gold", "error")
+)  # fmt: skip

@@ -194,10 +194,13 @@ def _read_results(run_dir: Path) -> pd.DataFrame:
     if store.exists():
         db = _connect_ro(store)
         try:
-            rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
+            blocks = db.execute("SELECT columns FROM jobs ORDER BY finished").fetchall()
+        except sqlite3.Error as error:
+            raise RunDataError(f"{store}: unreadable ({error})") from None
         finally:
             db.close()
-        return pd.DataFrame(rows)
+        frames = [pd.DataFrame(json.loads(zlib.decompress(b))) for (b,) in blocks if b]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
 
 

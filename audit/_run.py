@@ -24,12 +24,21 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from audit._evaluate import RESULT_COLUMNS, run_job
+from audit._evaluate import (
+    INTEGER_COLUMNS,
+    NUMERIC_COLUMNS,
+    RESULT_COLUMNS,
+    run_job,
+    share_identical_records,
+)
 from audit._llm_stage import LLMStageConfig, Unit, plan_units, run_stage
-from audit._store import PackedJob, RunStore, append_csv, append_csv_text, pack_job
-from audit._summary import frame, summarize
+from audit._store import PackedJob, RunStore, append_csv_text, pack_job, write_csv_header
+from audit._summary import summarize
 from audit._transforms_spec import parse_transforms
 from compressors import ChatClient, build, parse_spec
 from histories import Pair
@@ -103,8 +112,9 @@ def plan_jobs(config: RunConfig, pairs: Sequence[Pair]) -> list[Job]:
 def _execute(job: Job, transforms: Sequence[str], seed: int) -> PackedJob:
     """Run one job and serialize it (in the worker process, not the writer)."""
     specs = [parse_transforms(t)[0] for t in transforms]
-    result = run_job(job.key, Pair.model_validate_json(job.pair_json), job.conditions, specs, seed)
-    return pack_job(result.key, result.rows, result.memories, RESULT_COLUMNS, result.log)
+    pair = share_identical_records(Pair.model_validate_json(job.pair_json))
+    result = run_job(job.key, pair, job.conditions, specs, seed)
+    return pack_job(result.key, result.lists, result.memories, RESULT_COLUMNS, result.log)
 
 
 def environment() -> dict[str, Any]:
@@ -202,8 +212,10 @@ def execute(
     try:
         started = time.perf_counter()
         done = store.finished_jobs()
-        jobs = [job for job in plan_jobs(config, pairs) if job.key not in done]
+        planned = plan_jobs(config, pairs)
+        jobs = [job for job in planned if job.key not in done]
         units = plan_units(config.llm, pairs, config.budgets, config.seed) if config.llm else []
+        order = [job.key for job in planned] + [unit.key for unit in units]
         total = len(pairs) + len(units)
         finished = total - len(jobs) - len([u for u in units if u.key not in done])
         if progress:
@@ -237,7 +249,7 @@ def execute(
                 _llm_stage(config.llm, units, store, open_clients, committed)
             )
         _write_costs(out, costs)
-        return finish(out, store, config)
+        return finish(out, store, config, order)
     finally:
         store.close()
 
@@ -297,17 +309,38 @@ def _run_parallel(
                 record(future.result())
 
 
-def finish(out: Path, store: RunStore, config: RunConfig) -> dict[str, Any]:
-    """Rewrite results from the store and compute summary.json."""
-    rows = list(store.rows())
-    df = frame(rows)
+def results_table(data: dict[str, list[Any]]) -> pa.Table:
+    """Stored columns -> a typed Arrow table (integers, floats with nulls, strings)."""
+    arrays = {}
+    for column, values in data.items():
+        kind = (
+            pa.int64() if column in INTEGER_COLUMNS
+            else pa.float64() if column in NUMERIC_COLUMNS
+            else pa.string()
+        )  # fmt: skip
+        try:
+            arrays[column] = pa.array(values, type=kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a plugin's odd value: keep it as text
+            arrays[column] = pa.array([None if v is None else str(v) for v in values], pa.string())
+    return pa.table(arrays)
+
+
+def finish(
+    out: Path, store: RunStore, config: RunConfig, order: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Rewrite results.csv (in plan order) and results.parquet from the store, and
+    compute summary.json."""
     csv_path = out / RESULTS_CSV
     temp = csv_path.with_suffix(".tmp")
-    temp.unlink(missing_ok=True)
-    append_csv(temp, RESULT_COLUMNS, rows)
+    with temp.open("w", newline="", encoding="utf-8") as handle:
+        write_csv_header(handle, RESULT_COLUMNS)
+        for text in store.csv_text(order):
+            handle.write(text)
     temp.replace(csv_path)
-    if not df.empty:
-        df.reindex(columns=list(RESULT_COLUMNS)).to_parquet(out / RESULTS_PARQUET, index=False)
+    table = results_table(store.columns(RESULT_COLUMNS, order))
+    df = table.to_pandas() if table.num_rows else pd.DataFrame()
+    if table.num_rows:
+        pq.write_table(table, out / RESULTS_PARQUET)
     summary = summarize(df, {"config": config.model_dump(mode="json")})
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return summary

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 ALL = "all"
@@ -20,9 +21,11 @@ SCORED_COLUMNS = (
     "collision", "equivariant", "overflow", "memory_bytes",
 )  # fmt: skip
 LATE_REFERENCE = "late_reference"
+BRANCH_NAMES = ("current", "reveal", "override")
 
 
 def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Dict rows -> a results table with numeric score columns (empty = NA)."""
     df = pd.DataFrame(list(rows))
     if df.empty:
         return df
@@ -34,74 +37,118 @@ def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def _kn(series: pd.Series) -> dict[str, int]:
-    valid = series.dropna()
-    return {"k": int(valid.sum()), "n": int(valid.size)}
-
-
-def _group_scores(df: pd.DataFrame) -> dict[str, Any]:
-    """All scores of one group of rows (one condition, budget, transform, family)."""
-    by_branch = {b: df[df["branch"] == b] for b in ("current", "reveal", "override")}
-    scores: dict[str, Any] = {
-        f"{branch}_accuracy": _kn(rows["correct"]) for branch, rows in by_branch.items()
-    }
-    if "correct_lenient" in df and df["correct_lenient"].notna().any():
-        scores.update(
-            {f"{b}_accuracy_lenient": _kn(rows["correct_lenient"]) for b, rows in by_branch.items()}
-        )
-    scores["na_reads"] = int((df["outcome"] == "na").sum())
-    futures = df[df["branch"].isin(["reveal", "override"])]
-    if not futures.empty:
-        keys = [futures["pair_id"], futures["repeat"]]
-        passed = (futures["correct"] == 1).groupby(keys).all()
-        possible = ((futures["correct"] == 1) | futures["correct"].isna()).groupby(keys).all()
-        if bool((possible != passed).any()):
-            # NA present: J is only known within bounds (NA as fail, NA as pass)
-            scores["joint_J_bounds"] = {
-                "low": {"k": int(passed.sum()), "n": int(passed.size)},
-                "high": {"k": int(possible.sum()), "n": int(possible.size)},
-            }
-        else:
-            scores["joint_J"] = {"k": int(passed.sum()), "n": int(passed.size)}
-    scores["adequacy"] = _kn(by_branch["reveal"]["adequate"])
-    late = by_branch["reveal"][by_branch["reveal"]["family"] == LATE_REFERENCE]
-    scores["late_reference_adequacy"] = _kn(late["adequate"])
-    current = by_branch["current"]
-    instances = current.drop_duplicates(["pair_id", "repeat"])
-    scores["collision_rate"] = _kn(instances["collision"])
-    equivariance = df["equivariant"].dropna()
-    scores["equivariance_violations"] = {
-        "k": int((equivariance == 0).sum()),
-        "n": int(equivariance.size),
-    }
-    overflow = df["overflow"].dropna()
-    scores["over_budget_reads"] = {"k": int((overflow > 0).sum()), "n": int(overflow.size)}
-    scores["mean_memory_bytes"] = round(float(df["memory_bytes"].mean()), 1)
-    scores["outcomes"] = {str(k): int(v) for k, v in df["outcome"].value_counts().items()}
-    return scores
+def _kn(k: Any, n: Any) -> dict[str, int]:
+    return {"k": int(k), "n": int(n)}
 
 
 def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """One entry per condition x budget x transform x family (and family ``all``)."""
-    entries: list[dict[str, Any]] = []
+    """One entry per condition x budget x transform x reader x family (and family ``all``).
+
+    Computed for every cell at once (a few grouped sums over the whole table), not
+    group by group: a 100,000-read run has hundreds of cells.  Cells come in the
+    order their rows first appear, ``all`` before the families of its group.
+    """
     keys = ["condition", "budget", "transform", "reader"]
-    df = df[[c for c in SCORED_COLUMNS if c in df]].copy()
-    for column in ("branch", "family", "outcome", "pair_id", "source_pair_id"):
-        df[column] = df[column].astype("category")
-    for (condition, budget, transform, reader), group in df.groupby(keys, sort=False):
-        families = [(ALL, group), *group.groupby("family", sort=False, observed=True)]
-        for family, rows in families:
-            entries.append(
-                {
-                    "condition": condition,
-                    "budget": int(str(budget)),
-                    "transform": transform,
-                    "reader": reader,
-                    "family": family,
-                    "n_source_pairs": int(rows["source_pair_id"].nunique()),
-                    **_group_scores(rows),
+    df = df[[c for c in SCORED_COLUMNS if c in df]].reset_index(drop=True)
+    group = df.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    family = df["family"].astype(str).to_numpy()
+    # every row counts once in its family's cell and once in its group's ``all`` cell
+    both = pd.concat([df, df], ignore_index=True)
+    both["_group"] = np.concatenate([group, group])
+    both["_family"] = np.concatenate([np.full(len(df), ALL, dtype=object), family])
+    cells = both.groupby(["_group", "_family"], sort=False).ngroup()
+    firsts = both.assign(_cell=cells).drop_duplicates("_cell")
+    firsts = firsts.assign(_all=firsts["_family"] != ALL, _seen=np.arange(len(firsts)))
+    order = firsts.sort_values(["_group", "_all", "_seen"], kind="stable")
+    both["_cell"] = cells.to_numpy()
+    by_cell = both.groupby("_cell", sort=False)
+    branch = both["branch"].astype(str)
+
+    def kn(values: pd.Series, mask: Any = None) -> tuple[pd.Series, pd.Series]:
+        kept = values if mask is None else values.where(mask)
+        grouped = kept.groupby(both["_cell"])
+        return grouped.sum(min_count=0), grouped.count()
+
+    correct = both["correct"].astype(float)
+    metrics: dict[str, tuple[pd.Series, pd.Series]] = {}
+    for name in BRANCH_NAMES:
+        metrics[f"{name}_accuracy"] = kn(correct, branch == name)
+    lenient_present = "correct_lenient" in both
+    if lenient_present:
+        lenient = both["correct_lenient"].astype(float)
+        has_lenient = lenient.notna().groupby(both["_cell"]).any()
+        for name in BRANCH_NAMES:
+            metrics[f"{name}_accuracy_lenient"] = kn(lenient, branch == name)
+    na_reads = (both["outcome"].astype(str) == "na").groupby(both["_cell"]).sum()
+    future = branch.isin(["reveal", "override"])
+    blocks = both[future].assign(
+        _pass=(correct[future] == 1), _possible=(correct[future] == 1) | correct[future].isna()
+    )
+    per_block = blocks.groupby(["_cell", "pair_id", "repeat"], sort=False, observed=True)[
+        ["_pass", "_possible"]
+    ].all()
+    joint = per_block.groupby(level="_cell").agg(["sum", "size"])
+    reveal = branch == "reveal"
+    adequate = both["adequate"].astype(float)
+    metrics["adequacy"] = kn(adequate, reveal)
+    late = reveal & (both["family"].astype(str) == LATE_REFERENCE)
+    metrics["late_reference_adequacy"] = kn(adequate, late)
+    current = both[branch == "current"].drop_duplicates(["_cell", "pair_id", "repeat"])
+    collision = current["collision"].astype(float).groupby(current["_cell"])
+    equivariant = both["equivariant"].astype(float)
+    overflow = both["overflow"].astype(float)
+    violations = kn((equivariant == 0).astype(float).where(equivariant.notna()))
+    over_budget = kn((overflow > 0).astype(float).where(overflow.notna()))
+    mean_bytes = both["memory_bytes"].astype(float).groupby(both["_cell"]).mean()
+    n_sources = by_cell["source_pair_id"].nunique()
+    outcome_counts = both.groupby(["_cell", "outcome"], sort=False, observed=True).size()
+    outcomes: dict[int, dict[str, int]] = {}
+    for index, count in outcome_counts.items():
+        cell_id: Any = index[0]  # type: ignore[index]
+        outcome: Any = index[1]  # type: ignore[index]
+        outcomes.setdefault(int(cell_id), {})[str(outcome)] = int(count)
+    seen_outcomes = sorted({str(o) for o in both["outcome"].unique()})
+    collision_k, collision_n = collision.sum(min_count=0), collision.count()
+
+    entries: list[dict[str, Any]] = []
+    labels = zip(*(order[c] for c in ("_cell", *keys, "_family")), strict=True)
+    for cell, condition, budget, transform, reader, family_label in labels:
+        entry: dict[str, Any] = {
+            "condition": condition,
+            "budget": int(str(budget)),
+            "transform": transform,
+            "reader": reader,
+            "family": family_label,
+            "n_source_pairs": int(n_sources[cell]),
+        }
+        for name in BRANCH_NAMES:
+            k, n = metrics[f"{name}_accuracy"]
+            entry[f"{name}_accuracy"] = _kn(k[cell], n[cell])
+        if lenient_present and bool(has_lenient[cell]):
+            for name in BRANCH_NAMES:
+                k, n = metrics[f"{name}_accuracy_lenient"]
+                entry[f"{name}_accuracy_lenient"] = _kn(k[cell], n[cell])
+        entry["na_reads"] = int(na_reads[cell])
+        if cell in joint.index:
+            passed, possible = joint.loc[cell, "_pass"], joint.loc[cell, "_possible"]
+            if passed["sum"] != possible["sum"]:
+                # NA present: J is only known within bounds (NA as fail, NA as pass)
+                entry["joint_J_bounds"] = {
+                    "low": _kn(passed["sum"], passed["size"]),
+                    "high": _kn(possible["sum"], possible["size"]),
                 }
-            )
+            else:
+                entry["joint_J"] = _kn(passed["sum"], passed["size"])
+        for name in ("adequacy", "late_reference_adequacy"):
+            k, n = metrics[name]
+            entry[name] = _kn(k[cell], n[cell])
+        entry["collision_rate"] = _kn(collision_k.get(cell, 0), collision_n.get(cell, 0))
+        entry["equivariance_violations"] = _kn(violations[0][cell], violations[1][cell])
+        entry["over_budget_reads"] = _kn(over_budget[0][cell], over_budget[1][cell])
+        entry["mean_memory_bytes"] = round(float(mean_bytes[cell]), 1)
+        counted = {name: 0 for name in seen_outcomes} | outcomes.get(cell, {})
+        entry["outcomes"] = dict(sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])))
+        entries.append(entry)
     return entries
 
 

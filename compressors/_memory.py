@@ -93,6 +93,17 @@ def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) ->
     return chosen
 
 
+def fits(records: Sequence[Record], budget: int) -> bool:
+    """Whether all of ``records`` fit in ``budget`` bytes as one memory (then a greedy
+    ``pack`` keeps them all, whatever their order)."""
+    used = -1
+    for record in records:
+        used += _entry(record)[2] + 1
+        if used > budget:
+            return False
+    return True
+
+
 def in_stream_order(chosen: Iterable[Record], stream: Sequence[Record]) -> list[Record]:
     """``chosen`` re-sorted into the order they appear in ``stream`` (memory, then chunk)."""
     keep = {id(r) for r in chosen}

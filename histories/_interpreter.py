@@ -56,26 +56,38 @@ class LogIndex:
         records = list(records)
         self.by_id: dict[str, Record] = {r.id: r for r in records}
         by_id = self.by_id
+        controls = [r for r in records if r.op == "revoke" or r.op == "tick"]
         # A revoke of a record absent from this log still counts: it must block a
         # later replay of that record (memories often keep only the tombstone).
         self.revoked: set[str] = {
             r.target
-            for r in records
+            for r in controls
             if r.op == "revoke" and getattr(by_id.get(r.target), "op", None) != "revoke"
         }
         revoked = self.revoked
-        ticks = [r.now for r in records if r.op == "tick" and r.id not in revoked]
+        ticks = [r.now for r in controls if r.op == "tick" and r.id not in revoked]
         self.clock = max(ticks, default=0)
-        self.bindings: dict[str, list[Record]] = {}
-        self.adds: dict[str, list[AddRecord]] = {}
+        bindings: dict[str, list[Record]] = {}
+        adds: dict[str, list[AddRecord]] = {}
         for record in records:
             op = record.op
-            if op == "revoke" or op == "tick" or record.id in revoked:
+            if op == "revoke" or op == "tick" or (revoked and record.id in revoked):
                 continue
+            key: str = record.key  # type: ignore[union-attr]
             if op == "add":
-                self.adds.setdefault(record.key, []).append(record)  # type: ignore[union-attr,arg-type]
+                found = adds.get(key)
+                if found is None:
+                    adds[key] = [record]  # type: ignore[list-item]
+                else:
+                    found.append(record)  # type: ignore[arg-type]
             else:
-                self.bindings.setdefault(record.key, []).append(record)  # type: ignore[union-attr]
+                found_b = bindings.get(key)
+                if found_b is None:
+                    bindings[key] = [record]
+                else:
+                    found_b.append(record)
+        self.bindings = bindings
+        self.adds = adds
 
     def extended(self, records: Iterable[Record]) -> LogIndex:
         """The index of this log plus ``records`` (a future), without re-indexing the prefix.

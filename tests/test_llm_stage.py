@@ -105,7 +105,6 @@ def test_rerunning_resumes_and_the_cache_sends_nothing(llm_run, tmp_path):
     import sqlite3
 
     db = sqlite3.connect(copy / "store.sqlite")
-    db.execute("DELETE FROM results WHERE job_key LIKE 'llm-%'")
     db.execute("DELETE FROM jobs WHERE job_key LIKE 'llm-%'")
     db.commit()
     db.close()

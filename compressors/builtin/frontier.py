@@ -30,32 +30,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from compressors._memory import dump, in_stream_order, load, pack
+from compressors._memory import dump, fits, in_stream_order, load, pack
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import (
-    AddRecord,
-    ChooseRecord,
-    CopyRecord,
     LogIndex,
     Record,
-    ReplayRecord,
-    SetRecord,
-    WhenRecord,
 )
 from histories._records import LABEL_FIELDS
 
 CONTROL_OPS = frozenset({"revoke", "tick", "replay", "choose", "when"})
-KEYED = (SetRecord, CopyRecord, ChooseRecord, ReplayRecord, WhenRecord, AddRecord)
 
 
 def is_control(record: Record) -> bool:
     """Records that decide which value counts rather than carrying one."""
-    if record.op in CONTROL_OPS:
+    op = record.op
+    if op in CONTROL_OPS:
         return True
-    if isinstance(record, SetRecord | CopyRecord):
-        return record.expires is not None or record.starts is not None
-    return isinstance(record, AddRecord) and record.expires is not None
+    if op == "set" or op == "copy":
+        return record.expires is not None or record.starts is not None  # type: ignore[union-attr]
+    return op == "add" and record.expires is not None  # type: ignore[union-attr]
 
 
 def identifier_order(record: Record) -> tuple[str, str]:
@@ -74,7 +68,8 @@ def tiers(stream: Sequence[Record], query_keys: Sequence[str]) -> list[list[Reco
     for record in stream:
         if is_control(record):
             control.append(record)
-        elif isinstance(record, KEYED) and record.key in closure and index.is_live(record):
+        # what is left is a plain set, copy or add: every one has a key
+        elif record.key in closure and index.is_live(record):  # type: ignore[union-attr]
             live_closure.append(record)
         else:
             rest.append(record)
@@ -103,6 +98,8 @@ class _FrontierBase(Compressor):
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         stream = self.candidates([*load(memory), *chunk.records])
+        if fits(stream, budget):  # every candidate fits: ranking cannot change the result
+            return dump(stream)
         return dump(in_stream_order(pack(self.rank(stream, query_keys), budget), stream))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compressors._memory import dump, load, pack
+from compressors._memory import dump, fits, load, pack
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 
@@ -20,5 +20,7 @@ class Tail(Compressor):
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         stream = [*load(memory), *chunk.records]
+        if fits(stream, budget):
+            return dump(stream)
         kept = pack(stream[::-1], budget, contiguous=True)
         return dump(kept[::-1])

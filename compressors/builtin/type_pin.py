@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compressors._memory import dump, in_stream_order, load, pack
+from compressors._memory import dump, fits, in_stream_order, load, pack
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 
@@ -23,6 +23,8 @@ class TypePin(Compressor):
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         stream = [*load(memory), *chunk.records]
+        if fits(stream, budget):
+            return dump(stream)
         newest_first = stream[::-1]
         pinned = [r for r in newest_first if r.op in PINNED_OPS]
         rest = [r for r in newest_first if r.op not in PINNED_OPS]
