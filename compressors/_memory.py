@@ -15,36 +15,58 @@ from histories._render import RenderParseError, parse_records
 
 _CACHE_LIMIT = 50_000
 _parsed: dict[str, tuple[Record, ...]] = {}
-_lines: dict[int, tuple[Record, str, int]] = {}
-"""id(record) -> (record, line, bytes); holding the record keeps its id from being reused."""
+_kept: dict[int, Record] = {}
+"""id(record) -> record: holding every cached record keeps its id from being reused,
+so an id found in the caches below always means that very record."""
+_line: dict[int, str] = {}
+_size: dict[int, int] = {}
 
 
-def _entry(record: Record) -> tuple[Record, str, int]:
-    entry = _lines.get(id(record))
-    if entry is not None and entry[0] is record:
-        return entry
-    line = record.canonical_json()
-    entry = (record, line, len(line) if line.isascii() else len(line.encode("utf-8")))
-    if len(_lines) > _CACHE_LIMIT * 4:
-        _lines.clear()
-    _lines[id(record)] = entry
-    return entry
+def _remember(records: Iterable[Record]) -> None:
+    """Cache the canonical line and UTF-8 size of records not seen yet."""
+    if len(_kept) > _CACHE_LIMIT * 4:
+        _kept.clear()
+        _line.clear()
+        _size.clear()
+    for record in records:
+        key = id(record)
+        if key not in _kept:
+            line = record.canonical_json()
+            _kept[key] = record
+            _line[key] = line
+            _size[key] = len(line) if line.isascii() else len(line.encode("utf-8"))
+
+
+def _sizes(records: Sequence[Record]) -> list[int]:
+    try:
+        return list(map(_size.__getitem__, map(id, records)))
+    except KeyError:
+        _remember(records)
+        return list(map(_size.__getitem__, map(id, records)))
 
 
 def record_line(record: Record) -> str:
     """Canonical JSON of a record, cached per record object (records are frozen)."""
-    return _entry(record)[1]
+    line = _line.get(id(record))
+    if line is None:
+        _remember((record,))
+        line = _line[id(record)]
+    return line
 
 
 def line_bytes(record: Record) -> int:
     """UTF-8 bytes the record's line takes in a memory (without the newline)."""
-    return _entry(record)[2]
+    return _sizes((record,))[0]
 
 
 def dump(records: Iterable[Record]) -> str:
     """Records -> memory text (one canonical JSON line each); cached for ``load``."""
     records = tuple(records)
-    text = "\n".join([_entry(r)[1] for r in records])
+    try:
+        text = "\n".join(map(_line.__getitem__, map(id, records)))
+    except KeyError:
+        _remember(records)
+        text = "\n".join(map(_line.__getitem__, map(id, records)))
     if len(_parsed) > _CACHE_LIMIT:
         _parsed.clear()
     _parsed[text] = records
@@ -83,11 +105,10 @@ def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) ->
     """
     chosen: list[Record] = []
     used = -1  # n lines take n-1 newlines
-    for record in ordered:
-        size = _entry(record)[2] + 1
-        if used + size <= budget:
+    for record, size in zip(ordered, _sizes(ordered), strict=True):
+        if used + size + 1 <= budget:
             chosen.append(record)
-            used += size
+            used += size + 1
         elif contiguous:
             break
     return chosen
@@ -96,15 +117,10 @@ def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) ->
 def fits(records: Sequence[Record], budget: int) -> bool:
     """Whether all of ``records`` fit in ``budget`` bytes as one memory (then a greedy
     ``pack`` keeps them all, whatever their order)."""
-    used = -1
-    for record in records:
-        used += _entry(record)[2] + 1
-        if used > budget:
-            return False
-    return True
+    return sum(_sizes(records)) + len(records) - 1 <= budget
 
 
 def in_stream_order(chosen: Iterable[Record], stream: Sequence[Record]) -> list[Record]:
     """``chosen`` re-sorted into the order they appear in ``stream`` (memory, then chunk)."""
-    keep = {id(r) for r in chosen}
+    keep = set(map(id, chosen))
     return [r for r in stream if id(r) in keep]

@@ -26,9 +26,21 @@ _FIELD_NAMES = frozenset(
 )  # fmt: skip
 
 
+_tokens: dict[int, tuple[Record, list[str]]] = {}
+"""id(record) -> (record, tokens); holding the record keeps its id from being reused."""
+
+
 def tokens(record: Record) -> list[str]:
-    """Identifier-ish tokens of the record's JSON, without the field names."""
-    return [t for t in _TOKEN.findall(record_line(record)) if t not in _FIELD_NAMES]
+    """Identifier-ish tokens of the record's JSON, without the field names (cached per
+    record object: every recall of a history tokenizes the same records again)."""
+    found = _tokens.get(id(record))
+    if found is not None:
+        return found[1]
+    words = [t for t in _TOKEN.findall(record_line(record)) if t not in _FIELD_NAMES]
+    if len(_tokens) > 200_000:
+        _tokens.clear()
+    _tokens[id(record)] = (record, words)
+    return words
 
 
 @register
