@@ -17,60 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from audit._columns import RESULT_COLUMNS
 from audit._exact import read_exact
 from audit._transforms_spec import TransformSpec
 from compressors import ArchiveCompressor, ChunkView, Compressor, build, dump, load, parse_spec
 from histories import BRANCHES, FUTURES, VARIANTS, Branch, Pair, Record, VariantName
 from histories._render import RenderParseError
 from histories._transforms import rename_record, transform
-
-RESULT_COLUMNS = (
-    "job_key",
-    "pair_id",
-    "source_pair_id",
-    "family",
-    "variant",
-    "branch",
-    "repeat",
-    "condition",
-    "compressor",
-    "kind",
-    "budget",
-    "reader",
-    "transform",
-    "transform_index",
-    "outcome",
-    "correct",
-    "adequate",
-    "memory_bytes",
-    "memory_sha256",
-    "collision",
-    "overflow",
-    "equivariant",
-    "answer",
-    "gold",
-    "error",
-    "reader_model",
-    "writer_model",
-    "correct_lenient",
-    "finish_reason",
-    "reasoning_chars",
-    "tokens_prompt",
-    "tokens_completion",
-    "latency_s",
-    "cache_hit",
-    "raw_answer",
-)
-"""Columns of results.csv, one row per read."""
-
-INTEGER_COLUMNS = frozenset({"budget", "repeat", "transform_index"})
-NUMERIC_COLUMNS = frozenset(
-    {"correct", "adequate", "memory_bytes", "collision", "overflow", "equivariant",
-     "correct_lenient", "reasoning_chars", "tokens_prompt", "tokens_completion",
-     "latency_s", "cache_hit"}
-)  # fmt: skip
-"""Score and count columns: numbers, empty (None) where not applicable or NA."""
-
 
 _INDEX = {column: i for i, column in enumerate(RESULT_COLUMNS)}
 

@@ -19,12 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from audit._evaluate import RESULT_COLUMNS, sha256
+from audit._evaluate import sha256
 from audit._exact import read_exact
 from audit._llm_reader import judge, reader_request
-from audit._store import RunStore, pack_job
+from audit._store import RunStore, pack_job, table_from_bytes
 from audit._transforms_spec import parse_transforms
 from compressors import (
     ChatClient,
@@ -264,7 +265,7 @@ async def run_stage(
     store: RunStore,
     writer: ChatClient | None,
     reader: ChatClient | None,
-    on_done: Callable[[list[str], str], None],
+    on_done: Callable[[list[str], pa.Table], None],
     concurrency: int = 16,
 ) -> None:
     """Run the units not yet in the store, committing each as it finishes."""
@@ -275,8 +276,8 @@ async def run_stage(
     async def one(unit: Unit) -> None:
         async with gate:
             rows, memories, log = await run_unit(unit, stage, writer, reader)
-        packed = pack_job(unit.key, rows, memories, RESULT_COLUMNS, log)
+        packed = pack_job(unit.key, rows, memories, log)
         if store.add_job(packed):
-            on_done(log, packed.csv_text)
+            on_done(log, table_from_bytes(packed.results))
 
     await asyncio.gather(*(one(u) for u in todo))

@@ -64,6 +64,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
 from audit._stats import (
@@ -74,6 +75,7 @@ from audit._stats import (
     holm,
     paired_comparison,
 )
+from audit._store import STORE_FORMAT, MemoryBlocks, store_format, table_from_bytes
 from reports import CompareInput, ReportInput
 
 RESULTS_PARQUET = "results.parquet"
@@ -194,13 +196,18 @@ def _read_results(run_dir: Path) -> pd.DataFrame:
     if store.exists():
         db = _connect_ro(store)
         try:
-            blocks = db.execute("SELECT columns FROM jobs ORDER BY finished").fetchall()
+            if store_format(db) == STORE_FORMAT:
+                blobs = db.execute("SELECT results FROM jobs ORDER BY finished").fetchall()
+                tables = [table_from_bytes(blob) for (blob,) in blobs]
+                if tables:
+                    return cast(pd.DataFrame, pa.concat_tables(tables).to_pandas())
+                return pd.DataFrame()
+            rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
+            return pd.DataFrame(rows)  # the first store layout: one JSON row per read
         except sqlite3.Error as error:
             raise RunDataError(f"{store}: unreadable ({error})") from None
         finally:
             db.close()
-        frames = [pd.DataFrame(json.loads(zlib.decompress(b))) for (b,) in blocks if b]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
 
 
@@ -304,14 +311,20 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
     )
 
 
-def _decode_memory(blob: bytes) -> str:
-    """A stored memory: the store's codec (preset dictionary), or plain zlib (older runs)."""
+_LEGACY_ZDICT = (
+    b'"expires":"starts":"options":{"selector":"cond_key":"cond_value":"delta":"now":'
+    b'{"id":"","op":"tick",{"id":"","op":"revoke","target":"{"id":"","op":"replay","key":"'
+    b'{"id":"","op":"choose","key":"{"id":"","op":"copy","key":"","src":"'
+    b'{"id":"","op":"set","key":"","value":"","rev":'
+)
+"""The preset zlib dictionary of the first store layout (one blob per memory)."""
+
+
+def _decode_legacy_memory(blob: bytes) -> str:
+    """A memory of the first store layout: zlib with the preset dictionary, or plain."""
     try:
-        from audit._store import decompress_memory
-    except ImportError:  # pragma: no cover - a store without the dictionary codec
-        return zlib.decompress(blob).decode("utf-8", "replace")
-    try:
-        return decompress_memory(blob)
+        text: str = zlib.decompressobj(zdict=_LEGACY_ZDICT).decompress(blob).decode("utf-8")
+        return text
     except (zlib.error, UnicodeDecodeError):
         return zlib.decompress(blob).decode("utf-8", "replace")
 
@@ -322,36 +335,47 @@ class MemoryStore:
     def __init__(self, run_dir: Path) -> None:
         path = run_dir / STORE_FILE
         self._db = _connect_ro(path) if path.exists() else None
+        self._blocks: MemoryBlocks | None = None
+        if self._db is not None:
+            try:
+                if store_format(self._db) == STORE_FORMAT:
+                    self._blocks = MemoryBlocks(self._db)
+            except sqlite3.Error:
+                self._blocks = None
         self._cache: dict[str, str | None] = {}
 
     def get(self, sha: str | None) -> str | None:
         if not sha or self._db is None:
             return None
         if sha not in self._cache:
-            try:
-                found = self._db.execute(
-                    "SELECT text FROM memories WHERE sha256 = ?", (sha,)
-                ).fetchone()
-            except sqlite3.Error:
-                found = None
-            self._cache[sha] = None if found is None else _decode_memory(found[0])
+            self._cache.update(self.many([sha]))
+            self._cache.setdefault(sha, None)
         return self._cache[sha]
 
     def many(self, shas: Iterable[str]) -> dict[str, str]:
-        wanted = [s for s in set(shas) if s and s not in self._cache]
-        if self._db is not None:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                try:
-                    rows = self._db.execute(
-                        f"SELECT sha256, text FROM memories WHERE sha256 IN ({marks})", chunk
-                    ).fetchall()
-                except sqlite3.Error:
-                    rows = []
-                for sha, blob in rows:
-                    self._cache[sha] = _decode_memory(blob)
+        shas = list(shas)
+        wanted = [s for s in dict.fromkeys(shas) if s and s not in self._cache]
+        if self._db is not None and wanted:
+            try:
+                if self._blocks is not None:
+                    self._cache.update(self._blocks.many(wanted))
+                else:
+                    self._cache.update(self._legacy(wanted))
+            except sqlite3.Error:
+                pass
         return {s: t for s in shas if (t := self._cache.get(s)) is not None}
+
+    def _legacy(self, wanted: list[str]) -> dict[str, str]:
+        assert self._db is not None
+        found: dict[str, str] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT sha256, text FROM memories WHERE sha256 IN ({marks})", chunk
+            ).fetchall()
+            found.update((sha, _decode_legacy_memory(blob)) for sha, blob in rows)
+        return found
 
     def close(self) -> None:
         if self._db is not None:

@@ -29,15 +29,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from audit._evaluate import (
-    INTEGER_COLUMNS,
-    NUMERIC_COLUMNS,
-    RESULT_COLUMNS,
-    run_job,
-    share_identical_records,
-)
+from audit._evaluate import run_job, share_identical_records
 from audit._llm_stage import LLMStageConfig, Unit, plan_units, run_stage
-from audit._store import PackedJob, RunStore, append_csv_text, pack_job, write_csv_header
+from audit._store import (
+    PackedJob,
+    RunStore,
+    StoreFormatError,
+    append_csv,
+    pack_job,
+    table_from_bytes,
+)
 from audit._summary import summarize
 from audit._transforms_spec import parse_transforms
 from compressors import ChatClient, build, parse_spec
@@ -78,6 +79,8 @@ class Job:
     key: str
     pair_json: str
     conditions: tuple[tuple[str, int], ...]
+    size: int = 0
+    """Records in the pair: a job's cost grows with it (used to start big jobs first)."""
 
 
 def condition_budgets(config: RunConfig) -> list[tuple[str, int]]:
@@ -105,7 +108,7 @@ def plan_jobs(config: RunConfig, pairs: Sequence[Pair]) -> list[Job]:
     for pair in pairs:
         text = pair.to_json()
         key = hashlib.sha256(f"{identity}\n{text}".encode()).hexdigest()[:32]
-        jobs.append(Job(key, text, cells))
+        jobs.append(Job(key, text, cells, sum(1 for _ in pair.all_records())))
     return jobs
 
 
@@ -114,7 +117,7 @@ def _execute(job: Job, transforms: Sequence[str], seed: int) -> PackedJob:
     specs = [parse_transforms(t)[0] for t in transforms]
     pair = share_identical_records(Pair.model_validate_json(job.pair_json))
     result = run_job(job.key, pair, job.conditions, specs, seed)
-    return pack_job(result.key, result.lists, result.memories, RESULT_COLUMNS, result.log)
+    return pack_job(result.key, result.lists, result.memories, result.log)
 
 
 def environment() -> dict[str, Any]:
@@ -207,7 +210,10 @@ def execute(
         if open_clients is None:
             raise ValueError("the run has an LLM stage but no backends were given")
     prepare_directory(out, config)
-    store = RunStore(out)
+    try:
+        store = RunStore(out)
+    except StoreFormatError as error:
+        raise RunDirectoryError(str(error)) from None
     costs: dict[str, Any] = {}
     try:
         started = time.perf_counter()
@@ -221,9 +227,9 @@ def execute(
         if progress:
             progress(finished, total)
 
-        def committed(log_lines: Sequence[str], csv_text: str) -> None:
+        def committed(log_lines: Sequence[str], table: pa.Table) -> None:
             nonlocal finished
-            append_csv_text(out / RESULTS_CSV, RESULT_COLUMNS, csv_text)
+            append_csv(out / RESULTS_CSV, table)
             if log_lines:
                 with (out / LOG_FILE).open("a", encoding="utf-8") as log:
                     log.write("\n".join(log_lines) + "\n")
@@ -233,7 +239,7 @@ def execute(
 
         def record(result: PackedJob) -> None:
             if store.add_job(result):
-                committed(result.log, result.csv_text)
+                committed(result.log, table_from_bytes(result.results))
 
         if workers <= 1 or len(jobs) <= 1:
             for job in jobs:
@@ -259,7 +265,7 @@ async def _llm_stage(
     units: Sequence[Unit],
     store: RunStore,
     open_clients: OpenClients,
-    committed: Callable[[Sequence[str], str], None],
+    committed: Callable[[Sequence[str], pa.Table], None],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     async with open_clients() as (writer, reader):
@@ -300,7 +306,8 @@ def _run_parallel(
 ) -> None:
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending: set[Future[PackedJob]] = set()
-        queue = list(jobs)[::-1]
+        # biggest first (stable: plan order among equals), so no long job starts last
+        queue = sorted(jobs, key=lambda job: job.size)
         while queue or pending:
             while queue and len(pending) < workers * 2:
                 pending.add(pool.submit(_execute, queue.pop(), config.transforms, config.seed))
@@ -309,38 +316,20 @@ def _run_parallel(
                 record(future.result())
 
 
-def results_table(data: dict[str, list[Any]]) -> pa.Table:
-    """Stored columns -> a typed Arrow table (integers, floats with nulls, strings)."""
-    arrays = {}
-    for column, values in data.items():
-        kind = (
-            pa.int64() if column in INTEGER_COLUMNS
-            else pa.float64() if column in NUMERIC_COLUMNS
-            else pa.string()
-        )  # fmt: skip
-        try:
-            arrays[column] = pa.array(values, type=kind)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a plugin's odd value: keep it as text
-            arrays[column] = pa.array([None if v is None else str(v) for v in values], pa.string())
-    return pa.table(arrays)
-
-
 def finish(
     out: Path, store: RunStore, config: RunConfig, order: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """Rewrite results.csv (in plan order) and results.parquet from the store, and
-    compute summary.json."""
+    """Rewrite results.csv and results.parquet from the store (jobs in plan order),
+    and compute summary.json."""
+    table = store.results(order)
     csv_path = out / RESULTS_CSV
     temp = csv_path.with_suffix(".tmp")
-    with temp.open("w", newline="", encoding="utf-8") as handle:
-        write_csv_header(handle, RESULT_COLUMNS)
-        for text in store.csv_text(order):
-            handle.write(text)
+    temp.unlink(missing_ok=True)
+    append_csv(temp, table)
     temp.replace(csv_path)
-    table = results_table(store.columns(RESULT_COLUMNS, order))
-    df = table.to_pandas() if table.num_rows else pd.DataFrame()
     if table.num_rows:
         pq.write_table(table, out / RESULTS_PARQUET)
+    df = table.to_pandas() if table.num_rows else pd.DataFrame()
     summary = summarize(df, {"config": config.model_dump(mode="json")})
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return summary

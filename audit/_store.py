@@ -2,51 +2,40 @@
 
 A job's results, its distinct memories and its "done" mark are committed in one
 transaction, so a run killed at any moment (even SIGKILL) holds only whole jobs,
-and resuming skips exactly those.  A job's results are kept as one compressed
-block (its columns as JSON, and its results.csv lines), not one SQL row per read:
-a 100,000-read run then writes and reads back in a fraction of a second.
-Memories are stored once per sha256, compressed.  results.csv grows as jobs
-finish and is rewritten from the store at the end, in plan order, so after a
-completed run it always equals the store and does not depend on which worker
-finished first.
+and resuming skips exactly those.  A job's results are one typed Arrow table
+(IPC, compressed), not one SQL row per read, and its distinct memories are one
+compressed block with an index by sha256 (memories of a job share most of their
+lines, so a block compresses far better and faster than memory by memory).
+results.csv grows as jobs finish and is rewritten from the store at the end, in
+plan order, so after a completed run it equals the store and does not depend on
+which worker finished first.
 """
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 import sqlite3
 import time
-import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.ipc as pa_ipc
+
+from audit._columns import RESULT_COLUMNS, RESULT_SCHEMA, results_table
+
 STORE_FILE = "store.sqlite"
+STORE_FORMAT = 3
+"""Bumped when the layout changes; an older store is never written to."""
 
-_ZDICT = (
-    b'"expires":"starts":"options":{"selector":"cond_key":"cond_value":"delta":"now":'
-    b'{"id":"","op":"tick",{"id":"","op":"revoke","target":"{"id":"","op":"replay","key":"'
-    b'{"id":"","op":"choose","key":"{"id":"","op":"copy","key":"","src":"'
-    b'{"id":"","op":"set","key":"","value":"","rev":'
-)
-"""Preset zlib dictionary: record-log memories are short and share these fragments,
-which roughly halves their stored size."""
-
-_BLOCK_LEVEL = 1
-"""zlib level of a job's result block: the block is repetitive, so the fastest
-level already shrinks it about tenfold, and it is written on the hot path."""
+_CODEC = pa.Codec("zstd", 3)
 
 
-def compress_memory(text: str) -> bytes:
-    packer = zlib.compressobj(6, zdict=_ZDICT)
-    return packer.compress(text.encode("utf-8")) + packer.flush()
-
-
-def decompress_memory(blob: bytes) -> str:
-    return zlib.decompressobj(zdict=_ZDICT).decompress(blob).decode("utf-8")
+class StoreFormatError(ValueError):
+    """The run directory's store was written by another version of memory-audit."""
 
 
 @dataclass(frozen=True)
@@ -55,56 +44,133 @@ class PackedJob:
 
     key: str
     n_rows: int
-    columns_blob: bytes
-    """zlib of JSON ``{column: [value per row]}``: typed values, None kept apart from ""."""
-    csv_text: str
-    """The job's results.csv lines (no header)."""
-    memories: list[tuple[str, bytes]]
+    results: bytes
+    """The job's rows: a RESULT_SCHEMA table as Arrow IPC (compressed)."""
+    memory_block: bytes
+    """The job's distinct memories, UTF-8, concatenated and compressed."""
+    memory_size: int
+    memory_index: list[tuple[str, int, int]]
+    """(sha256, start, length) of each memory in the uncompressed block."""
     log: list[str]
 
 
-def rows_to_lists(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[list[Any]]:
-    """Dict rows -> value lists in ``columns`` order (missing columns are None)."""
-    return [[row.get(c) for c in columns] for row in rows]
+def table_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    options = pa_ipc.IpcWriteOptions(compression="zstd")
+    with pa_ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def table_from_bytes(blob: bytes) -> pa.Table:
+    return pa_ipc.open_stream(blob).read_all()
 
 
 def pack_job(
     key: str,
     rows: Sequence[dict[str, Any]] | Sequence[list[Any]],
     memories: dict[str, str],
-    columns: Sequence[str],
     log: Sequence[str] = (),
 ) -> PackedJob:
-    """Serialize a job; ``rows`` are dicts, or lists already in ``columns`` order."""
-    lists: Sequence[list[Any]] = (
-        rows_to_lists(rows, columns)  # type: ignore[arg-type]
+    """Serialize a job; ``rows`` are dicts, or lists already in RESULT_COLUMNS order."""
+    lists: Sequence[Sequence[Any]] = (
+        [[row.get(c) for c in RESULT_COLUMNS] for row in rows]  # type: ignore[union-attr]
         if rows and isinstance(rows[0], dict)
         else rows  # type: ignore[assignment]
     )
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows(lists)
-    by_column = {c: list(v) for c, v in zip(columns, zip(*lists, strict=True), strict=True)}
-    blob = zlib.compress(json.dumps(by_column, separators=(",", ":")).encode(), _BLOCK_LEVEL)
+    parts, index, start = [], [], 0
+    for sha, text in memories.items():
+        raw = text.encode("utf-8")
+        parts.append(raw)
+        index.append((sha, start, len(raw)))
+        start += len(raw)
+    block = b"".join(parts)
     return PackedJob(
         key=key,
         n_rows=len(lists),
-        columns_blob=blob,
-        csv_text=buffer.getvalue(),
-        memories=[(sha, compress_memory(text)) for sha, text in memories.items()],
+        results=table_bytes(results_table(lists)),
+        memory_block=_CODEC.compress(block, asbytes=True) if block else b"",
+        memory_size=len(block),
+        memory_index=index,
         log=list(log),
     )
 
 
-_SCHEMA = """
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS store_format (version INTEGER NOT NULL);
+INSERT INTO store_format SELECT {STORE_FORMAT} WHERE NOT EXISTS (SELECT 1 FROM store_format);
 CREATE TABLE IF NOT EXISTS jobs (
     job_key TEXT PRIMARY KEY,
     finished REAL NOT NULL,
-    n_rows INTEGER NOT NULL DEFAULT 0,
-    columns BLOB,
-    csv BLOB
+    n_rows INTEGER NOT NULL,
+    results BLOB NOT NULL,
+    memory_block INTEGER
 );
-CREATE TABLE IF NOT EXISTS memories (sha256 TEXT PRIMARY KEY, text BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS memory_blocks (
+    block INTEGER PRIMARY KEY AUTOINCREMENT,
+    size INTEGER NOT NULL,
+    blob BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memory_index (
+    sha256 TEXT PRIMARY KEY,
+    block INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    length INTEGER NOT NULL
+);
 """
+
+
+def store_format(db: sqlite3.Connection) -> int | None:
+    """The layout version of an open store (None: empty; 1: the first layout)."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "store_format" in tables:
+        found = db.execute("SELECT version FROM store_format").fetchone()
+        return None if found is None else int(found[0])
+    return 1 if "jobs" in tables else None
+
+
+class MemoryBlocks:
+    """Memories by sha256, from the store's compressed blocks (recently used blocks
+    stay decompressed: a report reads many memories of the same job)."""
+
+    def __init__(self, db: sqlite3.Connection, keep: int = 8) -> None:
+        self._db = db
+        self._keep = keep
+        self._blocks: dict[int, bytes] = {}
+
+    def _block(self, block: int) -> bytes:
+        if block not in self._blocks:
+            size, blob = self._db.execute(
+                "SELECT size, blob FROM memory_blocks WHERE block = ?", (block,)
+            ).fetchone()
+            if len(self._blocks) >= self._keep:
+                self._blocks.pop(next(iter(self._blocks)))
+            self._blocks[block] = _CODEC.decompress(blob, decompressed_size=size, asbytes=True)
+        return self._blocks[block]
+
+    def get(self, sha: str) -> str | None:
+        found = self._db.execute(
+            "SELECT block, start, length FROM memory_index WHERE sha256 = ?", (sha,)
+        ).fetchone()
+        if found is None:
+            return None
+        block, start, length = found
+        return self._block(block)[start : start + length].decode("utf-8")
+
+    def many(self, shas: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        wanted = list(dict.fromkeys(s for s in shas if s))
+        for first in range(0, len(wanted), 500):
+            chunk = wanted[first : first + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT sha256, block, start, length FROM memory_index WHERE sha256 IN ({marks})"
+                " ORDER BY block",
+                chunk,
+            ).fetchall()
+            for sha, block, start, length in rows:
+                out[sha] = self._block(block)[start : start + length].decode("utf-8")
+        return out
 
 
 class RunStore:
@@ -113,9 +179,18 @@ class RunStore:
     def __init__(self, directory: Path) -> None:
         self.path = directory / STORE_FILE
         self._db = sqlite3.connect(self.path, isolation_level=None)
+        version = store_format(self._db)
+        if version is not None and version != STORE_FORMAT:
+            self._db.close()
+            raise StoreFormatError(
+                f"{self.path} was written by another version of memory-audit (store format "
+                f"{version}, this one writes {STORE_FORMAT}); its results stay readable by "
+                "`audit report`, but it cannot be resumed: choose another --out"
+            )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._memories = MemoryBlocks(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -130,69 +205,56 @@ class RunStore:
             if self._db.execute("SELECT 1 FROM jobs WHERE job_key = ?", (job.key,)).fetchone():
                 self._db.execute("ROLLBACK")
                 return False
-            self._db.executemany(
-                "INSERT OR IGNORE INTO memories (sha256, text) VALUES (?, ?)", job.memories
-            )
+            block = None
+            if job.memory_index:
+                block = self._db.execute(
+                    "INSERT INTO memory_blocks (size, blob) VALUES (?, ?)",
+                    (job.memory_size, job.memory_block),
+                ).lastrowid
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO memory_index VALUES (?, ?, ?, ?)",
+                    [(sha, block, start, length) for sha, start, length in job.memory_index],
+                )
             self._db.execute(
                 "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
-                (job.key, time.time(), job.n_rows, job.columns_blob,
-                 zlib.compress(job.csv_text.encode("utf-8"), _BLOCK_LEVEL)),
-            )  # fmt: skip
+                (job.key, time.time(), job.n_rows, job.results, block),
+            )
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         return True
 
-    def _ordered(self, what: str, order: Sequence[str]) -> Iterator[tuple[str, bytes | None]]:
-        """(job_key, blob) in ``order``, then any other stored job by finishing time."""
+    def tables(self, order: Sequence[str] = ()) -> Iterator[pa.Table]:
+        """Each stored job's results, jobs in ``order`` first, then the rest by finishing time."""
         rank = {key: i for i, key in enumerate(order)}
-        found = self._db.execute(f"SELECT job_key, {what}, finished FROM jobs").fetchall()
-        found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[2], row[0]))
-        for key, blob, _ in found:
-            yield key, blob
+        found = self._db.execute("SELECT job_key, finished FROM jobs").fetchall()
+        found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[1], row[0]))
+        for key, _ in found:
+            (blob,) = self._db.execute(
+                "SELECT results FROM jobs WHERE job_key = ?", (key,)
+            ).fetchone()
+            yield table_from_bytes(blob)
 
-    def columns(self, columns: Sequence[str], order: Sequence[str] = ()) -> dict[str, list[Any]]:
-        """Every stored read as ``{column: values}`` (jobs in ``order`` first)."""
-        out: dict[str, list[Any]] = {c: [] for c in columns}
-        for _, blob in self._ordered("columns", order):
-            if not blob:
-                continue
-            block: dict[str, list[Any]] = json.loads(zlib.decompress(blob))
-            size = len(next(iter(block.values()), []))
-            for column in columns:
-                out[column].extend(block.get(column) or [None] * size)
-        return out
+    def results(self, order: Sequence[str] = ()) -> pa.Table:
+        """Every stored read as one table (jobs in ``order`` first)."""
+        tables = list(self.tables(order))
+        return pa.concat_tables(tables) if tables else RESULT_SCHEMA.empty_table()
 
-    def rows(self, columns: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+    def rows(self) -> Iterator[dict[str, Any]]:
         """Every stored read as a dict (for inspection and tests)."""
-        if columns is None:
-            from audit._evaluate import RESULT_COLUMNS
-
-            columns = RESULT_COLUMNS
-        data = self.columns(columns)
-        for values in zip(*data.values(), strict=True):
-            yield dict(zip(columns, values, strict=True))
-
-    def csv_text(self, order: Sequence[str] = ()) -> Iterator[str]:
-        """The results.csv lines of every stored job (jobs in ``order`` first)."""
-        for _, blob in self._ordered("csv", order):
-            if blob:
-                yield zlib.decompress(blob).decode("utf-8")
+        for table in self.tables():
+            yield from table.to_pylist()
 
     def memory(self, sha: str) -> str | None:
-        found = self._db.execute("SELECT text FROM memories WHERE sha256 = ?", (sha,)).fetchone()
-        return None if found is None else decompress_memory(found[0])
+        return self._memories.get(sha)
 
 
-def write_csv_header(handle: Any, columns: Sequence[str]) -> None:
-    csv.writer(handle).writerow(columns)
-
-
-def append_csv_text(path: Path, columns: Sequence[str], text: str) -> None:
-    """Append pre-formatted CSV lines (header first if the file is new)."""
-    new = not path.exists()
-    with path.open("a", newline="", encoding="utf-8") as handle:
-        if new:
-            write_csv_header(handle, columns)
-        handle.write(text)
+def append_csv(path: Path, table: pa.Table) -> None:
+    """Append a table's rows to a CSV file (header first if the file is new)."""
+    new = not path.exists() or path.stat().st_size == 0
+    sink = io.BytesIO()
+    options = pa_csv.WriteOptions(include_header=new, quoting_header="none")
+    pa_csv.write_csv(table, sink, options)
+    with path.open("ab") as handle:
+        handle.write(sink.getvalue())

@@ -37,7 +37,8 @@ def _remember(records: Iterable[Record]) -> None:
             _size[key] = len(line) if line.isascii() else len(line.encode("utf-8"))
 
 
-def _sizes(records: Sequence[Record]) -> list[int]:
+def record_sizes(records: Sequence[Record]) -> list[int]:
+    """UTF-8 bytes of each record's line (without the newline), cached per record."""
     try:
         return list(map(_size.__getitem__, map(id, records)))
     except KeyError:
@@ -56,7 +57,7 @@ def record_line(record: Record) -> str:
 
 def line_bytes(record: Record) -> int:
     """UTF-8 bytes the record's line takes in a memory (without the newline)."""
-    return _sizes((record,))[0]
+    return record_sizes((record,))[0]
 
 
 def dump(records: Iterable[Record]) -> str:
@@ -105,7 +106,7 @@ def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) ->
     """
     chosen: list[Record] = []
     used = -1  # n lines take n-1 newlines
-    for record, size in zip(ordered, _sizes(ordered), strict=True):
+    for record, size in zip(ordered, record_sizes(ordered), strict=True):
         if used + size + 1 <= budget:
             chosen.append(record)
             used += size + 1
@@ -117,7 +118,21 @@ def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) ->
 def fits(records: Sequence[Record], budget: int) -> bool:
     """Whether all of ``records`` fit in ``budget`` bytes as one memory (then a greedy
     ``pack`` keeps them all, whatever their order)."""
-    return sum(_sizes(records)) + len(records) - 1 <= budget
+    return sum(record_sizes(records)) + len(records) - 1 <= budget
+
+
+def pack_positions(order: Iterable[int], sizes: Sequence[int], budget: int) -> list[int]:
+    """``pack`` by position: greedily take positions in ``order`` while the lines of
+    the chosen records (``sizes``) fit ``budget``; returns them in ascending order."""
+    chosen: list[int] = []
+    used = -1
+    for position in order:
+        size = sizes[position] + 1
+        if used + size <= budget:
+            chosen.append(position)
+            used += size
+    chosen.sort()
+    return chosen
 
 
 def in_stream_order(chosen: Iterable[Record], stream: Sequence[Record]) -> list[Record]:

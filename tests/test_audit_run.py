@@ -57,26 +57,50 @@ def test_run_directory_contents(small_run: Path):
 
 
 def test_results_agree_with_the_exact_reader_and_memories_are_stored(small_run: Path):
-    rows = csv_rows(small_run / "results.csv")
-    db = sqlite3.connect(small_run / "store.sqlite")
-    from audit._store import decompress_memory
+    import hashlib
+
+    from audit._store import RunStore
     from compressors import load
     from histories import LogIndex
 
-    checked = 0
-    for row in rows[::37]:
-        blob = db.execute(
-            "SELECT text FROM memories WHERE sha256 = ?", (row["memory_sha256"],)
-        ).fetchone()
-        memory = decompress_memory(blob[0])
-        assert len(memory.encode()) == int(row["memory_bytes"])
-        answer = LogIndex(load(memory)).resolve(list(json.loads(row["gold"])))
-        assert (answer == json.loads(row["gold"])) == (row["correct"] == "1")
-        checked += 1
-    assert checked > 10
+    rows = csv_rows(small_run / "results.csv")
+    store = RunStore(small_run)
+    try:
+        checked = 0
+        for row in rows[::37]:
+            memory = store.memory(row["memory_sha256"])
+            assert memory is not None
+            assert hashlib.sha256(memory.encode()).hexdigest() == row["memory_sha256"]
+            assert len(memory.encode()) == int(row["memory_bytes"])
+            answer = LogIndex(load(memory)).resolve(list(json.loads(row["gold"])))
+            assert (answer == json.loads(row["gold"])) == (row["correct"] == "1")
+            checked += 1
+        assert checked > 10
+    finally:
+        store.close()
+    db = sqlite3.connect(small_run / "store.sqlite")
     distinct = {r["memory_sha256"] for r in rows}
-    (count,) = db.execute("SELECT COUNT(*) FROM memories").fetchone()
+    (count,) = db.execute("SELECT COUNT(*) FROM memory_index").fetchone()
+    db.close()
     assert count == len(distinct)  # once per hash
+
+
+def test_a_store_of_another_format_is_not_resumed(small_run: Path, tmp_path: Path):
+    import shutil
+
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(small_run / "config.json", old / "config.json")
+    db = sqlite3.connect(old / "store.sqlite")  # the first layout: one JSON row per read
+    db.executescript(
+        "CREATE TABLE jobs (job_key TEXT PRIMARY KEY, finished REAL NOT NULL);"
+        "CREATE TABLE results (seq INTEGER PRIMARY KEY, job_key TEXT, row TEXT);"
+    )
+    db.close()
+    result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(old))
+    assert result.exit_code == 2, result.output
+    assert "another version of memory-audit" in result.output
+    assert not (old / "results.csv").exists()
 
 
 def test_summary_scores_and_selection_flag(small_run: Path):

@@ -46,6 +46,7 @@ from histories import (
     resolve,
 )
 from histories._transforms import rename
+from tests import strategies
 
 BUILTINS = compressors.builtins()
 DETERMINISTIC = compressors.deterministic_builtins()
@@ -301,6 +302,30 @@ def test_frontier_is_not_label_equivariant_on_a_pilot_late_reference_pair():
 
 
 # --------------------------------------------------------------------------- per-condition invariants
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pair=pairs,
+    logs=st.lists(strategies.logs(min_size=1, max_size=12), max_size=3),
+    extra=st.lists(st.text("abcdefghijklmnopqrstuvwxyz0123456789_", min_size=1), max_size=3),
+)
+def test_record_bm25_equals_the_library_on_tokenized_records(pair, logs, extra):
+    # the record-level statistics must give the library's own idf and scores, bit for bit
+    from rank_bm25 import BM25Okapi
+
+    from compressors.builtin.bm25 import RecordBM25, tokens
+
+    histories = [pair.history(v, b) for v in VARIANTS for b in BRANCHES] + logs
+    for history in histories:
+        ours, theirs = RecordBM25(history), BM25Okapi([tokens(r) for r in history])
+        assert ours.doc_len == theirs.doc_len
+        assert ours.avgdl == theirs.avgdl
+        assert ours.doc_freqs == theirs.doc_freqs
+        assert list(ours.idf.items()) == list(theirs.idf.items())
+        assert ours.average_idf == theirs.average_idf
+        query = [*pair.query, *extra]
+        assert ours.get_scores(query).tolist() == theirs.get_scores(query).tolist()
 
 
 @settings(max_examples=40, deadline=None)

@@ -319,13 +319,11 @@ def one_faulty_run(
     else:
         assert "joint_J_bounds" not in entry, entry
         assert entry["joint_J"]["n"] == len(blocks), entry
-    lines = (out / "results.csv").read_text().splitlines()
-    header = lines[0].split(",")
-    for line in lines[1:]:
-        fields = dict(zip(header, next(csv.reader([line])), strict=True))
-        if fields["outcome"] == "na":
-            assert fields["correct"] == "", line
-            assert fields["correct_lenient"] == "", line
+    with (out / "results.csv").open(newline="") as handle:
+        for fields in csv.DictReader(handle):
+            if fields["outcome"] == "na":
+                assert fields["correct"] == "", fields
+                assert fields["correct_lenient"] == "", fields
 
 
 def closed_port_url() -> str:

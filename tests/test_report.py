@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from audit._store import compress_memory
+from audit._store import RunStore, pack_job
 from audit.cli import app
 from histories import GenerationConfig, distinguishing_ids, generate
 from reports import ReportInput, visible
@@ -167,18 +167,9 @@ def hostile_run(tmp_path_factory) -> Path:
                         }
                     )
     pd.DataFrame(rows).to_csv(root / "results.csv", index=False)
-    db = sqlite3.connect(root / "store.sqlite")
-    db.executescript(
-        "CREATE TABLE jobs (job_key TEXT PRIMARY KEY, finished REAL NOT NULL);"
-        "CREATE TABLE memories (sha256 TEXT PRIMARY KEY, text BLOB NOT NULL);"
-    )
-    db.executemany(
-        "INSERT INTO memories VALUES (?, ?)",
-        [(sha, compress_memory(text)) for sha, text in memories.items()],
-    )
-    db.execute("INSERT INTO jobs VALUES ('j', ?)", (time.time(),))
-    db.commit()
-    db.close()
+    store = RunStore(root)
+    assert store.add_job(pack_job("j", rows, memories))
+    store.close()
     result = run("report", str(root))
     assert result.exit_code == 0, result.output
     return root
@@ -513,3 +504,29 @@ def test_report_in_headless_chromium(which: str, chromium: str, tmp_path: Path, 
     assert dom.stdout.count("<svg") >= 3
     assert "<script" not in dom.stdout.lower()
     assert _console_lines(dom.stderr) == []
+
+
+def test_memories_of_the_first_store_layout_still_read(tmp_path: Path):
+    # runs made before the block layout kept one zlib blob (preset dictionary) per memory
+    import zlib
+
+    from audit._report_data import _LEGACY_ZDICT, MemoryStore
+
+    text = '{"id":"r1","op":"set","key":"k","value":"v","rev":1}'
+    packer = zlib.compressobj(6, zdict=_LEGACY_ZDICT)
+    db = sqlite3.connect(tmp_path / "store.sqlite")
+    db.executescript(
+        "CREATE TABLE jobs (job_key TEXT PRIMARY KEY, finished REAL NOT NULL);"
+        "CREATE TABLE memories (sha256 TEXT PRIMARY KEY, text BLOB NOT NULL);"
+    )
+    db.execute(
+        "INSERT INTO memories VALUES ('abc', ?)", (packer.compress(text.encode()) + packer.flush(),)
+    )
+    db.commit()
+    db.close()
+    memories = MemoryStore(tmp_path)
+    try:
+        assert memories.get("abc") == text
+        assert memories.get("missing") is None
+    finally:
+        memories.close()

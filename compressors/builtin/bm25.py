@@ -10,7 +10,9 @@ weakness a late reference exposes.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 
 from rank_bm25 import BM25Okapi
 
@@ -26,21 +28,42 @@ _FIELD_NAMES = frozenset(
 )  # fmt: skip
 
 
-_tokens: dict[int, tuple[Record, list[str]]] = {}
-"""id(record) -> (record, tokens); holding the record keeps its id from being reused."""
+_stats: dict[int, tuple[Record, list[str], dict[str, int]]] = {}
+"""id(record) -> (record, tokens, term counts); holding the record keeps its id from
+being reused.  Every recall of a history tokenizes the same records again."""
+
+
+def _record_stats(record: Record) -> tuple[Record, list[str], dict[str, int]]:
+    found = _stats.get(id(record))
+    if found is None:
+        words = [t for t in _TOKEN.findall(record_line(record)) if t not in _FIELD_NAMES]
+        counts: dict[str, int] = {}
+        for word in words:  # first-seen order, as rank_bm25 builds it
+            counts[word] = counts.get(word, 0) + 1
+        if len(_stats) > 200_000:
+            _stats.clear()
+        found = _stats[id(record)] = (record, words, counts)
+    return found
 
 
 def tokens(record: Record) -> list[str]:
-    """Identifier-ish tokens of the record's JSON, without the field names (cached per
-    record object: every recall of a history tokenizes the same records again)."""
-    found = _tokens.get(id(record))
-    if found is not None:
-        return found[1]
-    words = [t for t in _TOKEN.findall(record_line(record)) if t not in _FIELD_NAMES]
-    if len(_tokens) > 200_000:
-        _tokens.clear()
-    _tokens[id(record)] = (record, words)
-    return words
+    """Identifier-ish tokens of the record's JSON, without the field names."""
+    return _record_stats(record)[1]
+
+
+class RecordBM25(BM25Okapi):  # type: ignore[misc]
+    """``rank_bm25.BM25Okapi`` over records, its corpus statistics built from term
+    counts cached per record.  Scores and idf are the library's; the statistics equal
+    what ``BM25Okapi([tokens(r) for r in records])`` computes (a test checks it)."""
+
+    def _initialize(self, corpus: Sequence[Record]) -> dict[str, int]:
+        stats = [_record_stats(record) for record in corpus]
+        self.doc_len = [len(words) for _, words, _ in stats]
+        self.doc_freqs = [counts for _, _, counts in stats]
+        self.corpus_size = len(stats)
+        self.avgdl = sum(self.doc_len) / self.corpus_size
+        # documents in order, words first-seen: the library's insertion order
+        return dict(Counter(chain.from_iterable(self.doc_freqs)))
 
 
 @register
@@ -53,7 +76,7 @@ class BM25(ArchiveCompressor):
     ) -> str:
         if not history:
             return ""
-        scores = BM25Okapi([tokens(r) for r in history]).get_scores(list(query_keys))
+        scores = RecordBM25(list(history)).get_scores(list(query_keys))
         order = sorted(range(len(history)), key=lambda i: (-scores[i], -i))  # ties: newest
         ranked = [history[i] for i in order]
         return dump(in_stream_order(pack(ranked, budget), history))

@@ -28,9 +28,9 @@ renaming.  The variants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from compressors._memory import dump, fits, in_stream_order, load, pack
+from compressors._memory import dump, load, pack_positions, record_sizes
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import (
@@ -58,6 +58,24 @@ def identifier_order(record: Record) -> tuple[str, str]:
     return (getattr(record, fields[0]) if fields else "", record.id)
 
 
+_facts: dict[int, tuple[Record, bool, tuple[str, str]]] = {}
+"""id(record) -> (record, is_control, identifier_order): what a record is never changes,
+and every update of a stream asks again.  Holding the record keeps its id unique."""
+
+
+def _facts_of(record: Record) -> tuple[Record, bool, tuple[str, str]]:
+    found = _facts.get(id(record))
+    if found is None:
+        if len(_facts) > 200_000:
+            _facts.clear()
+        found = _facts[id(record)] = (record, is_control(record), identifier_order(record))
+    return found
+
+
+def _order_key(record: Record) -> tuple[str, str]:
+    return _facts_of(record)[2]
+
+
 def tiers(stream: Sequence[Record], query_keys: Sequence[str]) -> list[list[Record]]:
     """[control, live dependency closure, rest], each in stream order."""
     index = LogIndex(stream)
@@ -66,7 +84,7 @@ def tiers(stream: Sequence[Record], query_keys: Sequence[str]) -> list[list[Reco
     live_closure: list[Record] = []
     rest: list[Record] = []
     for record in stream:
-        if is_control(record):
+        if _facts_of(record)[1]:
             control.append(record)
         # what is left is a plain set, copy or add: every one has a key
         elif record.key in closure and index.is_live(record):  # type: ignore[union-attr]
@@ -84,23 +102,36 @@ class _FrontierBase(Compressor):
     def candidates(self, stream: list[Record]) -> list[Record]:
         return stream
 
-    def order_tier(self, tier: list[Record], stream: list[Record]) -> list[Record]:
-        if self.tie_break == "identifier":
-            return sorted(tier, key=identifier_order)
-        position: dict[int, int] = {id(r): i for i, r in enumerate(stream)}
-        return sorted(tier, key=lambda r: -position[id(r)])  # most recent first
-
-    def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[Record]:
-        ranked: list[Record] = []
-        for tier in tiers(stream, query_keys):
-            ranked.extend(self.order_tier(tier, stream))
-        return ranked
+    def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
+        """Positions in ``stream``, best first: by tier (see ``tiers``), then by the
+        tie-break.  One sort over (tier, tie-break) keys, the same order as sorting
+        each tier on its own."""
+        index = LogIndex(stream)
+        closure = index.closure(query_keys)
+        facts = _facts.get
+        by_identifier = self.tie_break == "identifier"
+        keys: list[tuple[Any, ...]] = []
+        for position, record in enumerate(stream):
+            fact = facts(id(record)) or _facts_of(record)
+            if fact[1]:
+                tier = 0
+            # what is left is a plain set, copy or add: every one has a key
+            elif record.key in closure and index.is_live(record):  # type: ignore[union-attr]
+                tier = 1
+            else:
+                tier = 2
+            # recency: most recent first, i.e. the highest position first
+            keys.append((tier, fact[2], position) if by_identifier else (tier, -position))
+        keys.sort()
+        return [k[2] for k in keys] if by_identifier else [-k[1] for k in keys]
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         stream = self.candidates([*load(memory), *chunk.records])
-        if fits(stream, budget):  # every candidate fits: ranking cannot change the result
+        sizes = record_sizes(stream)
+        if sum(sizes) + len(stream) - 1 <= budget:  # all fit: ranking cannot matter
             return dump(stream)
-        return dump(in_stream_order(pack(self.rank(stream, query_keys), budget), stream))
+        chosen = pack_positions(self.rank(stream, query_keys), sizes, budget)
+        return dump([stream[position] for position in chosen])
 
 
 @register
@@ -146,10 +177,11 @@ class FrontierLatest(_FrontierBase):
         keep = {id(r) for group in latest.values() for r in group}
         return [r for r in stream if id(r) in keep]
 
-    def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[Record]:
+    def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
         closure = LogIndex(stream).closure(query_keys)
 
-        def closure_first(record: Record) -> tuple[bool, tuple[str, str]]:
-            return (record.key not in closure, identifier_order(record))  # type: ignore[union-attr]
+        def closure_first(position: int) -> tuple[bool, tuple[str, str]]:
+            record = stream[position]
+            return (record.key not in closure, _order_key(record))  # type: ignore[union-attr]
 
-        return sorted(stream, key=closure_first)
+        return sorted(range(len(stream)), key=closure_first)
