@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from histories._records import (
     AddRecord,
@@ -35,7 +36,9 @@ from histories._records import (
     CopyRecord,
     Record,
     ReplayRecord,
+    RevokeRecord,
     SetRecord,
+    TickRecord,
     WhenRecord,
     referenced_keys,
 )
@@ -47,45 +50,62 @@ _INTEGER = re.compile(r"^-?[0-9]{1,18}$")
 _BINDING = (SetRecord, CopyRecord, ChooseRecord, ReplayRecord, WhenRecord)
 
 
+_Entry = TypeVar("_Entry", bound=Record)
+
+
+def _drop_revoked(table: dict[str, list[_Entry]], revoked: set[str]) -> None:
+    """Remove revoked records from per-key lists (and keys left with none)."""
+    for key, entries in list(table.items()):
+        kept = [r for r in entries if r.id not in revoked]
+        if kept:
+            table[key] = kept
+        else:
+            del table[key]
+
+
 class LogIndex:
     """A log indexed once so that many keys can be resolved against it cheaply."""
 
     __slots__ = ("adds", "bindings", "by_id", "clock", "revoked")
 
     def __init__(self, records: Iterable[Record]) -> None:
-        records = list(records)
-        self.by_id: dict[str, Record] = {r.id: r for r in records}
-        by_id = self.by_id
-        controls = [r for r in records if r.op == "revoke" or r.op == "tick"]
-        # A revoke of a record absent from this log still counts: it must block a
-        # later replay of that record (memories often keep only the tombstone).
-        self.revoked: set[str] = {
-            r.target
-            for r in controls
-            if r.op == "revoke" and getattr(by_id.get(r.target), "op", None) != "revoke"
-        }
-        revoked = self.revoked
-        ticks = [r.now for r in controls if r.op == "tick" and r.id not in revoked]
-        self.clock = max(ticks, default=0)
+        # one pass over the log (the exact reader and the packers build an index per
+        # read and per update); revoked records are dropped from the lists afterwards
+        by_id: dict[str, Record] = {}
         bindings: dict[str, list[Record]] = {}
         adds: dict[str, list[AddRecord]] = {}
+        revokes: list[RevokeRecord] = []
+        ticks: list[TickRecord] = []
         for record in records:
+            by_id[record.id] = record
             op = record.op
-            if op == "revoke" or op == "tick" or (revoked and record.id in revoked):
-                continue
-            key: str = record.key  # type: ignore[union-attr]
-            if op == "add":
-                found = adds.get(key)
-                if found is None:
-                    adds[key] = [record]  # type: ignore[list-item]
+            if op == "revoke":
+                revokes.append(record)  # type: ignore[arg-type]
+            elif op == "tick":
+                ticks.append(record)  # type: ignore[arg-type]
+            elif op == "add":
+                found_add = adds.get(record.key)  # type: ignore[union-attr]
+                if found_add is None:
+                    adds[record.key] = [record]  # type: ignore[union-attr,list-item]
                 else:
-                    found.append(record)  # type: ignore[arg-type]
+                    found_add.append(record)  # type: ignore[arg-type]
             else:
-                found_b = bindings.get(key)
-                if found_b is None:
-                    bindings[key] = [record]
+                found = bindings.get(record.key)  # type: ignore[union-attr]
+                if found is None:
+                    bindings[record.key] = [record]  # type: ignore[union-attr]
                 else:
-                    found_b.append(record)
+                    found.append(record)
+        # A revoke of a record absent from this log still counts: it must block a
+        # later replay of that record (memories often keep only the tombstone).
+        revoked = {
+            r.target for r in revokes if getattr(by_id.get(r.target), "op", None) != "revoke"
+        }
+        if revoked:
+            _drop_revoked(bindings, revoked)
+            _drop_revoked(adds, revoked)
+        self.by_id = by_id
+        self.revoked: set[str] = revoked
+        self.clock = max((t.now for t in ticks if t.id not in revoked), default=0)
         self.bindings = bindings
         self.adds = adds
 

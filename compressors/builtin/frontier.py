@@ -108,6 +108,7 @@ class _FrontierBase(Compressor):
         each tier on its own."""
         index = LogIndex(stream)
         closure = index.closure(query_keys)
+        revoked = index.revoked
         facts = _facts.get
         by_identifier = self.tie_break == "identifier"
         keys: list[tuple[Any, ...]] = []
@@ -115,8 +116,9 @@ class _FrontierBase(Compressor):
             fact = facts(id(record)) or _facts_of(record)
             if fact[1]:
                 tier = 0
-            # what is left is a plain set, copy or add: every one has a key
-            elif record.key in closure and index.is_live(record):  # type: ignore[union-attr]
+            # What is left is a set, copy or add without a validity window (those are
+            # control records): live exactly when not revoked (LogIndex.is_live).
+            elif record.key in closure and record.id not in revoked:  # type: ignore[union-attr]
                 tier = 1
             else:
                 tier = 2
