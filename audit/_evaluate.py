@@ -73,12 +73,35 @@ UpdateMemo = dict[tuple[str, tuple[int, ...], int], tuple[str, bool]]
 """(memory, ids of the chunk's records, chunk index) -> (new memory, over budget)."""
 
 
+ChunkPlan = tuple[tuple[Record, ...], tuple[int, ...], int, int]
+"""(records, their ids, render seed, chunk index) of one chunk of a stream."""
+VariantPlan = tuple[list[ChunkPlan], dict[Branch, list[ChunkPlan]]]
+"""A variant's prefix chunks, and each future's chunks after them."""
+
+
+def plan_variant(pair: Pair, variant: VariantName) -> VariantPlan:
+    """The chunks one variant streams: worked out once per pair instance, shared by
+    every condition streaming it."""
+
+    def chunk(records: Sequence[Record], index: int) -> ChunkPlan:
+        records = tuple(records)
+        return (records, tuple(map(id, records)), _chunk_seed(pair, variant, index), index)
+
+    prefix = pair.variants.of(variant).chunks
+    futures: dict[Branch, list[ChunkPlan]] = {
+        future: [chunk(c, len(prefix) + i) for i, c in enumerate(pair.futures.of(future))]
+        for future in FUTURES
+    }
+    return [chunk(c, i) for i, c in enumerate(prefix)], futures
+
+
 def stream_variant(
     compressor: Compressor,
     pair: Pair,
     variant: VariantName,
     budget: int,
     memo: UpdateMemo | None = None,
+    plan: VariantPlan | None = None,
 ) -> Streamed:
     """Stream the prefix, then each future from the prefix memory (strict protocol).
 
@@ -91,28 +114,33 @@ def stream_variant(
         memo = None
     if _streams_nothing(compressor):  # an archive's memory stays empty until recall
         return finish_streams(compressor, pair, variant, budget, dict.fromkeys(BRANCHES, ("", 0)))
+    prefix, futures = plan if plan is not None else plan_variant(pair, variant)
+    update, render, query = compressor.update, pair.render, pair.query
+    budgeted = compressor.budgeted
 
-    def step(memory: str, records: Sequence[Any], index: int, overflow: int) -> tuple[str, int]:
-        key = (memory, tuple(map(id, records)), index) if memo is not None else None
-        if key is not None and key in memo:  # type: ignore[operator]
-            new, over = memo[key]  # type: ignore[index]
+    def step(memory: str, chunk: ChunkPlan, overflow: int) -> tuple[str, int]:
+        records, ids, seed, index = chunk
+        key = (memory, ids, index)
+        found = memo.get(key) if memo is not None else None
+        if found is not None:
+            new, over = found
         else:
-            view = ChunkView(records, pair.render, _chunk_seed(pair, variant, index))
-            new = compressor.update(memory, view, pair.query, budget)
-            over = compressor.budgeted and len(new.encode("utf-8")) > budget
-            if key is not None:
-                memo[key] = (new, over)  # type: ignore[index]
+            new = update(memory, ChunkView(records, render, seed), query, budget)
+            over = budgeted and (
+                len(new) > budget or (not new.isascii() and len(new.encode("utf-8")) > budget)
+            )
+            if memo is not None:
+                memo[key] = (new, over)
         return ("", overflow + 1) if over else (new, overflow)
 
     memory, overflow = "", 0
-    chunks = pair.variants.of(variant).chunks
-    for index, chunk in enumerate(chunks):
-        memory, overflow = step(memory, chunk, index, overflow)
+    for chunk in prefix:
+        memory, overflow = step(memory, chunk, overflow)
     states: dict[Branch, tuple[str, int]] = {"current": (memory, overflow)}
-    for future in FUTURES:
+    for future, chunks in futures.items():
         m, o = memory, overflow
-        for offset, chunk in enumerate(pair.futures.of(future)):
-            m, o = step(m, chunk, len(chunks) + offset, o)
+        for chunk in chunks:
+            m, o = step(m, chunk, o)
         states[future] = (m, o)
 
     return finish_streams(compressor, pair, variant, budget, states)
@@ -253,13 +281,17 @@ def run_job(
         for variant in VARIANTS
         for branch in BRANCHES
     }
+    plans = {
+        instance.pair_id: {variant: plan_variant(instance, variant) for variant in VARIANTS}
+        for instance in pairs
+    }
     for label, budget in conditions:
         compressor = build(parse_spec(label))
         identity: dict[tuple[str, str], str] = {}
         for instance in pairs:
             _run_instance(
                 result, compressor, label, budget, instance, identity, reads, golds,
-                correspondence.get(instance.pair_id),
+                plans[instance.pair_id], correspondence.get(instance.pair_id),
             )  # fmt: skip
     return result
 
@@ -273,6 +305,7 @@ def _run_instance(
     identity: dict[tuple[str, str], str],
     reads: _Reads,
     golds: Mapping[tuple[str, str, str], tuple[dict[str, str | None], str]],
+    plans: Mapping[VariantName, VariantPlan],
     renamed: Mapping[int, Record] | None = None,
 ) -> None:
     transform_kind = pair.transform.kind if pair.transform else "identity"
@@ -292,7 +325,9 @@ def _run_instance(
     )
     memo: UpdateMemo = {}
     try:
-        streamed = {v: stream_variant(compressor, pair, v, budget, memo) for v in VARIANTS}
+        streamed = {
+            v: stream_variant(compressor, pair, v, budget, memo, plans[v]) for v in VARIANTS
+        }
     except Exception:
         trace = traceback.format_exc()
         result.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")

@@ -28,27 +28,33 @@ _FIELD_NAMES = frozenset(
 )  # fmt: skip
 
 
-_stats: dict[int, tuple[Record, list[str], dict[str, int]]] = {}
-"""id(record) -> (record, tokens, term counts); holding the record keeps its id from
-being reused.  Every recall of a history tokenizes the same records again."""
+_kept: dict[int, Record] = {}
+"""id(record) -> record for every record below: holding it keeps its id from being
+reused.  Every recall of a history tokenizes the same records again."""
+_words: dict[int, list[str]] = {}
+_lengths: dict[int, int] = {}
+_counts: dict[int, dict[str, int]] = {}
 
 
-def _record_stats(record: Record) -> tuple[Record, list[str], dict[str, int]]:
-    found = _stats.get(id(record))
-    if found is None:
+def _remember(records: Sequence[Record]) -> None:
+    if len(_kept) > 200_000:
+        for cache in (_kept, _words, _lengths, _counts):
+            cache.clear()
+    for record in records:
+        key = id(record)
+        if key in _kept:
+            continue
         words = [t for t in _TOKEN.findall(record_line(record)) if t not in _FIELD_NAMES]
         counts: dict[str, int] = {}
         for word in words:  # first-seen order, as rank_bm25 builds it
             counts[word] = counts.get(word, 0) + 1
-        if len(_stats) > 200_000:
-            _stats.clear()
-        found = _stats[id(record)] = (record, words, counts)
-    return found
+        _kept[key], _words[key], _lengths[key], _counts[key] = record, words, len(words), counts
 
 
 def tokens(record: Record) -> list[str]:
     """Identifier-ish tokens of the record's JSON, without the field names."""
-    return _record_stats(record)[1]
+    _remember((record,))
+    return _words[id(record)]
 
 
 class RecordBM25(BM25Okapi):  # type: ignore[misc]
@@ -57,10 +63,12 @@ class RecordBM25(BM25Okapi):  # type: ignore[misc]
     what ``BM25Okapi([tokens(r) for r in records])`` computes (a test checks it)."""
 
     def _initialize(self, corpus: Sequence[Record]) -> dict[str, int]:
-        stats = [_record_stats(record) for record in corpus]
-        self.doc_len = [len(words) for _, words, _ in stats]
-        self.doc_freqs = [counts for _, _, counts in stats]
-        self.corpus_size = len(stats)
+        ids = list(map(id, corpus))
+        if not all(map(_kept.__contains__, ids)):
+            _remember(corpus)
+        self.doc_len = list(map(_lengths.__getitem__, ids))
+        self.doc_freqs = list(map(_counts.__getitem__, ids))
+        self.corpus_size = len(ids)
         self.avgdl = sum(self.doc_len) / self.corpus_size
         # documents in order, words first-seen: the library's insertion order
         return dict(Counter(chain.from_iterable(self.doc_freqs)))
