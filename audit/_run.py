@@ -39,7 +39,7 @@ from audit._store import (
     pack_job,
     table_from_bytes,
 )
-from audit._summary import summarize
+from audit._summary import SCORED_COLUMNS, summarize
 from audit._transforms_spec import parse_transforms
 from compressors import ChatClient, build, parse_spec
 from histories import Pair
@@ -329,7 +329,8 @@ def finish(
     temp.replace(csv_path)
     if table.num_rows:
         pq.write_table(table, out / RESULTS_PARQUET)
-    df = table.to_pandas() if table.num_rows else pd.DataFrame()
+    scored = [c for c in SCORED_COLUMNS if c in table.column_names]  # all the summary reads
+    df = table.select(scored).to_pandas() if table.num_rows else pd.DataFrame()
     summary = summarize(df, {"config": config.model_dump(mode="json")})
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return summary

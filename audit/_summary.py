@@ -88,6 +88,17 @@ def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
         ["_pass", "_possible"]
     ].all()
     joint = per_block.groupby(level="_cell").agg(["sum", "size"])
+    joint_by_cell = {
+        int(cell): (int(a), int(b), int(c), int(d))
+        for cell, a, b, c, d in zip(
+            joint.index,
+            joint[("_pass", "sum")],
+            joint[("_pass", "size")],
+            joint[("_possible", "sum")],
+            joint[("_possible", "size")],
+            strict=True,
+        )
+    }
     reveal = branch == "reveal"
     adequate = both["adequate"].astype(float)
     metrics["adequacy"] = kn(adequate, reveal)
@@ -129,16 +140,16 @@ def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
                 k, n = metrics[f"{name}_accuracy_lenient"]
                 entry[f"{name}_accuracy_lenient"] = _kn(k[cell], n[cell])
         entry["na_reads"] = int(na_reads[cell])
-        if cell in joint.index:
-            passed, possible = joint.loc[cell, "_pass"], joint.loc[cell, "_possible"]
-            if passed["sum"] != possible["sum"]:
+        if cell in joint_by_cell:
+            passed_k, passed_n, possible_k, possible_n = joint_by_cell[cell]
+            if passed_k != possible_k:
                 # NA present: J is only known within bounds (NA as fail, NA as pass)
                 entry["joint_J_bounds"] = {
-                    "low": _kn(passed["sum"], passed["size"]),
-                    "high": _kn(possible["sum"], possible["size"]),
+                    "low": _kn(passed_k, passed_n),
+                    "high": _kn(possible_k, possible_n),
                 }
             else:
-                entry["joint_J"] = _kn(passed["sum"], passed["size"])
+                entry["joint_J"] = _kn(passed_k, passed_n)
         for name in ("adequacy", "late_reference_adequacy"):
             k, n = metrics[name]
             entry[name] = _kn(k[cell], n[cell])
