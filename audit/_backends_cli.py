@@ -9,19 +9,14 @@ import asyncio
 import re
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from audit.backends import (
-    BackendConfigError,
-    BackendsConfig,
-    CacheError,
-    ResponseCache,
-    check_backend,
-    load_config,
-)
 from audit.cli import app, fail
+
+if TYPE_CHECKING:  # imported where used: aiohttp and friends cost half a second at start-up
+    from audit.backends import BackendsConfig, ResponseCache
 
 backends_app = typer.Typer(
     help="Configured LLM backends: list and check them.", no_args_is_help=True
@@ -53,6 +48,8 @@ CacheOption = Annotated[
 
 
 def _config(path: Path | None, env_file: Path = Path(".env")) -> BackendsConfig:
+    from audit.backends import BackendConfigError, load_config
+
     try:
         return load_config(path, env_file=env_file)
     except BackendConfigError as error:
@@ -83,6 +80,8 @@ def check(
     """Preflight: /health, /v1/models (model served, context length), a tiny JSON-schema
     request (is structured output honoured?) and whether a reasoning field comes back.
     One line per check; exit code 1 if any failed."""
+    from audit.backends import BackendConfigError, check_backend
+
     settings = _config(config, env_file)
     names = [name] if name is not None else sorted(settings.backends)
     for chosen in names:
@@ -110,6 +109,8 @@ def _cache_path(cache: Path | None, config: Path | None) -> Path:
 
 
 def _open_cache(path: Path) -> ResponseCache:
+    from audit.backends import CacheError, ResponseCache
+
     if not path.exists():
         fail(f"no cache at {path}")
     try:
