@@ -84,7 +84,7 @@ class BM25(ArchiveCompressor):
     ) -> str:
         if not history:
             return ""
-        scores = RecordBM25(list(history)).get_scores(list(query_keys))
+        scores = RecordBM25(list(history)).get_scores(list(query_keys)).tolist()
         order = sorted(range(len(history)), key=lambda i: (-scores[i], -i))  # ties: newest
         ranked = [history[i] for i in order]
         return dump(in_stream_order(pack(ranked, budget), history))
