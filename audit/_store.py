@@ -14,8 +14,10 @@ which worker finished first.
 from __future__ import annotations
 
 import io
+import json
 import sqlite3
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ import pyarrow.ipc as pa_ipc
 from audit._columns import RESULT_COLUMNS, RESULT_SCHEMA, results_table
 
 STORE_FILE = "store.sqlite"
-STORE_FORMAT = 3
+STORE_FORMAT = 4
 """Bumped when the layout changes; an older store is never written to."""
 
 _CODEC = pa.Codec("zstd", 3)
@@ -109,13 +111,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS memory_blocks (
     block INTEGER PRIMARY KEY AUTOINCREMENT,
     size INTEGER NOT NULL,
-    blob BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS memory_index (
-    sha256 TEXT PRIMARY KEY,
-    block INTEGER NOT NULL,
-    start INTEGER NOT NULL,
-    length INTEGER NOT NULL
+    blob BLOB NOT NULL,
+    shas BLOB NOT NULL
 );
 """
 
@@ -129,14 +126,34 @@ def store_format(db: sqlite3.Connection) -> int | None:
     return 1 if "jobs" in tables else None
 
 
+def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
+    """(sha256, start, length) of each memory in a block, compressed JSON."""
+    return zlib.compress(json.dumps(index, separators=(",", ":")).encode(), 1)
+
+
 class MemoryBlocks:
-    """Memories by sha256, from the store's compressed blocks (recently used blocks
-    stay decompressed: a report reads many memories of the same job)."""
+    """Memories by sha256, from the store's compressed blocks.
+
+    A block carries the index of its own memories; the lookup table over all blocks is
+    built on first use (reports read memories, runs only write them), so storing a job
+    inserts one row instead of one per memory.  Recently used blocks stay decompressed:
+    a report reads many memories of the same job.
+    """
 
     def __init__(self, db: sqlite3.Connection, keep: int = 8) -> None:
         self._db = db
         self._keep = keep
         self._blocks: dict[int, bytes] = {}
+        self._where: dict[str, tuple[int, int, int]] | None = None
+
+    def _locations(self) -> dict[str, tuple[int, int, int]]:
+        if self._where is None:
+            where: dict[str, tuple[int, int, int]] = {}
+            for block, shas in self._db.execute("SELECT block, shas FROM memory_blocks"):
+                for sha, start, length in json.loads(zlib.decompress(shas)):
+                    where.setdefault(sha, (block, start, length))
+            self._where = where
+        return self._where
 
     def _block(self, block: int) -> bytes:
         if block not in self._blocks:
@@ -148,29 +165,24 @@ class MemoryBlocks:
             self._blocks[block] = _CODEC.decompress(blob, decompressed_size=size, asbytes=True)
         return self._blocks[block]
 
+    def shas(self) -> set[str]:
+        """Every stored memory's sha256."""
+        return set(self._locations())
+
     def get(self, sha: str) -> str | None:
-        found = self._db.execute(
-            "SELECT block, start, length FROM memory_index WHERE sha256 = ?", (sha,)
-        ).fetchone()
+        found = self._locations().get(sha)
         if found is None:
             return None
         block, start, length = found
         return self._block(block)[start : start + length].decode("utf-8")
 
     def many(self, shas: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        wanted = list(dict.fromkeys(s for s in shas if s))
-        for first in range(0, len(wanted), 500):
-            chunk = wanted[first : first + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT sha256, block, start, length FROM memory_index WHERE sha256 IN ({marks})"
-                " ORDER BY block",
-                chunk,
-            ).fetchall()
-            for sha, block, start, length in rows:
-                out[sha] = self._block(block)[start : start + length].decode("utf-8")
-        return out
+        where = self._locations()
+        located = sorted((where[s], s) for s in dict.fromkeys(shas) if s in where)
+        return {
+            sha: self._block(block)[start : start + length].decode("utf-8")
+            for (block, start, length), sha in located
+        }
 
 
 class RunStore:
@@ -208,13 +220,9 @@ class RunStore:
             block = None
             if job.memory_index:
                 block = self._db.execute(
-                    "INSERT INTO memory_blocks (size, blob) VALUES (?, ?)",
-                    (job.memory_size, job.memory_block),
+                    "INSERT INTO memory_blocks (size, blob, shas) VALUES (?, ?, ?)",
+                    (job.memory_size, job.memory_block, _index_blob(job.memory_index)),
                 ).lastrowid
-                self._db.executemany(
-                    "INSERT OR IGNORE INTO memory_index VALUES (?, ?, ?, ?)",
-                    [(sha, block, start, length) for sha, start, length in job.memory_index],
-                )
             self._db.execute(
                 "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
                 (job.key, time.time(), job.n_rows, job.results, block),
@@ -248,6 +256,9 @@ class RunStore:
 
     def memory(self, sha: str) -> str | None:
         return self._memories.get(sha)
+
+    def memory_shas(self) -> set[str]:
+        return self._memories.shas()
 
 
 def append_csv(path: Path, table: pa.Table) -> None:
