@@ -332,11 +332,6 @@ def _llm_stage_options(
 
     There is one when --reader or --writer is given, and in the bare default audit.
     """
-    from audit._llm_clients import declared_model, open_clients
-    from audit._llm_stage import LLMStageConfig
-    from audit.backends import BackendError, load_config
-    from compressors import build, parse_spec
-
     sources = [ctx.get_parameter_source(p) for p in ctx.params] if ctx is not None else []
     bare = ctx is not None and all(s is None or s.name == "DEFAULT" for s in sources)
     if bare:  # the default audit: a small, stated LLM sample on the embedded model
@@ -346,6 +341,12 @@ def _llm_stage_options(
         if llm_conditions:
             fail("--llm-conditions needs --reader and/or --writer")
         return None, None
+    # imported only now: the backends (aiohttp and friends) cost half a second to import
+    from audit._llm_clients import declared_model, open_clients
+    from audit._llm_stage import LLMStageConfig
+    from audit.backends import BackendError, load_config
+    from compressors import build, parse_spec
+
     try:
         backends = load_config(config_file)
         if reader is not None:
