@@ -14,6 +14,8 @@ import argparse
 import os
 import platform
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,11 +32,8 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--transforms", default="identity,rename:40,permute:40")
-    parser.add_argument("--workers", default="1,2")
-    args = parser.parse_args()
+def measure(workers: int, transforms: str) -> tuple[float, int]:
+    """One audit in this process: prints a line, returns (wall seconds, reads)."""
     pairs = generate(PRESETS["cca-pilot"])
     conditions = deterministic_builtins()
     config = RunConfig(
@@ -43,29 +42,49 @@ def main() -> None:
         conditions=conditions,
         compressor_versions={c: build(c).label for c in conditions},
         budgets=[1200],
-        transforms=args.transforms.split(","),
+        transforms=transforms.split(","),
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        before = _cpu()
+        start = time.perf_counter()
+        summary = execute(Path(tmp) / "run", config, pairs, workers=workers)
+        seconds = time.perf_counter() - start
+        main_cpu, child_cpu = (after - first for after, first in zip(_cpu(), before, strict=True))
+    reads = int(summary["n_reads"])
+    print(
+        f"{workers} worker(s): {seconds:.1f} s wall, {reads} reads, {reads / seconds:,.0f} reads/s;"
+        f" CPU {child_cpu:.1f} s in worker processes, {main_cpu:.1f} s in the main process",
+        flush=True,
+    )
+    return seconds, reads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--transforms", default="identity,rename:40,permute:40")
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+    if args.one:
+        measure(counts[0], args.transforms)
+        return
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
-    print(f"audit: cca-pilot, {len(conditions)} conditions, transforms {args.transforms}")
+    print(f"audit: cca-pilot, 9 deterministic conditions, transforms {args.transforms}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     timings = {}
-    for workers in (int(w) for w in args.workers.split(",")):
-        with tempfile.TemporaryDirectory() as tmp:
-            before = _cpu()
-            start = time.perf_counter()
-            summary = execute(Path(tmp) / "run", config, pairs, workers=workers)
-            seconds = time.perf_counter() - start
-            main_cpu, child_cpu = (
-                after - first for after, first in zip(_cpu(), before, strict=True)
-            )
-        timings[workers] = seconds
-        reads = summary["n_reads"]
-        print(
-            f"{workers} worker(s): {seconds:.1f} s wall, {reads} reads, {reads / seconds:,.0f} reads/s;"
-            f" CPU {child_cpu:.1f} s in worker processes, {main_cpu:.1f} s in the main process"
-        )
+    for workers in counts:
+        # each measurement in a fresh process: workers are forked from the main process,
+        # and one that already ran an audit would hand them its warm caches and heap
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", "--workers", str(workers),
+             "--transforms", args.transforms],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        print(out, end="")
+        timings[workers] = float(out.split(" s wall")[0].rsplit(" ", 1)[-1])
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if len(timings) > 1:
         low, high = min(timings), max(timings)

@@ -19,7 +19,6 @@ import json
 import os
 import platform
 import random
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit._store import STORE_FILE, compress_memory
+from audit._store import RunStore, pack_job
 from histories import FAMILIES, GenerationConfig, generate
 
 CONDITIONS = {  # condition -> (P(pass) at identity, P(pass) renamed, P(collision))
@@ -67,7 +66,7 @@ def build_run(root: Path) -> int:
     (root / "config.json").write_text(json.dumps(config, indent=2))
     rng = random.Random(7)
     rows = []
-    memories: dict[str, bytes] = {}
+    memories: dict[str, dict[str, str]] = {}
     for pair in pairs:
         assert pair.gold is not None
         records = {v: [r.canonical_json() for r in pair.prefix(v)] for v in ("A", "B")}
@@ -82,7 +81,7 @@ def build_run(root: Path) -> int:
                             keep = records["A" if collided else variant]
                             text = "\n".join(rng.sample(keep, min(len(keep), budget // 60)))
                             sha = hashlib.sha256(text.encode()).hexdigest()
-                            memories.setdefault(sha, compress_memory(text))
+                            memories.setdefault(pair.pair_id, {}).setdefault(sha, text)
                             ok = branch == "override" or rng.random() < p
                             gold = json.dumps(pair.gold.of(variant).of(branch))
                             rows.append(
@@ -117,16 +116,13 @@ def build_run(root: Path) -> int:
                                 }
                             )
     pd.DataFrame(rows).to_parquet(root / "results.parquet", index=False)
-    db = sqlite3.connect(root / STORE_FILE)
-    db.executescript(
-        "CREATE TABLE jobs (job_key TEXT PRIMARY KEY, finished REAL NOT NULL);"
-        "CREATE TABLE results (seq INTEGER PRIMARY KEY, job_key TEXT, row TEXT);"
-        "CREATE TABLE memories (sha256 TEXT PRIMARY KEY, text BLOB NOT NULL);"
-    )
-    db.executemany("INSERT INTO memories VALUES (?, ?)", memories.items())
-    db.executemany("INSERT INTO jobs VALUES (?, ?)", [(p.pair_id, time.time()) for p in pairs])
-    db.commit()
-    db.close()
+    store = RunStore(root)  # the memories, as a real run stores them
+    by_job: dict[str, list[dict[str, object]]] = {}
+    for row in rows:
+        by_job.setdefault(str(row["job_key"]), []).append(row)
+    for key, job_rows in by_job.items():
+        store.add_job(pack_job(key, job_rows, memories.get(key, {})))
+    store.close()
     return len(rows)
 
 
