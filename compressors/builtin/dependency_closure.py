@@ -17,12 +17,19 @@ from compressors._registry import register
 from histories import Record, referenced_keys
 
 
-def full_closure(history: Sequence[Record], query_keys: Sequence[str]) -> set[str]:
+def _own_keys(history: Sequence[Record]) -> list[str | None]:
+    """Each record's own key (the first key it references), None for keyless records."""
+    return [refs[0] if (refs := referenced_keys(r)) else None for r in history]
+
+
+def full_closure(
+    history: Sequence[Record], query_keys: Sequence[str], own: Sequence[str | None] | None = None
+) -> set[str]:
     """Keys reachable from the query through any record that binds a reached key."""
     by_key: dict[str, list[Record]] = {}
     by_id = {r.id: r for r in history}
-    for record in history:
-        for key in referenced_keys(record)[:1]:
+    for record, key in zip(history, own if own is not None else _own_keys(history), strict=True):
+        if key is not None:
             by_key.setdefault(key, []).append(record)
     found: set[str] = set()
     todo = list(query_keys)
@@ -46,12 +53,13 @@ class DependencyClosure(ArchiveCompressor):
     def recall(
         self, memory: str, history: Sequence[Record], query_keys: Sequence[str], budget: int
     ) -> str:
-        keys = full_closure(history, query_keys)
-        touching = [r for r in history if keys.intersection(referenced_keys(r)[:1])]
-        ids = {r.id for r in touching}
+        own = _own_keys(history)
+        keys = full_closure(history, query_keys, own)
+        ids = {r.id for r, key in zip(history, own, strict=True) if key is not None and key in keys}
         relevant = [
             r
             for r in history
             if r.id in ids or r.op == "tick" or (r.op == "revoke" and r.target in ids)
         ]
-        return dump(in_stream_order(pack(relevant[::-1], budget), history))
+        # relevant keeps the history's order, so it orders the packed records as well
+        return dump(in_stream_order(pack(relevant[::-1], budget), relevant))
