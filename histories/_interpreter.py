@@ -32,14 +32,9 @@ from typing import TypeVar
 
 from histories._records import (
     AddRecord,
-    ChooseRecord,
-    CopyRecord,
     Record,
-    ReplayRecord,
     RevokeRecord,
-    SetRecord,
     TickRecord,
-    WhenRecord,
     referenced_keys,
 )
 
@@ -47,7 +42,8 @@ Answer = dict[str, str | None]
 """Resolved value per query key; ``None`` is the null answer."""
 
 _INTEGER = re.compile(r"^-?[0-9]{1,18}$")
-_BINDING = (SetRecord, CopyRecord, ChooseRecord, ReplayRecord, WhenRecord)
+_BINDING_OPS = frozenset({"set", "copy", "choose", "replay", "when"})
+"""Record kinds that bind a key (a replay re-asserts one of these)."""
 
 
 _Entry = TypeVar("_Entry", bound=Record)
@@ -242,53 +238,54 @@ class _Resolver:
         clock = self.index.clock
         return (expires is None or clock <= expires) and (starts is None or clock >= starts)
 
+    # The two methods below dispatch on ``op`` (one literal per record kind), not on
+    # the class: ``isinstance`` on a pydantic model runs a Python-level __instancecheck__.
+
     def _active(self, record: Record, seen: set[str]) -> bool:
         """Whether a binding record competes for its key right now."""
-        match record:
-            case SetRecord() | CopyRecord():
-                return self._time_valid(record.expires, record.starts)
-            case ChooseRecord():
-                return True
-            case WhenRecord():
-                return self._time_valid(record.expires, None) and (
-                    self.value(record.cond_key) == record.cond_value
-                )
-            case ReplayRecord():
-                if record.target in self.index.revoked:
-                    return False
-                target = self.index.by_id.get(record.target)
-                if target is None or not isinstance(target, _BINDING) or record.id in seen:
-                    return True  # a candidate that depends on something missing
-                seen.add(record.id)
-                return self._active(target, seen)
-            case _:
+        op = record.op
+        if op == "set" or op == "copy":
+            return self._time_valid(record.expires, record.starts)  # type: ignore[union-attr]
+        if op == "choose":
+            return True
+        if op == "when":
+            return self._time_valid(record.expires, None) and (  # type: ignore[union-attr]
+                self.value(record.cond_key) == record.cond_value  # type: ignore[union-attr]
+            )
+        if op == "replay":
+            if record.target in self.index.revoked:  # type: ignore[union-attr]
                 return False
+            target = self.index.by_id.get(record.target)  # type: ignore[union-attr]
+            if target is None or target.op not in _BINDING_OPS or record.id in seen:
+                return True  # a candidate that depends on something missing
+            seen.add(record.id)
+            return self._active(target, seen)
+        return False
 
     def _payload(self, record: Record, seen: set[str]) -> str | None:
         """Evaluate what a winning record asserts."""
-        match record:
-            case SetRecord() | WhenRecord():
-                return record.value
-            case CopyRecord():
-                return self.value(record.src)
-            case ChooseRecord():
-                label = self.value(record.selector)
-                if label is None or label not in record.options:
-                    return None
-                return self.value(record.options[label])
-            case ReplayRecord():
-                target = self.index.by_id.get(record.target)
-                if (
-                    target is None
-                    or record.id in seen
-                    or target.id in self.index.revoked
-                    or not isinstance(target, _BINDING)
-                ):
-                    return None
-                seen.add(record.id)
-                return self._payload(target, seen)
-            case _:
+        op = record.op
+        if op == "set" or op == "when":
+            return record.value  # type: ignore[union-attr]
+        if op == "copy":
+            return self.value(record.src)  # type: ignore[union-attr]
+        if op == "choose":
+            label = self.value(record.selector)  # type: ignore[union-attr]
+            if label is None or label not in record.options:  # type: ignore[union-attr]
                 return None
+            return self.value(record.options[label])  # type: ignore[union-attr]
+        if op == "replay":
+            target = self.index.by_id.get(record.target)  # type: ignore[union-attr]
+            if (
+                target is None
+                or record.id in seen
+                or target.id in self.index.revoked
+                or target.op not in _BINDING_OPS
+            ):
+                return None
+            seen.add(record.id)
+            return self._payload(target, seen)
+        return None
 
 
 def resolve(records: Iterable[Record], keys: Sequence[str]) -> Answer:

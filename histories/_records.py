@@ -236,15 +236,19 @@ def record_from_json(line: str) -> Record:
 
 
 def referenced_keys(record: Record) -> tuple[str, ...]:
-    """Keys a record reads or writes, in a stable order (used by closures and renaming)."""
-    match record:
-        case SetRecord() | AddRecord() | ReplayRecord():
-            return (record.key,)
-        case CopyRecord():
-            return (record.key, record.src)
-        case ChooseRecord():
-            return (record.key, record.selector, *record.options.values())
-        case WhenRecord():
-            return (record.key, record.cond_key)
-        case _:
-            return ()
+    """Keys a record reads or writes, in a stable order (used by closures and renaming).
+
+    Dispatches on ``op`` (one literal per kind), not on the class: ``isinstance`` on a
+    pydantic model goes through a Python-level ``__instancecheck__``, and closures ask
+    this of every record on every update.
+    """
+    op = record.op
+    if op == "set" or op == "add" or op == "replay":
+        return (record.key,)  # type: ignore[union-attr]
+    if op == "copy":
+        return (record.key, record.src)  # type: ignore[union-attr]
+    if op == "choose":
+        return (record.key, record.selector, *record.options.values())  # type: ignore[union-attr]
+    if op == "when":
+        return (record.key, record.cond_key)  # type: ignore[union-attr]
+    return ()
