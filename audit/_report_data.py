@@ -64,7 +64,6 @@ from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
 from audit._stats import (
@@ -75,7 +74,7 @@ from audit._stats import (
     holm,
     paired_comparison,
 )
-from audit._store import STORE_FORMAT, MemoryBlocks, store_format, table_from_bytes
+from audit._store import STORE_FORMAT, MemoryBlocks, concat_results, job_tables, store_format
 from reports import CompareInput, ReportInput
 
 RESULTS_PARQUET = "results.parquet"
@@ -197,11 +196,8 @@ def _read_results(run_dir: Path) -> pd.DataFrame:
         db = _connect_ro(store)
         try:
             if store_format(db) == STORE_FORMAT:
-                blobs = db.execute("SELECT results FROM jobs ORDER BY finished").fetchall()
-                tables = [table_from_bytes(blob) for (blob,) in blobs]
-                if tables:
-                    return cast(pd.DataFrame, pa.concat_tables(tables).to_pandas())
-                return pd.DataFrame()
+                table = concat_results(job_tables(db))
+                return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
             rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
             return pd.DataFrame(rows)  # the first store layout: one JSON row per read
         except sqlite3.Error as error:

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,6 +131,23 @@ def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
     return zlib.compress(json.dumps(index, separators=(",", ":")).encode(), 1)
 
 
+def job_tables(db: sqlite3.Connection, order: Sequence[str] = ()) -> Iterator[pa.Table]:
+    """Each stored job's results, jobs in ``order`` first, then the rest by finishing
+    time; one job decoded at a time."""
+    rank = {key: i for i, key in enumerate(order)}
+    found = db.execute("SELECT job_key, finished FROM jobs").fetchall()
+    found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[1], row[0]))
+    for key, _ in found:
+        (blob,) = db.execute("SELECT results FROM jobs WHERE job_key = ?", (key,)).fetchone()
+        yield table_from_bytes(blob)
+
+
+def concat_results(tables: Iterable[pa.Table]) -> pa.Table:
+    """Job tables -> one table (an empty RESULT_SCHEMA table when there are none)."""
+    found = list(tables)
+    return pa.concat_tables(found) if found else RESULT_SCHEMA.empty_table()
+
+
 class MemoryBlocks:
     """Memories by sha256, from the store's compressed blocks.
 
@@ -234,20 +251,12 @@ class RunStore:
         return True
 
     def tables(self, order: Sequence[str] = ()) -> Iterator[pa.Table]:
-        """Each stored job's results, jobs in ``order`` first, then the rest by finishing time."""
-        rank = {key: i for i, key in enumerate(order)}
-        found = self._db.execute("SELECT job_key, finished FROM jobs").fetchall()
-        found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[1], row[0]))
-        for key, _ in found:
-            (blob,) = self._db.execute(
-                "SELECT results FROM jobs WHERE job_key = ?", (key,)
-            ).fetchone()
-            yield table_from_bytes(blob)
+        """Each stored job's results (see ``job_tables``)."""
+        return job_tables(self._db, order)
 
     def results(self, order: Sequence[str] = ()) -> pa.Table:
         """Every stored read as one table (jobs in ``order`` first)."""
-        tables = list(self.tables(order))
-        return pa.concat_tables(tables) if tables else RESULT_SCHEMA.empty_table()
+        return concat_results(self.tables(order))
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every stored read as a dict (for inspection and tests)."""

@@ -28,7 +28,7 @@ renaming.  The variants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from compressors._memory import dump, load, pack_positions, record_sizes
 from compressors._protocol import ChunkView, Compressor
@@ -76,22 +76,23 @@ def _order_key(record: Record) -> tuple[str, str]:
     return _facts_of(record)[2]
 
 
-def tiers(stream: Sequence[Record], query_keys: Sequence[str]) -> list[list[Record]]:
-    """[control, live dependency closure, rest], each in stream order."""
+def tier_numbers(stream: Sequence[Record], query_keys: Sequence[str]) -> list[int]:
+    """Each record's tier: 0 control, 1 live in the query's dependency closure, 2 the rest."""
     index = LogIndex(stream)
     closure = index.closure(query_keys)
-    control: list[Record] = []
-    live_closure: list[Record] = []
-    rest: list[Record] = []
+    revoked = index.revoked
+    facts = _facts.get
+    numbers: list[int] = []
     for record in stream:
-        if _facts_of(record)[1]:
-            control.append(record)
-        # what is left is a plain set, copy or add: every one has a key
-        elif record.key in closure and index.is_live(record):  # type: ignore[union-attr]
-            live_closure.append(record)
+        if (facts(id(record)) or _facts_of(record))[1]:
+            numbers.append(0)
+        # What is left is a set, copy or add without a validity window (those are
+        # control records): live exactly when not revoked (LogIndex.is_live).
+        elif record.key in closure and record.id not in revoked:  # type: ignore[union-attr]
+            numbers.append(1)
         else:
-            rest.append(record)
-    return [control, live_closure, rest]
+            numbers.append(2)
+    return numbers
 
 
 class _FrontierBase(Compressor):
@@ -103,29 +104,16 @@ class _FrontierBase(Compressor):
         return stream
 
     def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
-        """Positions in ``stream``, best first: by tier (see ``tiers``), then by the
+        """Positions in ``stream``, best first: by tier (``tier_numbers``), then by the
         tie-break.  One sort over (tier, tie-break) keys, the same order as sorting
         each tier on its own."""
-        index = LogIndex(stream)
-        closure = index.closure(query_keys)
-        revoked = index.revoked
-        facts = _facts.get
-        by_identifier = self.tie_break == "identifier"
-        keys: list[tuple[Any, ...]] = []
-        for position, record in enumerate(stream):
-            fact = facts(id(record)) or _facts_of(record)
-            if fact[1]:
-                tier = 0
-            # What is left is a set, copy or add without a validity window (those are
-            # control records): live exactly when not revoked (LogIndex.is_live).
-            elif record.key in closure and record.id not in revoked:  # type: ignore[union-attr]
-                tier = 1
-            else:
-                tier = 2
-            # recency: most recent first, i.e. the highest position first
-            keys.append((tier, fact[2], position) if by_identifier else (tier, -position))
-        keys.sort()
-        return [k[2] for k in keys] if by_identifier else [-k[1] for k in keys]
+        tiers = tier_numbers(stream, query_keys)
+        if self.tie_break == "identifier":
+            keyed = sorted(zip(tiers, map(_order_key, stream), range(len(stream)), strict=True))
+            return [position for _, _, position in keyed]
+        # recency: most recent first, i.e. the highest position first
+        newest = sorted(zip(tiers, range(0, -len(stream), -1), strict=True))
+        return [-negated for _, negated in newest]
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         stream = self.candidates([*load(memory), *chunk.records])
