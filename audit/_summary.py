@@ -8,7 +8,6 @@ reveal and the override branch); the collision rate counts pair instances.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -22,19 +21,6 @@ SCORED_COLUMNS = (
 )  # fmt: skip
 LATE_REFERENCE = "late_reference"
 BRANCH_NAMES = ("current", "reveal", "override")
-
-
-def frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Dict rows -> a results table with numeric score columns (empty = NA)."""
-    df = pd.DataFrame(list(rows))
-    if df.empty:
-        return df
-    for column in ("correct", "correct_lenient", "adequate", "collision", "equivariant",
-                   "overflow", "memory_bytes", "tokens_prompt", "tokens_completion",
-                   "latency_s", "cache_hit"):  # fmt: skip
-        if column in df:
-            df[column] = pd.to_numeric(df[column], errors="coerce")
-    return df
 
 
 def _kn(k: Any, n: Any) -> dict[str, int]:
