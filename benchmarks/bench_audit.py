@@ -22,7 +22,7 @@ from pathlib import Path
 
 from audit._run import RunConfig, execute
 from compressors import build, deterministic_builtins
-from histories import PRESETS, generate
+from histories import PRESETS, Pair, generate
 
 
 def _cpu() -> tuple[float, float]:
@@ -32,9 +32,8 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def measure(workers: int, transforms: str) -> tuple[float, int]:
-    """One audit in this process: prints a line, returns (wall seconds, reads)."""
-    pairs = generate(PRESETS["cca-pilot"])
+def pilot_audit(transforms: str) -> tuple[RunConfig, list[Pair]]:
+    """The benchmarked audit: cca-pilot, every deterministic condition, budget 1200."""
     conditions = deterministic_builtins()
     config = RunConfig(
         pairs={"preset": "cca-pilot"},
@@ -44,6 +43,12 @@ def measure(workers: int, transforms: str) -> tuple[float, int]:
         budgets=[1200],
         transforms=transforms.split(","),
     )
+    return config, generate(PRESETS["cca-pilot"])
+
+
+def measure(workers: int, transforms: str) -> tuple[float, int]:
+    """One audit in this process: prints a line, returns (wall seconds, reads)."""
+    config, pairs = pilot_audit(transforms)
     with tempfile.TemporaryDirectory() as tmp:
         before = _cpu()
         start = time.perf_counter()

@@ -34,22 +34,13 @@ def _maxrss_mib(who: int) -> float:
 
 
 def measure(transforms: str, workers: int, trace: bool) -> dict[str, float | int]:
-    from audit._run import RunConfig, execute
-    from compressors import build, deterministic_builtins
-    from histories import PRESETS, generate
+    from bench_audit import pilot_audit  # the same audit as the speed benchmark
+
+    from audit._run import execute
 
     if trace:
         tracemalloc.start()
-    pairs = generate(PRESETS["cca-pilot"])
-    conditions = deterministic_builtins()
-    config = RunConfig(
-        pairs={"preset": "cca-pilot"},
-        pairs_sha256="benchmark",
-        conditions=conditions,
-        compressor_versions={c: build(c).label for c in conditions},
-        budgets=[1200],
-        transforms=transforms.split(","),
-    )
+    config, pairs = pilot_audit(transforms)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         summary = execute(Path(tmp) / "run", config, pairs, workers=workers)
