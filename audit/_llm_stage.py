@@ -265,7 +265,7 @@ async def run_stage(
     store: RunStore,
     writer: ChatClient | None,
     reader: ChatClient | None,
-    on_done: Callable[[list[str], pa.Table], None],
+    on_done: Callable[[list[str], pa.Table], object],
     concurrency: int = 16,
 ) -> None:
     """Run the units not yet in the store, committing each as it finishes."""

@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -36,6 +36,9 @@ from audit._store import (
     RunStore,
     StoreFormatError,
     append_csv,
+    concat_results,
+    csv_header,
+    csv_rows,
     pack_job,
     table_from_bytes,
 )
@@ -227,19 +230,24 @@ def execute(
         if progress:
             progress(finished, total)
 
-        def committed(log_lines: Sequence[str], table: pa.Table) -> None:
+        fresh: dict[str, tuple[pa.Table, bytes]] = {}
+        """Jobs finished in this invocation: their table and CSV rows, for ``finish``."""
+
+        def committed(log_lines: Sequence[str], table: pa.Table) -> bytes:
             nonlocal finished
-            append_csv(out / RESULTS_CSV, table)
+            rows = append_csv(out / RESULTS_CSV, table)
             if log_lines:
                 with (out / LOG_FILE).open("a", encoding="utf-8") as log:
                     log.write("\n".join(log_lines) + "\n")
             finished += 1
             if progress:
                 progress(finished, total)
+            return rows
 
         def record(result: PackedJob) -> None:
             if store.add_job(result):
-                committed(result.log, table_from_bytes(result.results))
+                table = table_from_bytes(result.results)
+                fresh[result.key] = (table, committed(result.log, table))
 
         if workers <= 1 or len(jobs) <= 1:
             for job in jobs:
@@ -255,7 +263,7 @@ def execute(
                 _llm_stage(config.llm, units, store, open_clients, committed)
             )
         _write_costs(out, costs)
-        return finish(out, store, config, order)
+        return finish(out, store, config, order, fresh)
     finally:
         store.close()
 
@@ -265,7 +273,7 @@ async def _llm_stage(
     units: Sequence[Unit],
     store: RunStore,
     open_clients: OpenClients,
-    committed: Callable[[Sequence[str], pa.Table], None],
+    committed: Callable[[Sequence[str], pa.Table], object],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     async with open_clients() as (writer, reader):
@@ -317,15 +325,29 @@ def _run_parallel(
 
 
 def finish(
-    out: Path, store: RunStore, config: RunConfig, order: Sequence[str] = ()
+    out: Path,
+    store: RunStore,
+    config: RunConfig,
+    order: Sequence[str] = (),
+    fresh: Mapping[str, tuple[pa.Table, bytes]] | None = None,
 ) -> dict[str, Any]:
     """Rewrite results.csv and results.parquet from the store (jobs in plan order),
-    and compute summary.json."""
-    table = store.results(order)
+    and compute summary.json.
+
+    ``fresh`` holds jobs finished by this invocation (table and CSV rows, as
+    committed): they are not decoded and encoded again.
+    """
+    fresh = fresh or {}
+    tables: list[pa.Table] = []
+    chunks: list[bytes] = [csv_header()]
+    for key in store.job_keys(order):
+        table, rows = fresh[key] if key in fresh else (table := store.table(key), csv_rows(table))
+        tables.append(table)
+        chunks.append(rows)
+    table = concat_results(tables)
     csv_path = out / RESULTS_CSV
     temp = csv_path.with_suffix(".tmp")
-    temp.unlink(missing_ok=True)
-    append_csv(temp, table)
+    temp.write_bytes(b"".join(chunks))
     temp.replace(csv_path)
     if table.num_rows:
         pq.write_table(table, out / RESULTS_PARQUET)

@@ -131,15 +131,23 @@ def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
     return zlib.compress(json.dumps(index, separators=(",", ":")).encode(), 1)
 
 
-def job_tables(db: sqlite3.Connection, order: Sequence[str] = ()) -> Iterator[pa.Table]:
-    """Each stored job's results, jobs in ``order`` first, then the rest by finishing
-    time; one job decoded at a time."""
+def job_keys(db: sqlite3.Connection, order: Sequence[str] = ()) -> list[str]:
+    """Every stored job's key: those in ``order`` first, then the rest by finishing time."""
     rank = {key: i for i, key in enumerate(order)}
     found = db.execute("SELECT job_key, finished FROM jobs").fetchall()
     found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[1], row[0]))
-    for key, _ in found:
-        (blob,) = db.execute("SELECT results FROM jobs WHERE job_key = ?", (key,)).fetchone()
-        yield table_from_bytes(blob)
+    return [key for key, _ in found]
+
+
+def job_table(db: sqlite3.Connection, key: str) -> pa.Table:
+    (blob,) = db.execute("SELECT results FROM jobs WHERE job_key = ?", (key,)).fetchone()
+    return table_from_bytes(blob)
+
+
+def job_tables(db: sqlite3.Connection, order: Sequence[str] = ()) -> Iterator[pa.Table]:
+    """Each stored job's results, in ``job_keys`` order; one job decoded at a time."""
+    for key in job_keys(db, order):
+        yield job_table(db, key)
 
 
 def concat_results(tables: Iterable[pa.Table]) -> pa.Table:
@@ -254,6 +262,13 @@ class RunStore:
         """Each stored job's results (see ``job_tables``)."""
         return job_tables(self._db, order)
 
+    def job_keys(self, order: Sequence[str] = ()) -> list[str]:
+        return job_keys(self._db, order)
+
+    def table(self, key: str) -> pa.Table:
+        """One stored job's results."""
+        return job_table(self._db, key)
+
     def results(self, order: Sequence[str] = ()) -> pa.Table:
         """Every stored read as one table (jobs in ``order`` first)."""
         return concat_results(self.tables(order))
@@ -270,11 +285,26 @@ class RunStore:
         return self._memories.shas()
 
 
-def append_csv(path: Path, table: pa.Table) -> None:
-    """Append a table's rows to a CSV file (header first if the file is new)."""
-    new = not path.exists() or path.stat().st_size == 0
+def csv_rows(table: pa.Table) -> bytes:
+    """A table's rows as CSV lines, without the header (results.csv's dialect)."""
     sink = io.BytesIO()
-    options = pa_csv.WriteOptions(include_header=new, quoting_header="none")
-    pa_csv.write_csv(table, sink, options)
+    pa_csv.write_csv(table, sink, pa_csv.WriteOptions(include_header=False))
+    return sink.getvalue()
+
+
+def csv_header(schema: pa.Schema = RESULT_SCHEMA) -> bytes:
+    """results.csv's header line: the column names, unquoted."""
+    sink = io.BytesIO()
+    options = pa_csv.WriteOptions(include_header=True, quoting_header="none")
+    pa_csv.write_csv(schema.empty_table(), sink, options)
+    return sink.getvalue()
+
+
+def append_csv(path: Path, table: pa.Table) -> bytes:
+    """Append a table's rows to a CSV file (header first if the file is new); returns
+    the rows as written, so the caller can keep them."""
+    new = not path.exists() or path.stat().st_size == 0
+    rows = csv_rows(table)
     with path.open("ab") as handle:
-        handle.write(sink.getvalue())
+        handle.write(csv_header(table.schema) + rows if new else rows)
+    return rows

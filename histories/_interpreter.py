@@ -49,14 +49,30 @@ _BINDING_OPS = frozenset({"set", "copy", "choose", "replay", "when"})
 _Entry = TypeVar("_Entry", bound=Record)
 
 
-def _drop_revoked(table: dict[str, list[_Entry]], revoked: set[str]) -> None:
-    """Remove revoked records from per-key lists (and keys left with none)."""
-    for key, entries in list(table.items()):
-        kept = [r for r in entries if r.id not in revoked]
-        if kept:
-            table[key] = kept
-        else:
-            del table[key]
+def _drop_revoked(
+    records: Sequence[Record],
+    revoked: set[str],
+    bindings: dict[str, list[Record]],
+    adds: dict[str, list[AddRecord]],
+) -> None:
+    """Remove revoked records from the per-key lists (and keys left with none).
+
+    Only the keys of revoked records are touched; every record carrying a revoked
+    id goes, duplicates of an id included."""
+    affected = {r.key for r in records if r.id in revoked and r.op != "revoke" and r.op != "tick"}
+    _drop_keys_entries(bindings, affected, revoked)
+    _drop_keys_entries(adds, affected, revoked)
+
+
+def _drop_keys_entries(table: dict[str, list[_Entry]], keys: set[str], revoked: set[str]) -> None:
+    for key in keys:
+        entries = table.get(key)
+        if entries is not None:
+            kept = [r for r in entries if r.id not in revoked]
+            if kept:
+                table[key] = kept
+            else:
+                del table[key]
 
 
 class LogIndex:
@@ -67,13 +83,13 @@ class LogIndex:
     def __init__(self, records: Iterable[Record]) -> None:
         # one pass over the log (the exact reader and the packers build an index per
         # read and per update); revoked records are dropped from the lists afterwards
-        by_id: dict[str, Record] = {}
+        records = records if isinstance(records, list | tuple) else list(records)
+        by_id: dict[str, Record] = {r.id: r for r in records}
         bindings: dict[str, list[Record]] = {}
         adds: dict[str, list[AddRecord]] = {}
         revokes: list[RevokeRecord] = []
         ticks: list[TickRecord] = []
         for record in records:
-            by_id[record.id] = record
             op = record.op
             if op == "revoke":
                 revokes.append(record)  # type: ignore[arg-type]
@@ -97,11 +113,10 @@ class LogIndex:
             r.target for r in revokes if getattr(by_id.get(r.target), "op", None) != "revoke"
         }
         if revoked:
-            _drop_revoked(bindings, revoked)
-            _drop_revoked(adds, revoked)
+            _drop_revoked(records, revoked, bindings, adds)
         self.by_id = by_id
         self.revoked: set[str] = revoked
-        self.clock = max((t.now for t in ticks if t.id not in revoked), default=0)
+        self.clock = max((t.now for t in ticks if t.id not in revoked), default=0) if ticks else 0
         self.bindings = bindings
         self.adds = adds
 

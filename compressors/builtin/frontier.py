@@ -52,39 +52,54 @@ def is_control(record: Record) -> bool:
     return op == "add" and record.expires is not None  # type: ignore[union-attr]
 
 
-def identifier_order(record: Record) -> tuple[str, str]:
-    """Spelling-based tie-break: the record's first label, then its id."""
+def identifier_order(record: Record) -> str:
+    """Spelling-based tie-break: the record's first label, then its id, as one string
+    that sorts like the pair (label, id): identifiers never contain NUL, which sorts
+    below every character they may contain."""
     fields = LABEL_FIELDS[record.op]
-    return (getattr(record, fields[0]) if fields else "", record.id)
+    return f"{getattr(record, fields[0]) if fields else ''}\0{record.id}"
 
 
-_facts: dict[int, tuple[Record, bool, tuple[str, str]]] = {}
-"""id(record) -> (record, is_control, identifier_order): what a record is never changes,
-and every update of a stream asks again.  Holding the record keeps its id unique."""
+Facts = tuple[Record, bool, str]
+"""(record, is_control, identifier_order)."""
+
+_facts: dict[int, Facts] = {}
+"""id(record) -> its facts: what a record is never changes, and every update of a
+stream asks again.  Holding the record keeps its id unique."""
 
 
-def _facts_of(record: Record) -> tuple[Record, bool, tuple[str, str]]:
-    found = _facts.get(id(record))
-    if found is None:
-        if len(_facts) > 200_000:
-            _facts.clear()
-        found = _facts[id(record)] = (record, is_control(record), identifier_order(record))
+def _facts_of(record: Record) -> Facts:
+    if len(_facts) > 200_000:
+        _facts.clear()
+    found = _facts[id(record)] = (record, is_control(record), identifier_order(record))
     return found
 
 
-def _order_key(record: Record) -> tuple[str, str]:
-    return _facts_of(record)[2]
+def stream_facts(stream: Sequence[Record]) -> list[Facts]:
+    get = _facts.get
+    return [get(id(record)) or _facts_of(record) for record in stream]
 
 
-def tier_numbers(stream: Sequence[Record], query_keys: Sequence[str]) -> list[int]:
+_tiers: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[Sequence[Record], list[int]]] = {}
+"""(ids of a stream's records, query keys) -> (the stream, its tiers): the frontier
+packers of one pair meet the same streams (everything they hold is the same until
+their tie-breaks first differ).  Holding the stream keeps its ids unique."""
+
+
+def tier_numbers(
+    stream: Sequence[Record], query_keys: Sequence[str], facts: Sequence[Facts] | None = None
+) -> list[int]:
     """Each record's tier: 0 control, 1 live in the query's dependency closure, 2 the rest."""
+    key = (tuple(map(id, stream)), tuple(query_keys))
+    found = _tiers.get(key)
+    if found is not None:
+        return found[1]
     index = LogIndex(stream)
     closure = index.closure(query_keys)
     revoked = index.revoked
-    facts = _facts.get
     numbers: list[int] = []
-    for record in stream:
-        if (facts(id(record)) or _facts_of(record))[1]:
+    for record, control, _ in facts if facts is not None else stream_facts(stream):
+        if control:
             numbers.append(0)
         # What is left is a set, copy or add without a validity window (those are
         # control records): live exactly when not revoked (LogIndex.is_live).
@@ -92,6 +107,9 @@ def tier_numbers(stream: Sequence[Record], query_keys: Sequence[str]) -> list[in
             numbers.append(1)
         else:
             numbers.append(2)
+    if len(_tiers) > 50_000:
+        _tiers.clear()
+    _tiers[key] = (stream, numbers)
     return numbers
 
 
@@ -105,15 +123,19 @@ class _FrontierBase(Compressor):
 
     def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
         """Positions in ``stream``, best first: by tier (``tier_numbers``), then by the
-        tie-break.  One sort over (tier, tie-break) keys, the same order as sorting
-        each tier on its own."""
-        tiers = tier_numbers(stream, query_keys)
+        tie-break (identifier order, or the most recent first)."""
+        facts = stream_facts(stream)
+        tiers = tier_numbers(stream, query_keys, facts)
+        by_tier: tuple[list[int], list[int], list[int]] = ([], [], [])
         if self.tie_break == "identifier":
-            keyed = sorted(zip(tiers, map(_order_key, stream), range(len(stream)), strict=True))
-            return [position for _, _, position in keyed]
-        # recency: most recent first, i.e. the highest position first
-        newest = sorted(zip(tiers, range(0, -len(stream), -1), strict=True))
-        return [-negated for _, negated in newest]
+            for position, tier in enumerate(tiers):
+                by_tier[tier].append(position)
+            order = [f[2] for f in facts].__getitem__
+            # a stable sort: equal spellings stay in stream order
+            return [p for positions in by_tier for p in sorted(positions, key=order)]
+        for position in range(len(stream) - 1, -1, -1):  # recency: newest first
+            by_tier[tiers[position]].append(position)
+        return [*by_tier[0], *by_tier[1], *by_tier[2]]
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         stream = self.candidates([*load(memory), *chunk.records])
@@ -168,10 +190,9 @@ class FrontierLatest(_FrontierBase):
         return [r for r in stream if id(r) in keep]
 
     def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
+        """The query's closure first, then the rest; identifier order within each."""
         closure = LogIndex(stream).closure(query_keys)
-
-        def closure_first(position: int) -> tuple[bool, tuple[str, str]]:
-            record = stream[position]
-            return (record.key not in closure, _order_key(record))  # type: ignore[union-attr]
-
-        return sorted(range(len(stream)), key=closure_first)
+        order = [f[2] for f in stream_facts(stream)].__getitem__
+        inside = [p for p, r in enumerate(stream) if r.key in closure]  # type: ignore[union-attr]
+        outside = [p for p, r in enumerate(stream) if r.key not in closure]  # type: ignore[union-attr]
+        return [*sorted(inside, key=order), *sorted(outside, key=order)]
