@@ -8,6 +8,7 @@ reveal and the override branch); the collision rate counts pair instances.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,95 +28,177 @@ def _kn(k: Any, n: Any) -> dict[str, int]:
     return {"k": int(k), "n": int(n)}
 
 
+def _codes(values: Any, *, missing_is_value: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes in order of first appearance, and the distinct values; a missing
+    value gets -1 unless ``missing_is_value``."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=not missing_is_value)
+    return np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=object)
+
+
+def _combine(*codes: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """Codes of the tuples of several code arrays, in first-appearance order among the
+    kept rows; -1 for rows not kept or with any part missing (-1)."""
+    combined = np.zeros(len(codes[0]), dtype=np.int64)
+    usable = np.ones(len(codes[0]), dtype=bool) if keep is None else keep.copy()
+    for part in codes:
+        combined = combined * (int(part.max(initial=0)) + 1) + np.maximum(part, 0)
+        usable &= part >= 0
+    result = np.full(len(combined), -1, dtype=np.int64)
+    result[usable] = _codes(combined[usable])[0]
+    return result
+
+
+class _Cells:
+    """Every row belongs to two cells: its group's ``all`` cell and its family's cell.
+    Cells are numbered groups first (0..G-1), then family cells (G..G+C-1)."""
+
+    def __init__(self, group: np.ndarray, family_cell: np.ndarray) -> None:
+        self.group, self.family_cell = group, family_cell
+        self.n_groups = int(group.max()) + 1
+        self.width = self.n_groups + int(family_cell.max()) + 1
+
+    def total(self, weights: Any) -> np.ndarray:
+        """Per cell: the sum of ``weights`` (booleans count) over its rows."""
+        w = np.asarray(weights, dtype=float)
+        return np.bincount(self.group, w, self.width) + np.bincount(
+            self.family_cell + self.n_groups, w, self.width
+        )
+
+    def blocks(
+        self, keep: np.ndarray, *parts: np.ndarray
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """For the ``all`` cells and then the family cells: (block of each row, cell of
+        each block), a block being one (cell, *parts) tuple among the kept rows (-1 for
+        rows outside any block)."""
+        for cells in (self.group, self.family_cell + self.n_groups):
+            block = _combine(cells, *parts, keep=keep)
+            rows = block >= 0
+            cell_of_block = np.zeros(int(block.max(initial=-1)) + 1, dtype=np.int64)
+            cell_of_block[block[rows]] = cells[rows]
+            yield block, cell_of_block
+
+
 def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
     """One entry per condition x budget x transform x reader x family (and family ``all``).
 
-    Computed for every cell at once (a few grouped sums over the whole table), not
+    Computed for every cell at once (weighted counts over integer cell codes), not
     group by group: a 100,000-read run has hundreds of cells.  Cells come in the
     order their rows first appear, ``all`` before the families of its group.
     """
     keys = ["condition", "budget", "transform", "reader"]
     df = df[[c for c in SCORED_COLUMNS if c in df]].reset_index(drop=True)
-    group = df.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-    family = df["family"].astype(str).to_numpy()
-    # every row counts once in its family's cell and once in its group's ``all`` cell
-    both = pd.concat([df, df], ignore_index=True)
-    both["_group"] = np.concatenate([group, group])
-    both["_family"] = np.concatenate([np.full(len(df), ALL, dtype=object), family])
-    cells = both.groupby(["_group", "_family"], sort=False).ngroup()
-    firsts = both.assign(_cell=cells).drop_duplicates("_cell")
-    firsts = firsts.assign(_all=firsts["_family"] != ALL, _seen=np.arange(len(firsts)))
-    order = firsts.sort_values(["_group", "_all", "_seen"], kind="stable")
-    both["_cell"] = cells.to_numpy()
-    by_cell = both.groupby("_cell", sort=False)
-    branch = both["branch"].astype(str)
+    group = df.groupby(keys, sort=False, dropna=False).ngroup().to_numpy().astype(np.int64)
+    family_names = df["family"].astype(str).to_numpy()
+    family_code, families = _codes(family_names)
+    family_cell = _combine(group, family_code)
+    cells = _Cells(group, family_cell)
+    n_groups = cells.n_groups
+    first_row = np.concatenate(
+        [
+            np.unique(group, return_index=True)[1],
+            np.unique(family_cell, return_index=True)[1],
+        ]
+    )
+    cell_group = group[first_row]
 
-    def kn(values: pd.Series, mask: Any = None) -> tuple[pd.Series, pd.Series]:
-        kept = values if mask is None else values.where(mask)
-        grouped = kept.groupby(both["_cell"])
-        return grouped.sum(min_count=0), grouped.count()
+    branch = df["branch"].astype(str).to_numpy()
+    correct = df["correct"].astype(float).to_numpy()
 
-    correct = both["correct"].astype(float)
-    metrics: dict[str, tuple[pd.Series, pd.Series]] = {}
+    def kn(values: np.ndarray, mask: Any = True) -> tuple[np.ndarray, np.ndarray]:
+        """(sum, count) of the present values where ``mask`` holds."""
+        counted = ~np.isnan(values) & mask
+        return cells.total(np.where(counted, values, 0.0)), cells.total(counted)
+
+    metrics: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in BRANCH_NAMES:
         metrics[f"{name}_accuracy"] = kn(correct, branch == name)
-    lenient_present = "correct_lenient" in both
+    lenient_present = "correct_lenient" in df
     if lenient_present:
-        lenient = both["correct_lenient"].astype(float)
-        has_lenient = lenient.notna().groupby(both["_cell"]).any()
+        lenient = df["correct_lenient"].astype(float).to_numpy()
+        has_lenient = cells.total(~np.isnan(lenient)) > 0
         for name in BRANCH_NAMES:
             metrics[f"{name}_accuracy_lenient"] = kn(lenient, branch == name)
-    na_reads = (both["outcome"].astype(str) == "na").groupby(both["_cell"]).sum()
-    future = branch.isin(["reveal", "override"])
-    blocks = both[future].assign(
-        _pass=(correct[future] == 1), _possible=(correct[future] == 1) | correct[future].isna()
-    )
-    per_block = blocks.groupby(["_cell", "pair_id", "repeat"], sort=False, observed=True)[
-        ["_pass", "_possible"]
-    ].all()
-    joint = per_block.groupby(level="_cell").agg(["sum", "size"])
-    joint_by_cell = {
-        int(cell): (int(a), int(b), int(c), int(d))
-        for cell, a, b, c, d in zip(
-            joint.index,
-            joint[("_pass", "sum")],
-            joint[("_pass", "size")],
-            joint[("_possible", "sum")],
-            joint[("_possible", "size")],
-            strict=True,
-        )
-    }
+    outcome = df["outcome"]
+    na_reads = cells.total(outcome.astype(str).to_numpy() == "na")
+
+    # joint J: a pair-repeat block passes when every future read passes; it is
+    # possible when none failed (NA reads are unknown, not failures)
+    pair_code = _codes(df["pair_id"])[0]
+    repeat_code = _codes(df["repeat"])[0]
+    future = (branch == "reveal") | (branch == "override")
+    passed = correct == 1
+    possible = passed | np.isnan(correct)
+    joint: dict[int, tuple[int, int, int, int]] = {}
+    for block, cell_of_block in cells.blocks(future, pair_code, repeat_code):
+        rows = block >= 0
+        n_blocks = len(cell_of_block)
+        failed = np.bincount(block[rows], ~passed[rows], n_blocks) > 0
+        impossible = np.bincount(block[rows], ~possible[rows], n_blocks) > 0
+        size = np.bincount(cell_of_block, minlength=cells.width)
+        ok = np.bincount(cell_of_block, ~failed, cells.width)
+        maybe = np.bincount(cell_of_block, ~impossible, cells.width)
+        for block_cell in np.flatnonzero(size):
+            joint[int(block_cell)] = (
+                int(ok[block_cell]),
+                int(size[block_cell]),
+                int(maybe[block_cell]),
+                int(size[block_cell]),
+            )
+
     reveal = branch == "reveal"
-    adequate = both["adequate"].astype(float)
+    adequate = df["adequate"].astype(float).to_numpy()
     metrics["adequacy"] = kn(adequate, reveal)
-    late = reveal & (both["family"].astype(str) == LATE_REFERENCE)
-    metrics["late_reference_adequacy"] = kn(adequate, late)
-    current = both[branch == "current"].drop_duplicates(["_cell", "pair_id", "repeat"])
-    collision = current["collision"].astype(float).groupby(current["_cell"])
-    equivariant = both["equivariant"].astype(float)
-    overflow = both["overflow"].astype(float)
-    violations = kn((equivariant == 0).astype(float).where(equivariant.notna()))
-    over_budget = kn((overflow > 0).astype(float).where(overflow.notna()))
-    mean_bytes = both["memory_bytes"].astype(float).groupby(both["_cell"]).mean()
-    n_sources = by_cell["source_pair_id"].nunique()
-    outcome_counts = both.groupby(["_cell", "outcome"], sort=False, observed=True).size()
+    metrics["late_reference_adequacy"] = kn(adequate, reveal & (family_names == LATE_REFERENCE))
+
+    # collision: once per pair-repeat block of current reads (its first read)
+    collision = df["collision"].astype(float).to_numpy()
+    collision_k, collision_n = np.zeros(cells.width), np.zeros(cells.width)
+    pair_any = _codes(df["pair_id"], missing_is_value=True)[0]
+    repeat_any = _codes(df["repeat"], missing_is_value=True)[0]
+    for block, cell_of_block in cells.blocks(branch == "current", pair_any, repeat_any):
+        members = np.flatnonzero(block >= 0)
+        firsts = members[np.unique(block[members], return_index=True)[1]]
+        firsts = firsts[~np.isnan(collision[firsts])]
+        collision_k += np.bincount(cell_of_block[block[firsts]], collision[firsts], cells.width)
+        collision_n += np.bincount(cell_of_block[block[firsts]], minlength=cells.width)
+
+    equivariant = df["equivariant"].astype(float).to_numpy()
+    violations = (cells.total(equivariant == 0), cells.total(~np.isnan(equivariant)))
+    overflow = df["overflow"].astype(float).to_numpy()
+    over_budget = (cells.total(overflow > 0), cells.total(~np.isnan(overflow)))
+    bytes_sum, bytes_count = kn(df["memory_bytes"].astype(float).to_numpy())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_bytes = bytes_sum / bytes_count
+    source_code = _codes(df["source_pair_id"])[0]
+    n_sources = np.zeros(cells.width)
+    for _, cell_of_block in cells.blocks(source_code >= 0, source_code):
+        n_sources += np.bincount(cell_of_block, minlength=cells.width)
+
+    outcome_code, outcome_names = _codes(outcome)
+    n_outcomes = max(len(outcome_names), 1)
     outcomes: dict[int, dict[str, int]] = {}
-    for index, count in outcome_counts.items():
-        cell_id: Any = index[0]  # type: ignore[index]
-        outcome: Any = index[1]  # type: ignore[index]
-        outcomes.setdefault(int(cell_id), {})[str(outcome)] = int(count)
-    seen_outcomes = sorted({str(o) for o in both["outcome"].unique()})
-    collision_k, collision_n = collision.sum(min_count=0), collision.count()
+    named = outcome_code >= 0
+    counts = np.zeros((cells.width, n_outcomes), dtype=np.int64)
+    for cell_codes in (group, family_cell + cells.n_groups):
+        np.add.at(counts, (cell_codes[named], outcome_code[named]), 1)
+    for where, code in zip(*np.nonzero(counts), strict=True):
+        outcomes.setdefault(int(where), {})[str(outcome_names[code])] = int(counts[where, code])
+    seen_outcomes = sorted(str(name) for name in outcome_names)  # an empty outcome is none
 
     entries: list[dict[str, Any]] = []
-    labels = zip(*(order[c] for c in ("_cell", *keys, "_family")), strict=True)
-    for cell, condition, budget, transform, reader, family_label in labels:
+    order: list[int] = [
+        cell
+        for g in range(n_groups)
+        for cell in (g, *(n_groups + int(c) for c in np.flatnonzero(cell_group[n_groups:] == g)))
+    ]
+    labels = {key: df[key].to_numpy(dtype=object)[first_row] for key in keys}
+    for cell in order:
         entry: dict[str, Any] = {
-            "condition": condition,
-            "budget": int(str(budget)),
-            "transform": transform,
-            "reader": reader,
-            "family": family_label,
+            "condition": labels["condition"][cell],
+            "budget": int(str(labels["budget"][cell])),
+            "transform": labels["transform"][cell],
+            "reader": labels["reader"][cell],
+            "family": ALL if cell < n_groups else str(families[family_code[first_row[cell]]]),
             "n_source_pairs": int(n_sources[cell]),
         }
         for name in BRANCH_NAMES:
@@ -126,8 +209,8 @@ def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
                 k, n = metrics[f"{name}_accuracy_lenient"]
                 entry[f"{name}_accuracy_lenient"] = _kn(k[cell], n[cell])
         entry["na_reads"] = int(na_reads[cell])
-        if cell in joint_by_cell:
-            passed_k, passed_n, possible_k, possible_n = joint_by_cell[cell]
+        if cell in joint:
+            passed_k, passed_n, possible_k, possible_n = joint[cell]
             if passed_k != possible_k:
                 # NA present: J is only known within bounds (NA as fail, NA as pass)
                 entry["joint_J_bounds"] = {
@@ -139,7 +222,7 @@ def score_table(df: pd.DataFrame) -> list[dict[str, Any]]:
         for name in ("adequacy", "late_reference_adequacy"):
             k, n = metrics[name]
             entry[name] = _kn(k[cell], n[cell])
-        entry["collision_rate"] = _kn(collision_k.get(cell, 0), collision_n.get(cell, 0))
+        entry["collision_rate"] = _kn(collision_k[cell], collision_n[cell])
         entry["equivariance_violations"] = _kn(violations[0][cell], violations[1][cell])
         entry["over_budget_reads"] = _kn(over_budget[0][cell], over_budget[1][cell])
         entry["mean_memory_bytes"] = round(float(mean_bytes[cell]), 1)
