@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import traceback
 import zlib
 from collections.abc import Mapping, Sequence
@@ -245,7 +246,7 @@ def _same_records(identity: str, memory: str, renamed: Mapping[int, Record]) -> 
     except RenderParseError:
         return False
     return len(source) == len(target) and all(
-        renamed.get(id(a)) is b for a, b in zip(source, target, strict=True)
+        map(operator.is_, map(renamed.get, map(id, source)), target)
     )
 
 

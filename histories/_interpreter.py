@@ -91,22 +91,22 @@ class LogIndex:
         ticks: list[TickRecord] = []
         for record in records:
             op = record.op
-            if op == "revoke":
-                revokes.append(record)  # type: ignore[arg-type]
-            elif op == "tick":
-                ticks.append(record)  # type: ignore[arg-type]
-            elif op == "add":
-                found_add = adds.get(record.key)  # type: ignore[union-attr]
-                if found_add is None:
-                    adds[record.key] = [record]  # type: ignore[union-attr,list-item]
-                else:
-                    found_add.append(record)  # type: ignore[arg-type]
-            else:
+            if op in _BINDING_OPS:  # most records: tested first
                 found = bindings.get(record.key)  # type: ignore[union-attr]
                 if found is None:
                     bindings[record.key] = [record]  # type: ignore[union-attr]
                 else:
                     found.append(record)
+            elif op == "revoke":
+                revokes.append(record)  # type: ignore[arg-type]
+            elif op == "tick":
+                ticks.append(record)  # type: ignore[arg-type]
+            else:
+                found_add = adds.get(record.key)  # type: ignore[union-attr]
+                if found_add is None:
+                    adds[record.key] = [record]  # type: ignore[union-attr,list-item]
+                else:
+                    found_add.append(record)  # type: ignore[arg-type]
         # A revoke of a record absent from this log still counts: it must block a
         # later replay of that record (memories often keep only the tombstone).
         revoked = {
