@@ -76,8 +76,11 @@ def _facts_of(record: Record) -> Facts:
 
 
 def stream_facts(stream: Sequence[Record]) -> list[Facts]:
-    get = _facts.get
-    return [get(id(record)) or _facts_of(record) for record in stream]
+    try:  # the common case: every record seen before (one lookup each, no Python loop)
+        return list(map(_facts.__getitem__, map(id, stream)))
+    except KeyError:
+        get = _facts.get
+        return [get(id(record)) or _facts_of(record) for record in stream]
 
 
 _tiers: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[Sequence[Record], list[int]]] = {}
@@ -107,7 +110,7 @@ def tier_numbers(
             numbers.append(1)
         else:
             numbers.append(2)
-    if len(_tiers) > 50_000:
+    if len(_tiers) > 10_000:  # a pair meets about 2,000 distinct streams
         _tiers.clear()
     _tiers[key] = (stream, numbers)
     return numbers
