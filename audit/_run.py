@@ -90,7 +90,9 @@ class Job:
     pair_json: str
     conditions: tuple[tuple[str, int], ...]
     size: int = 0
-    """Records in the pair: a job's cost grows with it (used to start big jobs first)."""
+    """Bytes of the pair's JSON: a job's cost grows with them (used to start big jobs
+    first).  Bytes predict it better than the record count: longer records overflow
+    the budget sooner, and every update past that point ranks."""
 
 
 def condition_budgets(config: RunConfig) -> list[tuple[str, int]]:
@@ -118,7 +120,7 @@ def plan_jobs(config: RunConfig, pairs: Sequence[Pair]) -> list[Job]:
     for pair in pairs:
         text = pair.to_json()
         key = hashlib.sha256(f"{identity}\n{text}".encode()).hexdigest()[:32]
-        jobs.append(Job(key, text, cells, sum(1 for _ in pair.all_records())))
+        jobs.append(Job(key, text, cells, len(text)))
     return jobs
 
 
