@@ -127,10 +127,16 @@ def plan_jobs(config: RunConfig, pairs: Sequence[Pair]) -> list[Job]:
 def _execute(job: Job, transforms: Sequence[str], seed: int) -> PackedJob:
     """Run one job and serialize it (in the worker process, not the writer)."""
     with _cycle_collection_after():
-        specs = [parse_transforms(t)[0] for t in transforms]
-        pair = share_identical_records(Pair.model_validate_json(job.pair_json))
-        result = run_job(job.key, pair, job.conditions, specs, seed)
-        return pack_job(result.key, result.lists, result.memories, result.log)
+        # in a function of its own: its locals (every instance of the pair, the rows)
+        # are freed before the collection at the end, which then has less to walk
+        return _run_and_pack(job, transforms, seed)
+
+
+def _run_and_pack(job: Job, transforms: Sequence[str], seed: int) -> PackedJob:
+    specs = [parse_transforms(t)[0] for t in transforms]
+    pair = share_identical_records(Pair.model_validate_json(job.pair_json))
+    result = run_job(job.key, pair, job.conditions, specs, seed)
+    return pack_job(result.key, result.lists, result.memories, result.log)
 
 
 @contextmanager
@@ -395,19 +401,23 @@ def finish(
         tables.append(table)
         chunks.append(rows)
     table = concat_results(tables)
-    with ThreadPoolExecutor(max_workers=1) as writer:
-        # Arrow encodes Parquet without the GIL: it runs beside the scoring below
-        parquet = writer.submit(
-            lambda: pq.write_table(table, out / RESULTS_PARQUET) if table.num_rows else None
-        )
-        csv_path = out / RESULTS_CSV
+    csv_path = out / RESULTS_CSV
+
+    def write_files() -> None:
         temp = csv_path.with_suffix(".tmp")
         temp.write_bytes(b"".join(chunks))
         temp.replace(csv_path)
+        if table.num_rows:
+            pq.write_table(table, out / RESULTS_PARQUET)
+
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        # file writes and Arrow's Parquet encoding release the GIL: they run beside
+        # the scoring below
+        written = writer.submit(write_files)
         scored = [c for c in SCORED_COLUMNS if c in table.column_names]  # all the summary reads
         df = table.select(scored).to_pandas() if table.num_rows else pd.DataFrame()
         summary = summarize(df, {"config": config.model_dump(mode="json")})
-        parquet.result()
+        written.result()
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
