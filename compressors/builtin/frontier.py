@@ -83,7 +83,9 @@ def stream_facts(stream: Sequence[Record]) -> list[Facts]:
         return [get(id(record)) or _facts_of(record) for record in stream]
 
 
-_tiers: dict[tuple[tuple[int, ...], tuple[str, ...]], tuple[Sequence[Record], list[int]]] = {}
+_tiers: dict[
+    tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[Record, ...], tuple[int, ...]]
+] = {}
 """(ids of a stream's records, query keys) -> (the stream, its tiers): the frontier
 packers of one pair meet the same streams (everything they hold is the same until
 their tie-breaks first differ).  Holding the stream keeps its ids unique."""
@@ -91,7 +93,7 @@ their tie-breaks first differ).  Holding the stream keeps its ids unique."""
 
 def tier_numbers(
     stream: Sequence[Record], query_keys: Sequence[str], facts: Sequence[Facts] | None = None
-) -> list[int]:
+) -> tuple[int, ...]:
     """Each record's tier: 0 control, 1 live in the query's dependency closure, 2 the rest."""
     key = (tuple(map(id, stream)), tuple(query_keys))
     found = _tiers.get(key)
@@ -112,8 +114,9 @@ def tier_numbers(
             numbers.append(2)
     if len(_tiers) > 10_000:  # a pair meets about 2,000 distinct streams
         _tiers.clear()
-    _tiers[key] = (stream, numbers)
-    return numbers
+    tiers = tuple(numbers)
+    _tiers[key] = (tuple(stream), tiers)
+    return tiers
 
 
 class _FrontierBase(Compressor):
