@@ -397,7 +397,11 @@ def finish(
     tables: list[pa.Table] = []
     chunks: list[bytes] = [csv_header()]
     for key in store.job_keys(order):
-        table, rows = fresh[key] if key in fresh else (table := store.table(key), csv_rows(table))
+        if key in fresh:
+            table, rows = fresh[key]
+        else:  # finished by an earlier invocation of this run
+            table = store.table(key)
+            rows = csv_rows(table)
         tables.append(table)
         chunks.append(rows)
     table = concat_results(tables)

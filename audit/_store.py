@@ -269,10 +269,6 @@ class RunStore:
         """One stored job's results."""
         return job_table(self._db, key)
 
-    def results(self, order: Sequence[str] = ()) -> pa.Table:
-        """Every stored read as one table (jobs in ``order`` first)."""
-        return concat_results(self.tables(order))
-
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every stored read as a dict (for inspection and tests)."""
         for table in self.tables():
