@@ -9,65 +9,37 @@ string alone still determines the records).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from histories import Record
 from histories._render import RenderParseError, parse_records
 
 _CACHE_LIMIT = 50_000
 _parsed: dict[str, tuple[Record, ...]] = {}
-_kept: dict[int, Record] = {}
-"""id(record) -> record: holding every cached record keeps its id from being reused,
-so an id found in the caches below always means that very record."""
-_line: dict[int, str] = {}
-_size: dict[int, int] = {}
 
-
-def _remember(records: Iterable[Record]) -> None:
-    """Cache the canonical line and UTF-8 size of records not seen yet."""
-    if len(_kept) > _CACHE_LIMIT * 4:
-        _kept.clear()
-        _line.clear()
-        _size.clear()
-    for record in records:
-        key = id(record)
-        if key not in _kept:
-            line = record.canonical_json()
-            _kept[key] = record
-            _line[key] = line
-            _size[key] = len(line) if line.isascii() else len(line.encode("utf-8"))
+_line_of = attrgetter("canonical_line")
+_size_of = attrgetter("canonical_size")
 
 
 def record_sizes(records: Sequence[Record]) -> list[int]:
     """UTF-8 bytes of each record's line (without the newline), cached per record."""
-    try:
-        return list(map(_size.__getitem__, map(id, records)))
-    except KeyError:
-        _remember(records)
-        return list(map(_size.__getitem__, map(id, records)))
+    return list(map(_size_of, records))
 
 
 def record_line(record: Record) -> str:
     """Canonical JSON of a record, cached per record object (records are frozen)."""
-    line = _line.get(id(record))
-    if line is None:
-        _remember((record,))
-        line = _line[id(record)]
-    return line
+    return record.canonical_line
 
 
 def line_bytes(record: Record) -> int:
     """UTF-8 bytes the record's line takes in a memory (without the newline)."""
-    return record_sizes((record,))[0]
+    return record.canonical_size
 
 
 def dump(records: Iterable[Record]) -> str:
     """Records -> memory text (one canonical JSON line each); cached for ``load``."""
     records = tuple(records)
-    try:
-        text = "\n".join(map(_line.__getitem__, map(id, records)))
-    except KeyError:
-        _remember(records)
-        text = "\n".join(map(_line.__getitem__, map(id, records)))
+    text = "\n".join(map(_line_of, records))
     if len(_parsed) > _CACHE_LIMIT:
         _parsed.clear()
     _parsed[text] = records

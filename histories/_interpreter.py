@@ -78,13 +78,12 @@ def _drop_keys_entries(table: dict[str, list[_Entry]], keys: set[str], revoked: 
 class LogIndex:
     """A log indexed once so that many keys can be resolved against it cheaply."""
 
-    __slots__ = ("adds", "bindings", "by_id", "clock", "revoked")
+    __slots__ = ("_by_id", "_records", "adds", "bindings", "clock", "revoked")
 
     def __init__(self, records: Iterable[Record]) -> None:
         # one pass over the log (the exact reader and the packers build an index per
         # read and per update); revoked records are dropped from the lists afterwards
         records = records if isinstance(records, list | tuple) else list(records)
-        by_id: dict[str, Record] = {r.id: r for r in records}
         bindings: dict[str, list[Record]] = {}
         adds: dict[str, list[AddRecord]] = {}
         revokes: list[RevokeRecord] = []
@@ -109,16 +108,29 @@ class LogIndex:
                     found_add.append(record)  # type: ignore[arg-type]
         # A revoke of a record absent from this log still counts: it must block a
         # later replay of that record (memories often keep only the tombstone).
-        revoked = {
-            r.target for r in revokes if getattr(by_id.get(r.target), "op", None) != "revoke"
-        }
-        if revoked:
-            _drop_revoked(records, revoked, bindings, adds)
-        self.by_id = by_id
+        self._records = records
+        self._by_id: dict[str, Record] | None = None
+        revoked: set[str] = set()
+        if revokes:
+            by_id = self.by_id
+            revoked = {
+                r.target for r in revokes if getattr(by_id.get(r.target), "op", None) != "revoke"
+            }
+            if revoked:
+                _drop_revoked(records, revoked, bindings, adds)
         self.revoked: set[str] = revoked
         self.clock = max((t.now for t in ticks if t.id not in revoked), default=0) if ticks else 0
         self.bindings = bindings
         self.adds = adds
+
+    @property
+    def by_id(self) -> dict[str, Record]:
+        """Records by id (the last one of a duplicated id), built on first use: only
+        revokes and replays look records up by id, and most logs have neither."""
+        found = self._by_id
+        if found is None:
+            found = self._by_id = {r.id: r for r in self._records}
+        return found
 
     def extended(self, records: Iterable[Record]) -> LogIndex:
         """The index of this log plus ``records`` (a future), without re-indexing the prefix.
@@ -130,7 +142,8 @@ class LogIndex:
         if any(r.op in ("revoke", "tick") for r in records):
             return LogIndex([*self.by_id.values(), *records])
         new = LogIndex.__new__(LogIndex)
-        new.by_id = {**self.by_id, **{r.id: r for r in records}}
+        new._records = [*self._records, *records]
+        new._by_id = {**self.by_id, **{r.id: r for r in records}}
         new.revoked = self.revoked
         new.clock = self.clock
         new.bindings = {k: list(v) for k, v in self.bindings.items()}
@@ -184,7 +197,7 @@ class LogIndex:
         # Resolution recurses once per dependency link; a log of n records has
         # chains of at most n links, so make room for them (Python 3.11 frames are
         # heap-allocated, so a higher limit does not risk the C stack).
-        needed = 4 * len(self.by_id) + 200
+        needed = 4 * len(self._records) + 200
         if sys.getrecursionlimit() < needed:
             sys.setrecursionlimit(needed)
         return {key: _Resolver(self).value(key) for key in keys}

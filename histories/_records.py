@@ -19,6 +19,7 @@ Kinds beyond PROTOCOL.md's table (each needed by one family, documented in
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -53,6 +54,52 @@ class _Record(BaseModel):
         ensure_ascii=False)``, produced by pydantic's serializer (3x faster).
         """
         return self.model_dump_json(exclude_none=True)
+
+    # Derived once per record and kept in the instance (records are immutable): a
+    # packer measures and writes the same records on every update, and an attribute
+    # of the record is cheaper to reach than any table keyed by it.  Copies drop
+    # them (``__copy__``, ``replace_fields``), so a changed copy never inherits them.
+
+    @cached_property
+    def canonical_line(self) -> str:
+        """``canonical_json()``, computed on first use."""
+        return self.canonical_json()
+
+    @cached_property
+    def canonical_size(self) -> int:
+        """UTF-8 bytes of ``canonical_line``: what the record takes in a memory."""
+        line = self.canonical_line
+        return len(line) if line.isascii() else len(line.encode("utf-8"))
+
+    def __copy__(self: _R) -> _R:
+        copied = super().__copy__()
+        _drop_derived(copied)
+        return copied
+
+    def __deepcopy__(self: _R, memo: dict[int, Any] | None = None) -> _R:
+        copied = super().__deepcopy__(memo)
+        _drop_derived(copied)
+        return copied
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        return {**state, "__dict__": _fields_only(self)}
+
+
+_DERIVED = ("canonical_line", "canonical_size")
+"""Values cached in a record's ``__dict__`` beside its fields."""
+
+
+def _drop_derived(record: _Record) -> None:
+    for name in _DERIVED:
+        record.__dict__.pop(name, None)
+
+
+def _fields_only(record: _Record) -> dict[str, Any]:
+    data = record.__dict__
+    if _DERIVED[0] in data or _DERIVED[1] in data:
+        return {k: v for k, v in data.items() if k not in _DERIVED}
+    return data
 
 
 class SetRecord(_Record):
@@ -198,7 +245,7 @@ def replace_fields(record: _R, update: dict[str, Any]) -> _R:
     """
     cls = type(record)
     new = cls.__new__(cls)
-    data = dict(record.__dict__)
+    data = dict(_fields_only(record))
     data.update(update)
     object.__setattr__(new, "__dict__", data)
     object.__setattr__(new, "__pydantic_fields_set__", record.__pydantic_fields_set__)

@@ -16,12 +16,13 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import reduce
 from itertools import chain, compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from compressors._memory import dump, in_stream_order, pack, record_line
+from compressors._memory import dump, in_stream_order, pack
 from compressors._protocol import ArchiveCompressor
 from compressors._registry import register
 from histories import Record
@@ -33,31 +34,32 @@ _FIELD_NAMES = frozenset(
 )  # fmt: skip
 
 
-_kept: dict[int, Record] = {}
-"""id(record) -> record for every record below: holding it keeps its id from being
-reused.  Every recall of a history tokenizes the same records again."""
-_words: dict[int, list[str]] = {}
-_lengths: dict[int, int] = {}
-_counts: dict[int, dict[str, int]] = {}
+_words: dict[str, list[str]] = {}
+"""A record's canonical line -> its tokens; with their count and term counts below.
+Every recall of a history tokenizes the same records again."""
+_lengths: dict[str, int] = {}
+_counts: dict[str, dict[str, int]] = {}
+
+_line_of = attrgetter("canonical_line")
 
 
-def _remember(records: Sequence[Record]) -> None:
-    if len(_kept) > 200_000:
-        for cache in (_kept, _words, _lengths, _counts):
+def _remember(lines: Sequence[str]) -> None:
+    if len(_words) > 200_000:
+        for cache in (_words, _lengths, _counts):
             cache.clear()
-    for record in records:
-        key = id(record)
-        if key in _kept:
+    for line in lines:
+        if line in _words:
             continue
-        words = [t for t in _TOKEN.findall(record_line(record)) if t not in _FIELD_NAMES]
+        words = [t for t in _TOKEN.findall(line) if t not in _FIELD_NAMES]
         counts = dict(Counter(words))  # first-seen order, as rank_bm25 builds it
-        _kept[key], _words[key], _lengths[key], _counts[key] = record, words, len(words), counts
+        _words[line], _lengths[line], _counts[line] = words, len(words), counts
 
 
 def tokens(record: Record) -> list[str]:
     """Identifier-ish tokens of the record's JSON, without the field names."""
-    _remember((record,))
-    return _words[id(record)]
+    line = record.canonical_line
+    _remember((line,))
+    return _words[line]
 
 
 class RecordBM25(BM25Okapi):  # type: ignore[misc]
@@ -67,12 +69,14 @@ class RecordBM25(BM25Okapi):  # type: ignore[misc]
     its order; a property test checks all of them against the library, bit for bit."""
 
     def _initialize(self, corpus: Sequence[Record]) -> dict[str, int]:
-        ids = list(map(id, corpus))
-        if not all(map(_kept.__contains__, ids)):
-            _remember(corpus)
-        self.doc_len = list(map(_lengths.__getitem__, ids))
-        self.doc_freqs = list(map(_counts.__getitem__, ids))
-        self.corpus_size = len(ids)
+        lines = list(map(_line_of, corpus))
+        try:
+            self.doc_len = list(map(_lengths.__getitem__, lines))
+        except KeyError:
+            _remember(lines)
+            self.doc_len = list(map(_lengths.__getitem__, lines))
+        self.doc_freqs = list(map(_counts.__getitem__, lines))
+        self.corpus_size = len(lines)
         self.avgdl = sum(self.doc_len) / self.corpus_size
         # documents in order, words first-seen: the library's insertion order
         return dict(Counter(chain.from_iterable(self.doc_freqs)))
@@ -110,6 +114,44 @@ class RecordBM25(BM25Okapi):  # type: ignore[misc]
         return np.array(self.score_list(query))
 
 
+def bm25_scores(history: Sequence[Record], query: Sequence[str]) -> list[float]:
+    """``RecordBM25(history).get_scores(query)``, bit for bit, from the statistics of the
+    query's terms alone.
+
+    A term's idf needs only its document frequency, unless it is negative: then the
+    library substitutes epsilon times the average idf of every word in the corpus, and
+    this falls back to the whole ``RecordBM25``.  Scores are summed in the library's
+    order with its formula; a property test compares them with ``rank_bm25`` itself.
+    """
+    lines = list(map(_line_of, history))
+    try:
+        doc_len = list(map(_lengths.__getitem__, lines))
+    except KeyError:
+        _remember(lines)
+        doc_len = list(map(_lengths.__getitem__, lines))
+    doc_freqs = list(map(_counts.__getitem__, lines))
+    corpus_size = len(lines)
+    avgdl = sum(doc_len) / corpus_size
+    table, negative = _idf_by_frequency(corpus_size)
+    k1, b = _K1, _B
+    scores = [0.0] * corpus_size
+    for term in query:
+        found = [(p, freq) for p, counts in enumerate(doc_freqs) if (freq := counts.get(term))]
+        if not found:  # not in the corpus: the library adds zeros
+            continue
+        if len(found) in negative:
+            return RecordBM25(list(history)).score_list(query)
+        idf = table[len(found)] or 0
+        for position, freq in found:
+            scores[position] += idf * (
+                freq * (k1 + 1) / (freq + k1 * (1 - b + b * doc_len[position] / avgdl))
+            )
+    return scores
+
+
+_K1, _B = 1.5, 0.75
+"""``BM25Okapi``'s default k1 and b, which ``RecordBM25`` uses."""
+
 _idf_tables: dict[int, tuple[list[float], frozenset[int]]] = {}
 
 
@@ -136,7 +178,7 @@ class BM25(ArchiveCompressor):
     ) -> str:
         if not history:
             return ""
-        scores = RecordBM25(list(history)).score_list(query_keys)
+        scores = bm25_scores(history, query_keys)
         # best first; a stable sort of newest-first positions keeps ties newest first
         order = sorted(range(len(history) - 1, -1, -1), key=scores.__getitem__, reverse=True)
         ranked = [history[i] for i in order]

@@ -28,6 +28,7 @@ renaming.  The variants:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import ClassVar
 
 from compressors._memory import dump, load, pack_positions, record_sizes
@@ -60,62 +61,68 @@ def identifier_order(record: Record) -> str:
     return f"{getattr(record, fields[0]) if fields else ''}\0{record.id}"
 
 
-Facts = tuple[Record, bool, str]
-"""(record, is_control, identifier_order)."""
+Facts = tuple[bool, str, str | None, str]
+"""(is_control, identifier_order, the record's key or None, its id)."""
 
-_facts: dict[int, Facts] = {}
-"""id(record) -> its facts: what a record is never changes, and every update of a
-stream asks again.  Holding the record keeps its id unique."""
+_facts: dict[str, Facts] = {}
+"""A record's canonical line -> its facts: what a record is never changes, and every
+update of a stream asks again.  Keyed by content, so equal records share an entry."""
 
 
 def _facts_of(record: Record) -> Facts:
     if len(_facts) > 200_000:
         _facts.clear()
-    found = _facts[id(record)] = (record, is_control(record), identifier_order(record))
+    found = _facts[record.canonical_line] = (
+        is_control(record),
+        identifier_order(record),
+        getattr(record, "key", None),
+        record.id,
+    )
     return found
 
 
+_line_of = attrgetter("canonical_line")
+
+
 def stream_facts(stream: Sequence[Record]) -> list[Facts]:
+    lines = list(map(_line_of, stream))
     try:  # the common case: every record seen before (one lookup each, no Python loop)
-        return list(map(_facts.__getitem__, map(id, stream)))
+        return list(map(_facts.__getitem__, lines))
     except KeyError:
         get = _facts.get
-        return [get(id(record)) or _facts_of(record) for record in stream]
+        return [get(line) or _facts_of(record) for line, record in zip(lines, stream, strict=True)]
 
 
-_tiers: dict[
-    tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[Record, ...], tuple[int, ...]]
-] = {}
-"""(ids of a stream's records, query keys) -> (the stream, its tiers): the frontier
-packers of one pair meet the same streams (everything they hold is the same until
-their tie-breaks first differ).  Holding the stream keeps its ids unique."""
+_tiers: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[int, ...]] = {}
+"""(a stream's canonical lines, query keys) -> its tiers: the frontier packers of one
+pair meet the same streams (everything they hold is the same until their tie-breaks
+first differ)."""
 
 
 def tier_numbers(
     stream: Sequence[Record], query_keys: Sequence[str], facts: Sequence[Facts] | None = None
 ) -> tuple[int, ...]:
     """Each record's tier: 0 control, 1 live in the query's dependency closure, 2 the rest."""
-    key = (tuple(map(id, stream)), tuple(query_keys))
+    key = (tuple(map(_line_of, stream)), tuple(query_keys))
     found = _tiers.get(key)
     if found is not None:
-        return found[1]
+        return found
     index = LogIndex(stream)
     closure = index.closure(query_keys)
     revoked = index.revoked
     numbers: list[int] = []
-    for record, control, _ in facts if facts is not None else stream_facts(stream):
+    for control, _, record_key, record_id in facts if facts is not None else stream_facts(stream):
         if control:
             numbers.append(0)
         # What is left is a set, copy or add without a validity window (those are
         # control records): live exactly when not revoked (LogIndex.is_live).
-        elif record.key in closure and record.id not in revoked:  # type: ignore[union-attr]
+        elif record_key in closure and record_id not in revoked:
             numbers.append(1)
         else:
             numbers.append(2)
     if len(_tiers) > 10_000:  # a pair meets about 2,000 distinct streams
         _tiers.clear()
-    tiers = tuple(numbers)
-    _tiers[key] = (tuple(stream), tiers)
+    tiers = _tiers[key] = tuple(numbers)
     return tiers
 
 
@@ -136,7 +143,7 @@ class _FrontierBase(Compressor):
         if self.tie_break == "identifier":
             for position, tier in enumerate(tiers):
                 by_tier[tier].append(position)
-            order = [f[2] for f in facts].__getitem__
+            order = [f[1] for f in facts].__getitem__
             # a stable sort: equal spellings stay in stream order
             return [p for positions in by_tier for p in sorted(positions, key=order)]
         for position in range(len(stream) - 1, -1, -1):  # recency: newest first
@@ -198,7 +205,7 @@ class FrontierLatest(_FrontierBase):
     def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
         """The query's closure first, then the rest; identifier order within each."""
         closure = LogIndex(stream).closure(query_keys)
-        order = [f[2] for f in stream_facts(stream)].__getitem__
+        order = [f[1] for f in stream_facts(stream)].__getitem__
         inside = [p for p, r in enumerate(stream) if r.key in closure]  # type: ignore[union-attr]
         outside = [p for p, r in enumerate(stream) if r.key not in closure]  # type: ignore[union-attr]
         return [*sorted(inside, key=order), *sorted(outside, key=order)]
