@@ -15,7 +15,9 @@ from histories import Record
 from histories._render import RenderParseError, parse_records
 
 _CACHE_LIMIT = 50_000
-_parsed: dict[str, tuple[Record, ...]] = {}
+Parts = tuple[tuple[Record, ...], tuple[str, ...], tuple[int, ...]]
+"""A memory's records, their canonical lines and the lines' UTF-8 sizes."""
+_parsed: dict[str, Parts] = {}
 
 _line_of = attrgetter("canonical_line")
 _size_of = attrgetter("canonical_size")
@@ -26,29 +28,22 @@ def record_sizes(records: Sequence[Record]) -> list[int]:
     return list(map(_size_of, records))
 
 
-def record_line(record: Record) -> str:
-    """Canonical JSON of a record, cached per record object (records are frozen)."""
-    return record.canonical_line
-
-
-def line_bytes(record: Record) -> int:
-    """UTF-8 bytes the record's line takes in a memory (without the newline)."""
-    return record.canonical_size
+def _remember(text: str, parts: Parts) -> str:
+    if len(_parsed) > _CACHE_LIMIT:
+        _parsed.clear()
+    _parsed[text] = parts
+    return text
 
 
 def dump(records: Iterable[Record]) -> str:
     """Records -> memory text (one canonical JSON line each); cached for ``load``."""
     records = tuple(records)
-    text = "\n".join(map(_line_of, records))
-    if len(_parsed) > _CACHE_LIMIT:
-        _parsed.clear()
-    _parsed[text] = records
-    return text
+    lines = tuple(map(_line_of, records))
+    return _remember("\n".join(lines), (records, lines, tuple(map(_size_of, records))))
 
 
-def load(memory: str) -> tuple[Record, ...]:
-    """Memory text -> records; raises RenderParseError for anything but a record log
-    (canonical JSON lines, or tool-log lines)."""
+def load_parts(memory: str) -> Parts:
+    """``load``, with each record's canonical line and size."""
     cached = _parsed.get(memory)
     if cached is not None:
         return cached
@@ -59,10 +54,62 @@ def load(memory: str) -> tuple[Record, ...]:
             records = tuple(parse_records(memory, "json"))
         except RenderParseError:
             records = tuple(parse_records(memory, "log"))
-    if len(_parsed) > _CACHE_LIMIT:
-        _parsed.clear()
-    _parsed[memory] = records
-    return records
+    parts = (records, tuple(map(_line_of, records)), tuple(map(_size_of, records)))
+    _remember(memory, parts)
+    return parts
+
+
+def load(memory: str) -> tuple[Record, ...]:
+    """Memory text -> records; raises RenderParseError for anything but a record log
+    (canonical JSON lines, or tool-log lines)."""
+    return load_parts(memory)[0]
+
+
+class Stream:
+    """What a strict packer chooses from: the memory's records, then the chunk's.
+
+    Each record's line and size travel beside it, the memory's taken whole from its
+    cache entry: a packer reads every size and writes every chosen line on every
+    update, and reaching them record by record is most of a cheap update's cost.
+    """
+
+    __slots__ = ("lines", "records", "sizes")
+
+    def __init__(self, records: list[Record], lines: list[str], sizes: list[int]) -> None:
+        self.records, self.lines, self.sizes = records, lines, sizes
+
+    @classmethod
+    def of(cls, memory: str, chunk: Sequence[Record]) -> Stream:
+        """The memory's records followed by the chunk's (raises RenderParseError)."""
+        records, lines, sizes = load_parts(memory)
+        return cls(
+            [*records, *chunk], [*lines, *map(_line_of, chunk)], [*sizes, *map(_size_of, chunk)]
+        )
+
+    @classmethod
+    def from_records(cls, records: Sequence[Record]) -> Stream:
+        return cls(list(records), list(map(_line_of, records)), list(map(_size_of, records)))
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def fits(self, budget: int) -> bool:
+        """Whether every record fits in ``budget`` bytes as one memory."""
+        return sum(self.sizes) + len(self.sizes) - 1 <= budget
+
+    def select(self, positions: Sequence[int]) -> Stream:
+        """The records at ``positions``, in that order."""
+        records, lines, sizes = self.records, self.lines, self.sizes
+        return Stream(
+            [records[p] for p in positions], [lines[p] for p in positions],
+            [sizes[p] for p in positions],
+        )  # fmt: skip
+
+    def dump(self, positions: Sequence[int] | None = None) -> str:
+        """The memory of the records at ``positions`` (all by default), in that order."""
+        chosen = self if positions is None else self.select(positions)
+        lines = tuple(chosen.lines)
+        return _remember("\n".join(lines), (tuple(chosen.records), lines, tuple(chosen.sizes)))
 
 
 def memory_bytes(memory: str) -> int:
@@ -87,13 +134,9 @@ def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) ->
     return chosen
 
 
-def fits(records: Sequence[Record], budget: int) -> bool:
-    """Whether all of ``records`` fit in ``budget`` bytes as one memory (then a greedy
-    ``pack`` keeps them all, whatever their order)."""
-    return sum(record_sizes(records)) + len(records) - 1 <= budget
-
-
-def pack_positions(order: Iterable[int], sizes: Sequence[int], budget: int) -> list[int]:
+def pack_positions(
+    order: Iterable[int], sizes: Sequence[int], budget: int, *, contiguous: bool = False
+) -> list[int]:
     """``pack`` by position: greedily take positions in ``order`` while the lines of
     the chosen records (``sizes``) fit ``budget``; returns them in ascending order."""
     chosen: list[int] = []
@@ -103,11 +146,7 @@ def pack_positions(order: Iterable[int], sizes: Sequence[int], budget: int) -> l
         if used + size <= budget:
             chosen.append(position)
             used += size
+        elif contiguous:
+            break
     chosen.sort()
     return chosen
-
-
-def in_stream_order(chosen: Iterable[Record], stream: Sequence[Record]) -> list[Record]:
-    """``chosen`` re-sorted into the order they appear in ``stream`` (memory, then chunk)."""
-    keep = set(map(id, chosen))
-    return [r for r in stream if id(r) in keep]

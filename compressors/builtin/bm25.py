@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from compressors._memory import dump, in_stream_order, pack
+from compressors._memory import Stream, pack_positions
 from compressors._protocol import ArchiveCompressor
 from compressors._registry import register
 from histories import Record
@@ -114,7 +114,9 @@ class RecordBM25(BM25Okapi):  # type: ignore[misc]
         return np.array(self.score_list(query))
 
 
-def bm25_scores(history: Sequence[Record], query: Sequence[str]) -> list[float]:
+def bm25_scores(
+    history: Sequence[Record], query: Sequence[str], lines: Sequence[str] | None = None
+) -> list[float]:
     """``RecordBM25(history).get_scores(query)``, bit for bit, from the statistics of the
     query's terms alone.
 
@@ -123,7 +125,7 @@ def bm25_scores(history: Sequence[Record], query: Sequence[str]) -> list[float]:
     this falls back to the whole ``RecordBM25``.  Scores are summed in the library's
     order with its formula; a property test compares them with ``rank_bm25`` itself.
     """
-    lines = list(map(_line_of, history))
+    lines = lines if lines is not None else list(map(_line_of, history))
     try:
         doc_len = list(map(_lengths.__getitem__, lines))
     except KeyError:
@@ -178,8 +180,8 @@ class BM25(ArchiveCompressor):
     ) -> str:
         if not history:
             return ""
-        scores = bm25_scores(history, query_keys)
+        stream = Stream.from_records(history)
+        scores = bm25_scores(history, query_keys, stream.lines)
         # best first; a stable sort of newest-first positions keeps ties newest first
         order = sorted(range(len(history) - 1, -1, -1), key=scores.__getitem__, reverse=True)
-        ranked = [history[i] for i in order]
-        return dump(in_stream_order(pack(ranked, budget), history))
+        return stream.dump(pack_positions(order, stream.sizes, budget))  # in history order

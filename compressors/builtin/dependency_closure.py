@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compressors._memory import dump, in_stream_order, pack
+from compressors._memory import Stream, pack_positions
 from compressors._protocol import ArchiveCompressor
 from compressors._registry import register
 from histories import Record, referenced_keys
@@ -61,5 +61,7 @@ class DependencyClosure(ArchiveCompressor):
             for r in history
             if r.id in ids or r.op == "tick" or (r.op == "revoke" and r.target in ids)
         ]
-        # relevant keeps the history's order, so it orders the packed records as well
-        return dump(in_stream_order(pack(relevant[::-1], budget), relevant))
+        # newest first into the budget; the memory keeps the history's order
+        stream = Stream.from_records(relevant)
+        newest_first = range(len(relevant) - 1, -1, -1)
+        return stream.dump(pack_positions(newest_first, stream.sizes, budget))

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import ClassVar
 
-from compressors._memory import dump, load, pack_positions, record_sizes
+from compressors._memory import Stream, pack_positions
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import (
@@ -84,8 +84,9 @@ def _facts_of(record: Record) -> Facts:
 _line_of = attrgetter("canonical_line")
 
 
-def stream_facts(stream: Sequence[Record]) -> list[Facts]:
-    lines = list(map(_line_of, stream))
+def stream_facts(stream: Sequence[Record], lines: Sequence[str] | None = None) -> list[Facts]:
+    """Each record's facts (``lines``: the records' canonical lines, if known)."""
+    lines = lines if lines is not None else list(map(_line_of, stream))
     try:  # the common case: every record seen before (one lookup each, no Python loop)
         return list(map(_facts.__getitem__, lines))
     except KeyError:
@@ -100,10 +101,13 @@ first differ)."""
 
 
 def tier_numbers(
-    stream: Sequence[Record], query_keys: Sequence[str], facts: Sequence[Facts] | None = None
+    stream: Sequence[Record],
+    query_keys: Sequence[str],
+    facts: Sequence[Facts] | None = None,
+    lines: Sequence[str] | None = None,
 ) -> tuple[int, ...]:
     """Each record's tier: 0 control, 1 live in the query's dependency closure, 2 the rest."""
-    key = (tuple(map(_line_of, stream)), tuple(query_keys))
+    key = (tuple(lines if lines is not None else map(_line_of, stream)), tuple(query_keys))
     found = _tiers.get(key)
     if found is not None:
         return found
@@ -131,14 +135,16 @@ class _FrontierBase(Compressor):
 
     tie_break: ClassVar[str] = "identifier"
 
-    def candidates(self, stream: list[Record]) -> list[Record]:
+    def candidates(self, stream: Stream) -> Stream:
+        """The records this packer may keep (all of them, here)."""
         return stream
 
-    def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
+    def rank(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
         """Positions in ``stream``, best first: by tier (``tier_numbers``), then by the
         tie-break (identifier order, or the most recent first)."""
-        facts = stream_facts(stream)
-        tiers = tier_numbers(stream, query_keys, facts)
+        records, lines = stream.records, stream.lines
+        facts = stream_facts(records, lines)
+        tiers = tier_numbers(records, query_keys, facts, lines)
         by_tier: tuple[list[int], list[int], list[int]] = ([], [], [])
         if self.tie_break == "identifier":
             for position, tier in enumerate(tiers):
@@ -146,17 +152,15 @@ class _FrontierBase(Compressor):
             order = [f[1] for f in facts].__getitem__
             # a stable sort: equal spellings stay in stream order
             return [p for positions in by_tier for p in sorted(positions, key=order)]
-        for position in range(len(stream) - 1, -1, -1):  # recency: newest first
+        for position in range(len(records) - 1, -1, -1):  # recency: newest first
             by_tier[tiers[position]].append(position)
         return [*by_tier[0], *by_tier[1], *by_tier[2]]
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
-        stream = self.candidates([*load(memory), *chunk.records])
-        sizes = record_sizes(stream)
-        if sum(sizes) + len(stream) - 1 <= budget:  # all fit: ranking cannot matter
-            return dump(stream)
-        chosen = pack_positions(self.rank(stream, query_keys), sizes, budget)
-        return dump([stream[position] for position in chosen])
+        stream = self.candidates(Stream.of(memory, chunk.records))
+        if stream.fits(budget):  # all fit: ranking cannot matter
+            return stream.dump()
+        return stream.dump(pack_positions(self.rank(stream, query_keys), stream.sizes, budget))
 
 
 @register
@@ -177,9 +181,14 @@ class FrontierNoTombstone(_FrontierBase):
     name = "frontier_no_tombstone"
     summary = "frontier that applies revokes by deleting targets and keeps no tombstones"
 
-    def candidates(self, stream: list[Record]) -> list[Record]:
-        revoked = {r.target for r in stream if r.op == "revoke"}
-        return [r for r in stream if r.op != "revoke" and r.id not in revoked]
+    def candidates(self, stream: Stream) -> Stream:
+        records = stream.records
+        revoked = {r.target for r in records if r.op == "revoke"}
+        if not revoked:
+            return stream
+        return stream.select(
+            [p for p, r in enumerate(records) if r.op != "revoke" and r.id not in revoked]
+        )
 
 
 @register
@@ -187,10 +196,11 @@ class FrontierLatest(_FrontierBase):
     name = "frontier_latest"
     summary = "latest live binding per key only (up to date, no history, no control records)"
 
-    def candidates(self, stream: list[Record]) -> list[Record]:
-        index = LogIndex(stream)
+    def candidates(self, stream: Stream) -> Stream:
+        records = stream.records
+        index = LogIndex(records)
         latest: dict[str, list[Record]] = {}
-        for record in stream:
+        for record in records:
             if record.op in ("revoke", "tick", "add") or not index.is_live(record):
                 continue
             key: str = record.key  # type: ignore[union-attr]
@@ -200,12 +210,13 @@ class FrontierLatest(_FrontierBase):
             elif record.rev == best[0].rev:  # type: ignore[union-attr]
                 best.append(record)
         keep = {id(r) for group in latest.values() for r in group}
-        return [r for r in stream if id(r) in keep]
+        return stream.select([p for p, r in enumerate(records) if id(r) in keep])
 
-    def rank(self, stream: list[Record], query_keys: Sequence[str]) -> list[int]:
+    def rank(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
         """The query's closure first, then the rest; identifier order within each."""
-        closure = LogIndex(stream).closure(query_keys)
-        order = [f[1] for f in stream_facts(stream)].__getitem__
-        inside = [p for p, r in enumerate(stream) if r.key in closure]  # type: ignore[union-attr]
-        outside = [p for p, r in enumerate(stream) if r.key not in closure]  # type: ignore[union-attr]
+        records = stream.records
+        closure = LogIndex(records).closure(query_keys)
+        order = [f[1] for f in stream_facts(records, stream.lines)].__getitem__
+        inside = [p for p, r in enumerate(records) if r.key in closure]  # type: ignore[union-attr]
+        outside = [p for p, r in enumerate(records) if r.key not in closure]  # type: ignore[union-attr]
         return [*sorted(inside, key=order), *sorted(outside, key=order)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compressors._memory import dump, fits, load, pack
+from compressors._memory import Stream, pack_positions
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 
@@ -19,8 +19,8 @@ class Tail(Compressor):
     summary = "most recent whole records that fit (contiguous suffix of the stream)"
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
-        stream = [*load(memory), *chunk.records]
-        if fits(stream, budget):
-            return dump(stream)
-        kept = pack(stream[::-1], budget, contiguous=True)
-        return dump(kept[::-1])
+        stream = Stream.of(memory, chunk.records)
+        if stream.fits(budget):
+            return stream.dump()
+        newest_first = range(len(stream) - 1, -1, -1)
+        return stream.dump(pack_positions(newest_first, stream.sizes, budget, contiguous=True))

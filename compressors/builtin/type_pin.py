@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compressors._memory import dump, fits, in_stream_order, load, pack
+from compressors._memory import Stream, pack_positions
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 
@@ -22,10 +22,12 @@ class TypePin(Compressor):
     summary = "pins control record kinds (revoke, tick, replay, choose, ...), then most recent"
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
-        stream = [*load(memory), *chunk.records]
-        if fits(stream, budget):
-            return dump(stream)
-        newest_first = stream[::-1]
-        pinned = [r for r in newest_first if r.op in PINNED_OPS]
-        rest = [r for r in newest_first if r.op not in PINNED_OPS]
-        return dump(in_stream_order(pack(pinned + rest, budget), stream))
+        stream = Stream.of(memory, chunk.records)
+        if stream.fits(budget):
+            return stream.dump()
+        records = stream.records
+        newest_first = range(len(records) - 1, -1, -1)
+        pinned = [p for p in newest_first if records[p].op in PINNED_OPS]
+        rest = [p for p in newest_first if records[p].op not in PINNED_OPS]
+        # the chosen records, in stream order
+        return stream.dump(pack_positions([*pinned, *rest], stream.sizes, budget))
