@@ -282,3 +282,35 @@ def test_a_named_run_lands_under_runs(tmp_path: Path, monkeypatch):
                  "--quiet", "--workers", "1", "--name", "pilot-1")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert (tmp_path / "runs" / "pilot-1" / "summary.json").exists()
+
+
+def test_builtin_conditions_leave_no_reference_cycles():
+    # a job of built-ins ends by freezing what it left instead of collecting it
+    # (audit._run._cycle_collection_after): sound only while they create no cycles
+    import gc
+
+    from audit._evaluate import run_job
+    from audit._transforms_spec import parse_transforms
+    from histories import PRESETS, generate
+
+    pairs = generate(PRESETS["cca-pilot"])[::4]  # one pair of each family
+    cells = [(condition, 600) for condition in deterministic_builtins()]
+    transforms = [parse_transforms(t)[0] for t in ("identity", "rename:2", "permute:2")]
+    gc.collect()
+    gc.disable()
+    try:
+        for pair in pairs:
+            run_job("k", pair, cells, transforms, 0)
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert found == 0, f"the built-in conditions left {found} objects in reference cycles"
+
+
+def test_only_jobs_of_builtins_skip_the_cycle_collection():
+    from audit._run import builtins_only
+
+    assert builtins_only([(c, 1200) for c in deterministic_builtins()])
+    assert builtins_only([("frontier:budget=2400", 2400)])
+    assert not builtins_only([("tail", 1200), ("exploding_plugin:Exploding", 1200)])
+    assert not builtins_only([("prose_high", 1200)])  # an LLM writer
