@@ -74,8 +74,9 @@ UpdateMemo = dict[tuple[str, tuple[int, ...], int], tuple[str, bool]]
 """(memory, ids of the chunk's records, chunk index) -> (new memory, over budget)."""
 
 
-ChunkPlan = tuple[tuple[Record, ...], tuple[int, ...], int, int]
-"""(records, their ids, render seed, chunk index) of one chunk of a stream."""
+ChunkPlan = tuple[ChunkView, tuple[int, ...], int]
+"""(the chunk as compressors see it, ids of its records, chunk index) of one chunk of
+a stream; one view per chunk of a pair instance, shown to every condition."""
 VariantPlan = tuple[list[ChunkPlan], dict[Branch, list[ChunkPlan]]]
 """A variant's prefix chunks, and each future's chunks after them."""
 
@@ -85,8 +86,8 @@ def plan_variant(pair: Pair, variant: VariantName) -> VariantPlan:
     every condition streaming it."""
 
     def chunk(records: Sequence[Record], index: int) -> ChunkPlan:
-        records = tuple(records)
-        return (records, tuple(map(id, records)), _chunk_seed(pair, variant, index), index)
+        view = ChunkView(records, pair.render, _chunk_seed(pair, variant, index))
+        return (view, tuple(map(id, view.records)), index)
 
     prefix = pair.variants.of(variant).chunks
     futures: dict[Branch, list[ChunkPlan]] = {
@@ -116,17 +117,17 @@ def stream_variant(
     if _streams_nothing(compressor):  # an archive's memory stays empty until recall
         return finish_streams(compressor, pair, variant, budget, dict.fromkeys(BRANCHES, ("", 0)))
     prefix, futures = plan if plan is not None else plan_variant(pair, variant)
-    update, render, query = compressor.update, pair.render, pair.query
+    update, query = compressor.update, pair.query
     budgeted = compressor.budgeted
 
     def step(memory: str, chunk: ChunkPlan, overflow: int) -> tuple[str, int]:
-        records, ids, seed, index = chunk
+        view, ids, index = chunk
         key = (memory, ids, index)
         found = memo.get(key) if memo is not None else None
         if found is not None:
             new, over = found
         else:
-            new = update(memory, ChunkView(records, render, seed), query, budget)
+            new = update(memory, view, query, budget)
             over = budgeted and (
                 len(new) > budget or (not new.isascii() and len(new.encode("utf-8")) > budget)
             )

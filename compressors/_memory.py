@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
 
+from compressors._protocol import ChunkView
 from histories import Record
 from histories._render import RenderParseError, parse_records
 
@@ -79,12 +80,10 @@ class Stream:
         self.records, self.lines, self.sizes = records, lines, sizes
 
     @classmethod
-    def of(cls, memory: str, chunk: Sequence[Record]) -> Stream:
+    def of(cls, memory: str, chunk: ChunkView) -> Stream:
         """The memory's records followed by the chunk's (raises RenderParseError)."""
         records, lines, sizes = load_parts(memory)
-        return cls(
-            [*records, *chunk], [*lines, *map(_line_of, chunk)], [*sizes, *map(_size_of, chunk)]
-        )
+        return cls([*records, *chunk.records], [*lines, *chunk.lines], [*sizes, *chunk.sizes])
 
     @classmethod
     def from_records(cls, records: Sequence[Record]) -> Stream:

@@ -26,9 +26,13 @@ CompressorKind = Literal["strict", "archive"]
 
 class ChunkView:
     """One chunk of history as a compressor sees it: the records, and (rendered on
-    first use) the text of the pair's rendering, for writers that read text."""
+    first use) the text of the pair's rendering, for writers that read text.
 
-    __slots__ = ("_text", "records", "seed", "style")
+    A view is immutable, so the audit builds one per chunk of a pair and shows it to
+    every condition: what is derived from it on first use is derived once.
+    """
+
+    __slots__ = ("_lines", "_sizes", "_text", "records", "seed", "style")
 
     def __init__(
         self, records: Sequence[Record], style: RenderStyle = "json", seed: int = 0
@@ -37,12 +41,28 @@ class ChunkView:
         self.style: RenderStyle = style
         self.seed = seed
         self._text: str | None = None
+        self._lines: tuple[str, ...] | None = None
+        self._sizes: tuple[int, ...] | None = None
 
     @property
     def text(self) -> str:
         if self._text is None:
             self._text = render_records(self.records, self.style, self.seed)
         return self._text
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """Each record's canonical JSON line: what a record-log memory stores."""
+        if self._lines is None:
+            self._lines = tuple(r.canonical_line for r in self.records)
+        return self._lines
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """UTF-8 bytes of each of ``lines``."""
+        if self._sizes is None:
+            self._sizes = tuple(r.canonical_size for r in self.records)
+        return self._sizes
 
 
 class NoParams(BaseModel):

@@ -157,7 +157,7 @@ class _FrontierBase(Compressor):
         return [*by_tier[0], *by_tier[1], *by_tier[2]]
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
-        stream = self.candidates(Stream.of(memory, chunk.records))
+        stream = self.candidates(Stream.of(memory, chunk))
         if stream.fits(budget):  # all fit: ranking cannot matter
             return stream.dump()
         return stream.dump(pack_positions(self.rank(stream, query_keys), stream.sizes, budget))

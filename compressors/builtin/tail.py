@@ -19,7 +19,7 @@ class Tail(Compressor):
     summary = "most recent whole records that fit (contiguous suffix of the stream)"
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
-        stream = Stream.of(memory, chunk.records)
+        stream = Stream.of(memory, chunk)
         if stream.fits(budget):
             return stream.dump()
         newest_first = range(len(stream) - 1, -1, -1)

@@ -22,7 +22,7 @@ class TypePin(Compressor):
     summary = "pins control record kinds (revoke, tick, replay, choose, ...), then most recent"
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
-        stream = Stream.of(memory, chunk.records)
+        stream = Stream.of(memory, chunk)
         if stream.fits(budget):
             return stream.dump()
         records = stream.records
