@@ -145,3 +145,27 @@ def test_a_broken_transform_is_caught_by_reverification(monkeypatch):
     monkeypatch.setattr(transforms, "apply_mapping", sloppy)
     with pytest.raises(TransformError, match="gold"):
         rename(PILOT[0], 0)
+
+
+def test_a_changed_copy_of_a_record_never_keeps_its_cached_line():
+    # packers read canonical_line / canonical_size cached in the record; a copy that
+    # changes a field (renaming, model_copy) must derive its own
+    import copy
+    import pickle
+
+    from histories._records import SetRecord, replace_fields
+
+    record = SetRecord(id="a", key="k", value="v", rev=1)
+    assert record.canonical_line == record.canonical_json()
+    assert record.canonical_size == len(record.canonical_json().encode())
+    for changed in (
+        record.model_copy(update={"value": "w"}),
+        replace_fields(record, {"value": "w"}),
+    ):
+        assert changed.canonical_line == changed.canonical_json()
+        assert '"value":"w"' in changed.canonical_line
+    for same in (copy.copy(record), copy.deepcopy(record), pickle.loads(pickle.dumps(record))):
+        assert "canonical_line" not in same.__dict__  # derived again, not carried
+        assert same == record
+        assert same.canonical_line == record.canonical_line
+    assert record == SetRecord(id="a", key="k", value="v", rev=1)  # the cache is not a field
