@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from audit._columns import RESULT_COLUMNS
+from audit._columns import RESULT_COLUMNS, ColumnBuilder
 from audit._exact import read_exact
 from audit._transforms_spec import TransformSpec
 from compressors import ArchiveCompressor, ChunkView, Compressor, build, dump, load, parse_spec
@@ -26,31 +26,39 @@ from histories import BRANCHES, FUTURES, VARIANTS, Branch, Pair, Record, Variant
 from histories._render import RenderParseError
 from histories._transforms import rename_record, transform
 
-_INDEX = {column: i for i, column in enumerate(RESULT_COLUMNS)}
+SHARED_COLUMNS = (
+    "job_key", "pair_id", "source_pair_id", "family", "repeat", "condition", "compressor",
+    "kind", "budget", "reader", "transform", "transform_index", "collision",
+)  # fmt: skip
+"""Columns whose value is the same for every read of one (condition, instance)."""
+READ_COLUMNS = (
+    "variant", "branch", "outcome", "correct", "adequate", "memory_bytes", "memory_sha256",
+    "overflow", "equivariant", "answer", "gold", "error",
+)  # fmt: skip
+"""Columns that differ from read to read."""
 
 
 @dataclass
 class JobResult:
-    """Rows (value lists in RESULT_COLUMNS order), distinct memories (sha -> text) and
-    log lines of one finished job."""
+    """Rows (column by column), distinct memories (sha -> text) and log lines of one
+    finished job."""
 
     key: str
-    lists: list[list[Any]] = field(default_factory=list)
+    columns: ColumnBuilder = field(
+        default_factory=lambda: ColumnBuilder(SHARED_COLUMNS, READ_COLUMNS)
+    )
     memories: dict[str, str] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 
     @property
+    def lists(self) -> list[list[Any]]:
+        """The rows as value lists in RESULT_COLUMNS order."""
+        return self.columns.rows()
+
+    @property
     def rows(self) -> list[dict[str, Any]]:
-        """The rows as dicts (for inspection; the run stores ``lists``)."""
+        """The rows as dicts (for inspection; the run stores ``columns``)."""
         return [dict(zip(RESULT_COLUMNS, values, strict=True)) for values in self.lists]
-
-
-def _row(**values: Any) -> list[Any]:
-    """A result row from named values (unnamed columns are None)."""
-    row: list[Any] = [None] * len(RESULT_COLUMNS)
-    for name, value in values.items():
-        row[_INDEX[name]] = value
-    return row
 
 
 def sha256(text: str) -> str:
@@ -311,20 +319,20 @@ def _run_instance(
     renamed: Mapping[int, Record] | None = None,
 ) -> None:
     transform_kind = pair.transform.kind if pair.transform else "identity"
-    base = _row(
-        job_key=result.key,
-        pair_id=pair.pair_id,
-        source_pair_id=pair.source_id,
-        family=pair.family,
-        repeat=0,
-        condition=label,
-        compressor=compressor.label,
-        kind=compressor.kind,
-        budget=budget,
-        reader="exact",
-        transform=transform_kind,
-        transform_index=pair.transform.index if pair.transform else 0,
-    )
+    shared = [
+        result.key,
+        pair.pair_id,
+        pair.source_id,
+        pair.family,
+        0,
+        label,
+        compressor.label,
+        compressor.kind,
+        budget,
+        "exact",
+        transform_kind,
+        pair.transform.index if pair.transform else 0,
+    ]  # fmt: skip (SHARED_COLUMNS order; collision is appended below)
     memo: UpdateMemo = {}
     try:
         streamed = {
@@ -333,19 +341,21 @@ def _run_instance(
     except Exception:
         trace = traceback.format_exc()
         result.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")
-        for variant in VARIANTS:
-            for branch in BRANCHES:
-                row = base.copy()
-                row[_VARIANT], row[_BRANCH], row[_OUTCOME], row[_CORRECT] = (
-                    variant, branch, "error", 0
-                )  # fmt: skip
-                row[_GOLD] = golds[(pair.pair_id, variant, branch)][1]
-                row[_ERROR] = trace.strip().splitlines()[-1]
-                result.lists.append(row)
+        error = trace.strip().splitlines()[-1]
+        result.columns.add_group(
+            [*shared, None],
+            [
+                [variant, branch, "error", 0, None, None, None, None, None, None,
+                 golds[(pair.pair_id, variant, branch)][1], error]
+                for variant in VARIANTS
+                for branch in BRANCHES
+            ],
+        )  # fmt: skip
         return
     collision = int(streamed["A"].memories["current"] == streamed["B"].memories["current"])
     query = tuple(pair.query)
     mapping = pair.transform.mapping if pair.transform else None
+    rows: list[list[Any]] = []
     for variant in VARIANTS:
         for branch in BRANCHES:
             memory = streamed[variant].memories[branch]
@@ -370,25 +380,20 @@ def _run_instance(
                 else:
                     expected = rename_memory(source, mapping, renamed)
                     equivariant = None if expected is None else int(expected == memory)
-            row = base.copy()
-            row[_VARIANT] = variant
-            row[_BRANCH] = branch
-            row[_OUTCOME] = outcome
-            row[_CORRECT] = int(outcome == "pass")
-            row[_ADEQUATE] = adequate
-            row[_MEMORY_BYTES] = size
-            row[_MEMORY_SHA] = digest
-            row[_COLLISION] = collision
-            row[_OVERFLOW] = streamed[variant].overflow[branch]
-            row[_EQUIVARIANT] = equivariant
-            row[_ANSWER] = answer_json
-            row[_GOLD] = gold_json
-            result.lists.append(row)
-
-
-(_VARIANT, _BRANCH, _OUTCOME, _CORRECT, _ADEQUATE, _MEMORY_BYTES, _MEMORY_SHA, _COLLISION,
- _OVERFLOW, _EQUIVARIANT, _ANSWER, _GOLD, _ERROR) = (
-    _INDEX[c] for c in ("variant", "branch", "outcome", "correct", "adequate", "memory_bytes",
-                        "memory_sha256", "collision", "overflow", "equivariant", "answer",
-                        "gold", "error")
-)  # fmt: skip
+            rows.append(
+                [
+                    variant,
+                    branch,
+                    outcome,
+                    int(outcome == "pass"),
+                    adequate,
+                    size,
+                    digest,
+                    streamed[variant].overflow[branch],
+                    equivariant,
+                    answer_json,
+                    gold_json,
+                    None,
+                ]
+            )  # fmt: skip (READ_COLUMNS order)
+    result.columns.add_group([*shared, collision], rows)

@@ -136,7 +136,7 @@ def _run_and_pack(job: Job, transforms: Sequence[str], seed: int) -> PackedJob:
     specs = [parse_transforms(t)[0] for t in transforms]
     pair = share_identical_records(Pair.model_validate_json(job.pair_json))
     result = run_job(job.key, pair, job.conditions, specs, seed)
-    return pack_job(result.key, result.lists, result.memories, result.log)
+    return pack_job(result.key, result.columns.table(), result.memories, result.log)
 
 
 @contextmanager

@@ -70,16 +70,21 @@ def table_from_bytes(blob: bytes) -> pa.Table:
 
 def pack_job(
     key: str,
-    rows: Sequence[dict[str, Any]] | Sequence[list[Any]],
+    rows: Sequence[dict[str, Any]] | Sequence[list[Any]] | pa.Table,
     memories: dict[str, str],
     log: Sequence[str] = (),
 ) -> PackedJob:
-    """Serialize a job; ``rows`` are dicts, or lists already in RESULT_COLUMNS order."""
-    lists: Sequence[Sequence[Any]] = (
-        [[row.get(c) for c in RESULT_COLUMNS] for row in rows]  # type: ignore[union-attr]
-        if rows and isinstance(rows[0], dict)
-        else rows  # type: ignore[assignment]
-    )
+    """Serialize a job; ``rows`` are dicts, lists already in RESULT_COLUMNS order, or
+    a RESULT_SCHEMA table."""
+    if isinstance(rows, pa.Table):
+        table = rows
+    else:
+        lists: Sequence[Sequence[Any]] = (
+            [[row.get(c) for c in RESULT_COLUMNS] for row in rows]  # type: ignore[union-attr]
+            if rows and isinstance(rows[0], dict)
+            else rows  # type: ignore[assignment]
+        )
+        table = results_table(lists)
     parts, index, start = [], [], 0
     for sha, text in memories.items():
         raw = text.encode("utf-8")
@@ -89,8 +94,8 @@ def pack_job(
     block = b"".join(parts)
     return PackedJob(
         key=key,
-        n_rows=len(lists),
-        results=table_bytes(results_table(lists)),
+        n_rows=table.num_rows,
+        results=table_bytes(table),
         memory_block=_CODEC.compress(block, asbytes=True) if block else b"",
         memory_size=len(block),
         memory_index=index,

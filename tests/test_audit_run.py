@@ -314,3 +314,38 @@ def test_only_jobs_of_builtins_skip_the_cycle_collection():
     assert builtins_only([("frontier:budget=2400", 2400)])
     assert not builtins_only([("tail", 1200), ("exploding_plugin:Exploding", 1200)])
     assert not builtins_only([("prose_high", 1200)])  # an LLM writer
+
+
+def test_column_builder_table_equals_the_row_by_row_table():
+    # a job's table is assembled column by column; it must equal the one built from rows
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from audit._columns import ColumnBuilder, results_table
+    from audit._evaluate import READ_COLUMNS, SHARED_COLUMNS
+
+    def value(column):
+        if column in ("budget", "repeat", "transform_index", "collision", "correct", "adequate",
+                      "memory_bytes", "overflow", "equivariant"):  # fmt: skip
+            return st.none() | st.integers(-5, 10**12)
+        return st.none() | st.text(max_size=8)
+
+    group = st.tuples(
+        st.tuples(*(value(c) for c in SHARED_COLUMNS)),
+        st.lists(st.tuples(*(value(c) for c in READ_COLUMNS)), max_size=6),
+    )
+
+    @settings(max_examples=60, deadline=None)
+    @given(groups=st.lists(group, max_size=8))
+    def check(groups):
+        builder = ColumnBuilder(SHARED_COLUMNS, READ_COLUMNS)
+        for shared, rows in groups:
+            builder.add_group(shared, rows)
+        assert len(builder) == sum(len(rows) for _, rows in groups)
+        table = builder.table()
+        assert table.equals(results_table(builder.rows()))
+        assert table.to_pylist() == results_table(builder.rows()).to_pylist()
+
+    check()
+    with pytest.raises(ValueError, match="bad column split"):
+        ColumnBuilder(["pair_id"], ["pair_id"])
