@@ -199,17 +199,22 @@ class FrontierLatest(_FrontierBase):
     def candidates(self, stream: Stream) -> Stream:
         records = stream.records
         index = LogIndex(records)
-        latest: dict[str, list[Record]] = {}
-        for record in records:
-            if record.op in ("revoke", "tick", "add") or not index.is_live(record):
-                continue
-            key: str = record.key  # type: ignore[union-attr]
-            best = latest.get(key)
-            if best is None or record.rev > best[0].rev:  # type: ignore[union-attr]
-                latest[key] = [record]
-            elif record.rev == best[0].rev:  # type: ignore[union-attr]
-                best.append(record)
-        keep = {id(r) for group in latest.values() for r in group}
+        keep: set[int] = set()
+        # the index holds each key's binding records, revoked ones already dropped
+        for bindings in index.bindings.values():
+            top: int | None = None
+            latest: list[Record] = []
+            for record in bindings:
+                if not index.is_live(record):
+                    continue
+                rev: int = record.rev  # type: ignore[union-attr]
+                if top is None or rev > top:
+                    top, latest = rev, [record]
+                elif rev == top:
+                    latest.append(record)
+            keep.update(map(id, latest))
+        if len(keep) == len(records):
+            return stream
         return stream.select([p for p, r in enumerate(records) if id(r) in keep])
 
     def rank(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
