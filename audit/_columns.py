@@ -72,14 +72,9 @@ RESULT_SCHEMA = pa.schema(
 
 def results_table(rows: Sequence[Sequence[Any]]) -> pa.Table:
     """Rows (value lists in RESULT_COLUMNS order) -> a table of RESULT_SCHEMA."""
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(RESULT_COLUMNS)
-    arrays = []
-    for values, column in zip(columns, RESULT_SCHEMA, strict=True):
-        try:
-            arrays.append(pa.array(values, type=column.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-            raise TypeError(f"results column {column.name}: {error}") from None
-    return pa.Table.from_arrays(arrays, schema=RESULT_SCHEMA)
+    builder = ColumnBuilder((), RESULT_COLUMNS)
+    builder.add_group((), rows)
+    return builder.table()
 
 
 class ColumnBuilder:
@@ -92,9 +87,9 @@ class ColumnBuilder:
     """
 
     def __init__(self, shared: Sequence[str], varying: Sequence[str]) -> None:
-        unknown = (set(shared) | set(varying)) - set(RESULT_COLUMNS)
-        if unknown or set(shared) & set(varying):
-            raise ValueError(f"bad column split: {sorted(unknown or set(shared) & set(varying))}")
+        wrong = ((set(shared) | set(varying)) - set(RESULT_COLUMNS)) or set(shared) & set(varying)
+        if wrong:  # unknown columns, or columns named on both sides
+            raise ValueError(f"bad column split: {sorted(wrong)}")
         self.shared: dict[str, list[Any]] = {name: [] for name in shared}
         self.varying = tuple(varying)
         self.varying_rows: list[Sequence[Any]] = []

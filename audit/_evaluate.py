@@ -342,15 +342,15 @@ def _run_instance(
         trace = traceback.format_exc()
         result.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")
         error = trace.strip().splitlines()[-1]
+        failed = [
+            {"variant": variant, "branch": branch, "outcome": "error", "correct": 0,
+             "gold": golds[(pair.pair_id, variant, branch)][1], "error": error}
+            for variant in VARIANTS
+            for branch in BRANCHES
+        ]  # fmt: skip
         result.columns.add_group(
-            [*shared, None],
-            [
-                [variant, branch, "error", 0, None, None, None, None, None, None,
-                 golds[(pair.pair_id, variant, branch)][1], error]
-                for variant in VARIANTS
-                for branch in BRANCHES
-            ],
-        )  # fmt: skip
+            [*shared, None], [[row.get(c) for c in READ_COLUMNS] for row in failed]
+        )
         return
     collision = int(streamed["A"].memories["current"] == streamed["B"].memories["current"])
     query = tuple(pair.query)

@@ -24,6 +24,11 @@ _line_of = attrgetter("canonical_line")
 _size_of = attrgetter("canonical_size")
 
 
+def record_lines(records: Sequence[Record]) -> list[str]:
+    """Each record's canonical line, cached per record."""
+    return list(map(_line_of, records))
+
+
 def record_sizes(records: Sequence[Record]) -> list[int]:
     """UTF-8 bytes of each record's line (without the newline), cached per record."""
     return list(map(_size_of, records))
@@ -38,9 +43,7 @@ def _remember(text: str, parts: Parts) -> str:
 
 def dump(records: Iterable[Record]) -> str:
     """Records -> memory text (one canonical JSON line each); cached for ``load``."""
-    records = tuple(records)
-    lines = tuple(map(_line_of, records))
-    return _remember("\n".join(lines), (records, lines, tuple(map(_size_of, records))))
+    return Stream.from_records(list(records)).dump()
 
 
 def load_parts(memory: str) -> Parts:
@@ -87,7 +90,7 @@ class Stream:
 
     @classmethod
     def from_records(cls, records: Sequence[Record]) -> Stream:
-        return cls(list(records), list(map(_line_of, records)), list(map(_size_of, records)))
+        return cls(list(records), record_lines(records), record_sizes(records))
 
     def __len__(self) -> int:
         return len(self.records)

@@ -16,13 +16,12 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import reduce
 from itertools import chain, compress
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from compressors._memory import Stream, pack_positions
+from compressors._memory import Stream, pack_positions, record_lines
 from compressors._protocol import ArchiveCompressor
 from compressors._registry import register
 from histories import Record
@@ -40,8 +39,6 @@ Every recall of a history tokenizes the same records again."""
 _lengths: dict[str, int] = {}
 _counts: dict[str, dict[str, int]] = {}
 
-_line_of = attrgetter("canonical_line")
-
 
 def _remember(lines: Sequence[str]) -> None:
     if len(_words) > 200_000:
@@ -53,6 +50,16 @@ def _remember(lines: Sequence[str]) -> None:
         words = [t for t in _TOKEN.findall(line) if t not in _FIELD_NAMES]
         counts = dict(Counter(words))  # first-seen order, as rank_bm25 builds it
         _words[line], _lengths[line], _counts[line] = words, len(words), counts
+
+
+def _corpus(lines: Sequence[str]) -> tuple[list[int], list[dict[str, int]]]:
+    """Each document's length and term counts (documents: records' canonical lines)."""
+    try:
+        doc_len = list(map(_lengths.__getitem__, lines))
+    except KeyError:
+        _remember(lines)
+        doc_len = list(map(_lengths.__getitem__, lines))
+    return doc_len, list(map(_counts.__getitem__, lines))
 
 
 def tokens(record: Record) -> list[str]:
@@ -69,14 +76,8 @@ class RecordBM25(BM25Okapi):  # type: ignore[misc]
     its order; a property test checks all of them against the library, bit for bit."""
 
     def _initialize(self, corpus: Sequence[Record]) -> dict[str, int]:
-        lines = list(map(_line_of, corpus))
-        try:
-            self.doc_len = list(map(_lengths.__getitem__, lines))
-        except KeyError:
-            _remember(lines)
-            self.doc_len = list(map(_lengths.__getitem__, lines))
-        self.doc_freqs = list(map(_counts.__getitem__, lines))
-        self.corpus_size = len(lines)
+        self.doc_len, self.doc_freqs = _corpus(record_lines(corpus))
+        self.corpus_size = len(self.doc_len)
         self.avgdl = sum(self.doc_len) / self.corpus_size
         # documents in order, words first-seen: the library's insertion order
         return dict(Counter(chain.from_iterable(self.doc_freqs)))
@@ -125,14 +126,8 @@ def bm25_scores(
     this falls back to the whole ``RecordBM25``.  Scores are summed in the library's
     order with its formula; a property test compares them with ``rank_bm25`` itself.
     """
-    lines = lines if lines is not None else list(map(_line_of, history))
-    try:
-        doc_len = list(map(_lengths.__getitem__, lines))
-    except KeyError:
-        _remember(lines)
-        doc_len = list(map(_lengths.__getitem__, lines))
-    doc_freqs = list(map(_counts.__getitem__, lines))
-    corpus_size = len(lines)
+    doc_len, doc_freqs = _corpus(lines if lines is not None else record_lines(history))
+    corpus_size = len(doc_len)
     avgdl = sum(doc_len) / corpus_size
     table, negative = _idf_by_frequency(corpus_size)
     k1, b = _K1, _B

@@ -28,7 +28,6 @@ renaming.  The variants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import ClassVar
 
 from compressors._memory import Stream, pack_positions
@@ -81,12 +80,8 @@ def _facts_of(record: Record) -> Facts:
     return found
 
 
-_line_of = attrgetter("canonical_line")
-
-
-def stream_facts(stream: Sequence[Record], lines: Sequence[str] | None = None) -> list[Facts]:
-    """Each record's facts (``lines``: the records' canonical lines, if known)."""
-    lines = lines if lines is not None else list(map(_line_of, stream))
+def stream_facts(stream: Sequence[Record], lines: Sequence[str]) -> list[Facts]:
+    """Each record's facts (``lines``: the records' canonical lines)."""
     try:  # the common case: every record seen before (one lookup each, no Python loop)
         return list(map(_facts.__getitem__, lines))
     except KeyError:
@@ -103,11 +98,12 @@ first differ)."""
 def tier_numbers(
     stream: Sequence[Record],
     query_keys: Sequence[str],
-    facts: Sequence[Facts] | None = None,
-    lines: Sequence[str] | None = None,
+    facts: Sequence[Facts],
+    lines: Sequence[str],
 ) -> tuple[int, ...]:
-    """Each record's tier: 0 control, 1 live in the query's dependency closure, 2 the rest."""
-    key = (tuple(lines if lines is not None else map(_line_of, stream)), tuple(query_keys))
+    """Each record's tier: 0 control, 1 live in the query's dependency closure, 2 the rest
+    (``facts`` and ``lines``: the records', from ``stream_facts`` and the stream)."""
+    key = (tuple(lines), tuple(query_keys))
     found = _tiers.get(key)
     if found is not None:
         return found
@@ -115,7 +111,7 @@ def tier_numbers(
     closure = index.closure(query_keys)
     revoked = index.revoked
     numbers: list[int] = []
-    for control, _, record_key, record_id in facts if facts is not None else stream_facts(stream):
+    for control, _, record_key, record_id in facts:
         if control:
             numbers.append(0)
         # What is left is a set, copy or add without a validity window (those are
