@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from histories import MemoryAuditError
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -70,6 +72,6 @@ class ChatClient(Protocol):
     async def chat(self, request: ChatRequest) -> ChatResponse: ...
 
 
-class ChatUnavailableError(RuntimeError):
+class ChatUnavailableError(MemoryAuditError, RuntimeError):
     """Raised by an LLM compressor when its chat call failed for infrastructure reasons;
     the audit records the affected reads as NA, never as wrong."""

@@ -12,8 +12,7 @@ from collections.abc import Iterable, Sequence
 from operator import attrgetter
 
 from compressors._protocol import ChunkView
-from histories import Record
-from histories._render import RenderParseError, parse_records
+from histories import Record, RenderParseError, parse_records
 
 _CACHE_LIMIT = 50_000
 Parts = tuple[tuple[Record, ...], tuple[str, ...], tuple[int, ...]]

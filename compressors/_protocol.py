@@ -18,8 +18,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from compressors._chat import ChatClient
-from histories import Record, RenderStyle
-from histories._render import render_records
+from histories import MemoryAuditError, Record, RenderStyle, render_records
 
 CompressorKind = Literal["strict", "archive"]
 
@@ -71,7 +70,7 @@ class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class InvalidParamsError(ValueError):
+class InvalidParamsError(MemoryAuditError, ValueError):
     """Bad ``name:key=value`` parameters; the message names the compressor and field."""
 
 

@@ -16,6 +16,7 @@ from importlib import metadata
 from typing import TypeVar
 
 from compressors._protocol import Compressor
+from histories import MemoryAuditError
 
 ENTRY_POINT_GROUP = "memory_audit.compressors"
 _BUILTINS: dict[str, type[Compressor]] = {}
@@ -23,7 +24,7 @@ _BUILTINS: dict[str, type[Compressor]] = {}
 C = TypeVar("C", bound=type[Compressor])
 
 
-class UnknownCompressorError(ValueError):
+class UnknownCompressorError(MemoryAuditError, ValueError):
     """A condition that names nothing loadable; the message lists the known ones."""
 
 

@@ -3,6 +3,7 @@
 Knows nothing about LLMs or compressors; everything else builds on it.
 """
 
+from histories._errors import MemoryAuditError
 from histories._generate import (
     GENERATOR_VERSION,
     PRESETS,
@@ -11,10 +12,23 @@ from histories._generate import (
     UnknownFamilyError,
     build_pair,
     generate,
+    generate_lines,
     iter_pairs,
     resolve_families,
 )
 from histories._interpreter import Answer, LogIndex, resolve
+from histories._io import (
+    MANIFEST_FILE,
+    MAX_LINE_BYTES,
+    PAIRS_FILE,
+    Manifest,
+    PairFileError,
+    dataset_bytes,
+    iter_pair_file,
+    load_pairs,
+    parse_pair_line,
+    write_files_atomically,
+)
 from histories._labels import LabelScheme, RandomLabels, ReadableLabels
 from histories._pair import (
     BRANCHES,
@@ -38,7 +52,9 @@ from histories._pair import (
     distinguishing_ids,
 )
 from histories._records import (
+    LABEL_FIELDS,
     RECORD_KINDS,
+    RECORD_LIST_ADAPTER,
     AddRecord,
     ChooseRecord,
     CopyRecord,
@@ -54,6 +70,21 @@ from histories._records import (
 )
 from histories._render import RenderParseError, parse_records, render_records
 from histories._semantics import PUBLIC_SEMANTICS
+from histories._transforms import (
+    TRANSFORM_KINDS,
+    TransformError,
+    TransformName,
+    apply_mapping,
+    decoy,
+    invert,
+    pair_labels,
+    permute,
+    record_labels,
+    rename,
+    rename_record,
+    task_labels,
+    transform,
+)
 from histories.families import FAMILIES, PAPER_FAMILIES, Family
 
 __all__ = [
@@ -61,10 +92,16 @@ __all__ = [
     "FAMILIES",
     "FUTURES",
     "GENERATOR_VERSION",
+    "LABEL_FIELDS",
+    "MANIFEST_FILE",
+    "MAX_LINE_BYTES",
+    "PAIRS_FILE",
     "PAPER_FAMILIES",
     "PRESETS",
     "PUBLIC_SEMANTICS",
     "RECORD_KINDS",
+    "RECORD_LIST_ADAPTER",
+    "TRANSFORM_KINDS",
     "VARIANTS",
     "AddRecord",
     "Answer",
@@ -81,7 +118,10 @@ __all__ = [
     "GoldPair",
     "LabelScheme",
     "LogIndex",
+    "Manifest",
+    "MemoryAuditError",
     "Pair",
+    "PairFileError",
     "PairPropertyError",
     "RandomLabels",
     "ReadableLabels",
@@ -92,23 +132,41 @@ __all__ = [
     "RevokeRecord",
     "SetRecord",
     "TickRecord",
+    "TransformError",
     "TransformInfo",
+    "TransformName",
     "UnknownFamilyError",
     "Variant",
     "VariantName",
     "Variants",
     "WhenRecord",
+    "apply_mapping",
     "build_pair",
     "check_pair",
     "compute_gold",
+    "dataset_bytes",
+    "decoy",
     "distinguishing_ids",
     "generate",
+    "generate_lines",
+    "invert",
+    "iter_pair_file",
     "iter_pairs",
+    "load_pairs",
+    "pair_labels",
+    "parse_pair_line",
     "parse_record",
     "parse_records",
+    "permute",
     "record_from_json",
+    "record_labels",
     "referenced_keys",
+    "rename",
+    "rename_record",
     "render_records",
     "resolve",
     "resolve_families",
+    "task_labels",
+    "transform",
+    "write_files_atomically",
 ]

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from histories._distractors import DistractorMix, DistractorPool
+from histories._errors import MemoryAuditError
 from histories._labels import LabelScheme, make_labels
 from histories._pair import (
     Futures,
@@ -31,11 +32,11 @@ GENERATOR_VERSION = "1"
 """Bumped whenever the same config would produce different pairs."""
 
 
-class UnknownFamilyError(ValueError):
+class UnknownFamilyError(MemoryAuditError, ValueError):
     """A family id that is not registered; the message lists the known ones."""
 
 
-class GenerationError(RuntimeError):
+class GenerationError(MemoryAuditError, RuntimeError):
     """A family produced a pair that E_q does not verify: a bug in that family."""
 
 

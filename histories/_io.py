@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from histories._errors import MemoryAuditError
 from histories._generate import GENERATOR_VERSION, GenerationConfig
 from histories._pair import Pair, PairPropertyError, check_pair
 
@@ -29,7 +30,7 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 """A pair line larger than this is refused before parsing (bounded memory)."""
 
 
-class PairFileError(ValueError):
+class PairFileError(MemoryAuditError, ValueError):
     """A pair file is unreadable or invalid; the message names file, line and field."""
 
     def __init__(self, path: Path | str, line: int | None, field: str | None, message: str) -> None:

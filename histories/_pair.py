@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from histories._errors import MemoryAuditError
 from histories._interpreter import Answer, LogIndex
 from histories._records import IDENTIFIER_PATTERN, Identifier, Record
 
@@ -140,7 +141,7 @@ class Pair(_Model):
         return self.model_dump_json(exclude_none=True)
 
 
-class PairPropertyError(ValueError):
+class PairPropertyError(MemoryAuditError, ValueError):
     """A pair fails verification; ``field`` names where and ``reason`` says what."""
 
     def __init__(self, pair_id: str, field: str, reason: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import ValidationError
 
+from histories._errors import MemoryAuditError
 from histories._labels import pick
 from histories._pair import RenderStyle
 from histories._records import RECORD_ADAPTER, RECORD_KINDS, Record
@@ -54,7 +55,7 @@ _DECODER = json.JSONDecoder()
 _KNOWN_OPS = ", ".join(RECORD_KINDS)
 
 
-class RenderParseError(ValueError):
+class RenderParseError(MemoryAuditError, ValueError):
     """A rendered line does not parse back to a record; ``line`` is 1-based."""
 
     def __init__(self, line: int, reason: str) -> None:

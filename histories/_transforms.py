@@ -20,6 +20,7 @@ import string
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
+from histories._errors import MemoryAuditError
 from histories._labels import random_label
 from histories._pair import (
     VARIANTS,
@@ -42,7 +43,7 @@ _DISTRACTOR_FIRST = string.ascii_lowercase[:13]  # a-m
 _TASK_FIRST = string.ascii_lowercase[13:]  # n-z
 
 
-class TransformError(ValueError):
+class TransformError(MemoryAuditError, ValueError):
     """A transform produced a pair E_q does not verify (a bug, never expected)."""
 
 

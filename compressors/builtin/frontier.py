@@ -34,10 +34,10 @@ from compressors._memory import Stream, pack_positions
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import (
+    LABEL_FIELDS,
     LogIndex,
     Record,
 )
-from histories._records import LABEL_FIELDS
 
 CONTROL_OPS = frozenset({"revoke", "tick", "replay", "choose", "when"})
 

@@ -25,8 +25,7 @@ from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
 from compressors._memory import dump
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
-from histories import PUBLIC_SEMANTICS, RECORD_KINDS
-from histories._records import RECORD_LIST_ADAPTER
+from histories import PUBLIC_SEMANTICS, RECORD_KINDS, RECORD_LIST_ADAPTER
 
 _PROSE_INSTRUCTIONS = """\
 You maintain the memory of an agent that reads a long record log in chunks. You will
