@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from audit._run import RunConfig, execute
+from audit.engine import execute
+from audit.plan import RunPlan as RunConfig
 from compressors import build, deterministic_builtins
 from histories import PRESETS, Pair, generate
 

@@ -1,4 +1,4 @@
-"""Peak memory of a large deterministic audit (>= 100,000 reads) through ``audit._run.execute``.
+"""Peak memory of a large deterministic audit (>= 100,000 reads) through ``audit.engine.execute``.
 
 Run: ``python benchmarks/bench_memory.py [--transforms identity,rename:40,permute:40]
 [--workers 1,2]``.
@@ -36,7 +36,7 @@ def _maxrss_mib(who: int) -> float:
 def measure(transforms: str, workers: int, trace: bool) -> dict[str, float | int]:
     from bench_audit import pilot_audit  # the same audit as the speed benchmark
 
-    from audit._run import execute
+    from audit.engine import execute
 
     if trace:
         tracemalloc.start()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from audit._store import RunStore, pack_job
+from audit.rundir import RunStore, pack_job
 from histories import FAMILIES, GenerationConfig, generate
 
 CONDITIONS = {  # condition -> (P(pass) at identity, P(pass) renamed, P(collision))

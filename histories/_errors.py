@@ -9,6 +9,11 @@ report it.  ``docs/architecture.md`` lists the whole tree.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class MemoryAuditError(Exception):
     """Base class of every error memory-audit raises for bad input or a failed setup."""
+
+    exit_code: ClassVar[int] = 2
+    """The command line's exit status: 2 for bad input, 1 for a setup that failed."""

@@ -39,6 +39,8 @@ class UnknownFamilyError(MemoryAuditError, ValueError):
 class GenerationError(MemoryAuditError, RuntimeError):
     """A family produced a pair that E_q does not verify: a bug in that family."""
 
+    exit_code = 1
+
 
 def resolve_families(names: Sequence[str] | str) -> list[str]:
     """``all``, or a comma list / sequence of family ids, checked against the registry."""

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from audit._evaluate import RESULT_COLUMNS
 from audit.cli import app
-from compressors import deterministic_builtins
+from audit.rundir import RESULT_COLUMNS
+from compressors import deterministic_builtins, parse_spec
 
 runner = CliRunner()
 SMALL = ["--preset", "cca-pilot", "--transforms", "identity,rename:2", "--workers", "1", "--quiet"]
@@ -59,7 +59,7 @@ def test_run_directory_contents(small_run: Path):
 def test_results_agree_with_the_exact_reader_and_memories_are_stored(small_run: Path):
     import hashlib
 
-    from audit._store import RunStore
+    from audit.rundir import RunStore
     from compressors import load
     from histories import LogIndex
 
@@ -286,15 +286,15 @@ def test_a_named_run_lands_under_runs(tmp_path: Path, monkeypatch):
 
 def test_builtin_conditions_leave_no_reference_cycles():
     # a job of built-ins ends by freezing what it left instead of collecting it
-    # (audit._run._cycle_collection_after): sound only while they create no cycles
+    # (audit.engine._executor._cycle_collection_after): sound only while they create no cycles
     import gc
 
-    from audit._evaluate import run_job
-    from audit._transforms_spec import parse_transforms
+    from audit.engine import run_job
+    from audit.plan import parse_transforms
     from histories import PRESETS, generate
 
     pairs = generate(PRESETS["cca-pilot"])[::4]  # one pair of each family
-    cells = [(condition, 600) for condition in deterministic_builtins()]
+    cells = [(parse_spec(condition), 600) for condition in deterministic_builtins()]
     transforms = [parse_transforms(t)[0] for t in ("identity", "rename:2", "permute:2")]
     gc.collect()
     gc.disable()
@@ -308,12 +308,15 @@ def test_builtin_conditions_leave_no_reference_cycles():
 
 
 def test_only_jobs_of_builtins_skip_the_cycle_collection():
-    from audit._run import builtins_only
+    from audit.engine import builtins_only
 
-    assert builtins_only([(c, 1200) for c in deterministic_builtins()])
-    assert builtins_only([("frontier:budget=2400", 2400)])
-    assert not builtins_only([("tail", 1200), ("exploding_plugin:Exploding", 1200)])
-    assert not builtins_only([("prose_high", 1200)])  # an LLM writer
+    def cells(*labels: str) -> list:
+        return [(parse_spec(label), 1200) for label in labels]
+
+    assert builtins_only(cells(*deterministic_builtins()))
+    assert builtins_only(cells("frontier:budget=2400"))
+    assert not builtins_only(cells("tail", "exploding_plugin:Exploding"))
+    assert not builtins_only(cells("prose_high"))  # an LLM writer
 
 
 def test_column_builder_table_equals_the_row_by_row_table():
@@ -321,8 +324,9 @@ def test_column_builder_table_equals_the_row_by_row_table():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from audit._columns import ColumnBuilder, results_table
-    from audit._evaluate import READ_COLUMNS, SHARED_COLUMNS
+    from audit.engine import READ as READ_COLUMNS
+    from audit.engine import SHARED as SHARED_COLUMNS
+    from audit.rundir import ColumnBuilder, results_table
 
     def value(column):
         if column in ("budget", "repeat", "transform_index", "collision", "correct", "adequate",

@@ -7,7 +7,7 @@ within budget, record logs made of whole streamed records, pure updates, and the
 per-condition invariants (contiguous tail, pinned kinds, no tombstones, latest
 binding only).  Label equivariance is checked through ``histories._transforms.rename``,
 and the paper's deterministic findings on the ``cca-pilot`` preset through
-``audit._evaluate.run_job``.
+``audit.engine.run_job``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import compressors
-from audit._evaluate import _chunk_seed, rename_memory, run_job, stream_variant
-from audit._exact import read_exact
-from audit._transforms_spec import parse_transforms
-from compressors import ArchiveCompressor, ChunkView, Compressor
+from audit.engine import chunk_seed as _chunk_seed
+from audit.engine import read_exact, rename_memory, run_job, stream_variant
+from audit.plan import parse_transforms
+from compressors import ArchiveCompressor, ChunkView, Compressor, parse_spec
 from histories import (
     BRANCHES,
     FAMILIES,
@@ -442,7 +442,7 @@ def pilot_rows() -> list[dict]:
     transforms = parse_transforms("identity,rename:40")
     rows: list[dict] = []
     for pair in PILOT:
-        conditions = [(c, 1200) for c in PAPER_JOBS.get(pair.family, ("full",))]
+        conditions = [(parse_spec(c), 1200) for c in PAPER_JOBS.get(pair.family, ("full",))]
         rows += run_job(pair.pair_id, pair, conditions, transforms, seed=0).rows
     return rows
 
@@ -611,7 +611,7 @@ def test_a_raising_plugin_yields_error_rows_and_spares_other_conditions(plugin_m
     result = run_job(
         "job-boom",
         pair,
-        [("tail", 1200), (boom, 1200), ("full", 1200)],
+        [(parse_spec(c), 1200) for c in ("tail", boom, "full")],
         parse_transforms("identity"),
         seed=0,
     )

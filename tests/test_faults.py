@@ -35,9 +35,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from audit._llm_reader import reader_request
-from audit._store import RunStore
 from audit.cli import app
+from audit.engine import reader_request
+from audit.rundir import RunStore
 from histories import PRESETS, generate
 from tests._backends_support import LocalModel, local_model
 from tests._fault_proxy import (

@@ -12,8 +12,7 @@ import json
 
 import pytest
 
-from audit._exact import read_exact
-from audit._llm_reader import answer_schema, judge, parse_answer, reader_request
+from audit.engine import answer_schema, judge, parse_answer, read_exact, reader_request
 from compressors import ChatResponse
 from compressors.builtin.llm_writers import RECORD_LOG_SCHEMA, structured_memory
 from histories import PUBLIC_SEMANTICS, SetRecord

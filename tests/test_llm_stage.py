@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from audit._llm_reader import OUTCOMES
 from audit.cli import app
+from audit.engine import READER_OUTCOMES as OUTCOMES
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ import pytest
 import typer
 
 import compressors
-from audit._plugins import (
+from audit.plugins import (
     CompressorInfo,
     PluginScaffoldError,
     list_compressors,
@@ -307,7 +307,7 @@ def _listing_command() -> list[str]:
     return [
         sys.executable,
         "-c",
-        "from audit._plugins import render_compressor_list; print(render_compressor_list())",
+        "from audit.plugins import render_compressor_list; print(render_compressor_list())",
     ]
 
 

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from audit._store import RunStore, pack_job
 from audit.cli import app
+from audit.rundir import RunStore, pack_job
 from histories import GenerationConfig, distinguishing_ids, generate
 from reports import ReportInput, visible
 from reports._html import paginate, render_report_pages
@@ -491,7 +491,8 @@ def test_memories_of_the_first_store_layout_still_read(tmp_path: Path):
     # runs made before the block layout kept one zlib blob (preset dictionary) per memory
     import zlib
 
-    from audit._report_data import _LEGACY_ZDICT, MemoryStore
+    from audit.rundir import LEGACY_ZDICT as _LEGACY_ZDICT
+    from audit.rundir import MemoryStore
 
     text = '{"id":"r1","op":"set","key":"k","value":"v","rev":1}'
     packer = zlib.compressobj(6, zdict=_LEGACY_ZDICT)

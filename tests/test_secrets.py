@@ -27,8 +27,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 from typer.testing import CliRunner
 
-from audit._store import RunStore
 from audit.cli import app
+from audit.rundir import RunStore
 from tests._fake_openai import FakeOpenAI, serving_in_thread
 from tests._fault_proxy import FaultProxy
 

@@ -1,4 +1,4 @@
-"""audit._stats against known values, and pair-level scoring with NA bounds."""
+"""audit.scoring's statistics against known values, and pair-level scoring with NA bounds."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from audit._report_data import LENIENT, METRICS, cells, normalize, pair_level, score
-from audit._stats import (
+from audit.reportdata._build import LENIENT, METRICS, cells, pair_level, score
+from audit.rundir import normalize
+from audit.scoring import (
     PairedTable,
     bootstrap_mean,
     cluster_bootstrap,

@@ -11,8 +11,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit._columns import RESULT_SCHEMA
-from audit._summary import ALL, BRANCH_NAMES, LATE_REFERENCE, SCORED_COLUMNS, score_table
+from audit.rundir import RESULT_SCHEMA
+from audit.scoring._reads import ALL, BRANCH_NAMES, LATE_REFERENCE, SCORED_COLUMNS, score_table
 
 MAYBE_01 = st.sampled_from([0, 1, None])
 

@@ -22,8 +22,10 @@ is created and kept out of every ``repr``, log line and error text.
 
 from __future__ import annotations
 
+from histories import MemoryAuditError
 
-class BackendError(Exception):
+
+class BackendError(MemoryAuditError):
     """Base class of every exception raised by ``audit.backends``."""
 
 
@@ -48,6 +50,8 @@ class RoleNotConfiguredError(BackendConfigError):
 
 class BackendStartError(BackendError):
     """A backend could not be started or reached before any request was made."""
+
+    exit_code = 1
 
 
 class ModelProvisionError(BackendStartError):

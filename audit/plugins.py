@@ -21,6 +21,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from audit.errors import PluginScaffoldError
 from compressors import ENTRY_POINT_GROUP, available, builtins
 
 LLM_WRITER = "LLM"
@@ -125,10 +126,6 @@ _TEMPLATES = {
 """Output path (formatted with the names) -> template in ``audit/templates/plugin``."""
 
 _SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
-
-
-class PluginScaffoldError(ValueError):
-    """A plugin cannot be scaffolded; the message names the problem."""
 
 
 def check_plugin_name(name: str) -> None:

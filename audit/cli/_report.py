@@ -1,7 +1,4 @@
-"""``audit report`` and ``audit compare``: rebuild reports from stored runs (nothing re-run).
-
-Registered on ``audit.cli.app`` when ``audit.cli`` imports this module.
-"""
+"""``audit report`` and ``audit compare``: rebuild reports from stored runs (nothing re-run)."""
 
 from __future__ import annotations
 
@@ -11,12 +8,9 @@ from typing import Annotated
 
 import typer
 
-from audit.cli import app, fail
-
-REPORT_DIR = "report"
+from audit.cli._common import fail
 
 
-@app.command("report")
 def report_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
     out: Annotated[
@@ -36,14 +30,12 @@ def report_command(
     ] = 200,
 ) -> None:
     """Write report.html, report.md and the summary tables (CSV) for a stored run."""
-    from audit._report_data import Options, RunDataError, build_report, load_run
+    from audit.reportdata import Options, build_report
+    from audit.rundir import REPORT_DIR, load_run
     from reports import write_report
 
     started = time.perf_counter()
-    try:
-        run = load_run(run_dir)
-    except RunDataError as error:
-        fail(str(error))
+    run = load_run(run_dir)  # RunDataError: one line
     options = Options(
         seed=seed, resamples=resamples, reference=reference, pairwise=pairwise, max_pairs=max_pairs
     )
@@ -60,7 +52,6 @@ def report_command(
     )
 
 
-@app.command("compare")
 def compare_command(
     run_dirs: Annotated[
         list[Path], typer.Argument(help="Two or more run directories; the first is the baseline.")
@@ -77,15 +68,13 @@ def compare_command(
     resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
 ) -> None:
     """Compare conditions and backends across runs on their shared pairs (paired deltas)."""
-    from audit._report_data import Options, RunDataError, build_compare, load_run
+    from audit.reportdata import Options, build_compare
+    from audit.rundir import load_run
     from reports import write_compare
 
     if len(run_dirs) < 2:
         fail("give at least two run directories")
-    try:
-        runs = [load_run(path) for path in run_dirs]
-    except RunDataError as error:
-        fail(str(error))
+    runs = [load_run(path) for path in run_dirs]  # RunDataError: one line
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     data = build_compare(runs, Options(seed=seed, resamples=resamples, reference=reference))
     write_compare(data, target)

@@ -1,7 +1,4 @@
-"""``audit backends ...`` and ``audit cache ...``: preflight checks and the response cache.
-
-Registered on ``audit.cli.app`` when ``audit.cli`` imports this module.
-"""
+"""``audit backends ...`` and ``audit cache ...``: preflight checks and the response cache."""
 
 from __future__ import annotations
 
@@ -13,19 +10,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from audit.cli import app, fail
+from audit.cli._common import fail, new_app
 
 if TYPE_CHECKING:  # imported where used: aiohttp and friends cost half a second at start-up
     from audit.backends import BackendsConfig, ResponseCache
 
-backends_app = typer.Typer(
-    help="Configured LLM backends: list and check them.", no_args_is_help=True
-)
-cache_app = typer.Typer(
-    help="The LLM response cache: stats, explain, prune, clear.", no_args_is_help=True
-)
-app.add_typer(backends_app, name="backends")
-app.add_typer(cache_app, name="cache")
+backends_app = new_app("backends", "Configured LLM backends: list and check them.")
+cache_app = new_app("cache", "The LLM response cache: stats, explain, prune, clear.")
 
 ConfigOption = Annotated[
     Path | None,

@@ -8,18 +8,16 @@ from typing import Annotated
 
 import typer
 
-from audit.cli import app, fail
+from audit.cli._common import fail
 
 
-@app.command("compressors")
 def list_compressors() -> None:
     """List memory conditions: built-ins, then installed plugins (broken ones with their error)."""
-    from audit._plugins import render_compressor_list
+    from audit.plugins import render_compressor_list
 
     typer.echo(render_compressor_list(width=shutil.get_terminal_size((100, 24)).columns))
 
 
-@app.command("new-compressor")
 def new_compressor(
     name: Annotated[str, typer.Argument(help="Condition name in snake_case, e.g. keep_newest.")],
     out: Annotated[
@@ -27,7 +25,8 @@ def new_compressor(
     ],
 ) -> None:
     """Scaffold an installable compressor plugin: package, entry point, test, README."""
-    from audit._plugins import PluginScaffoldError, scaffold_plugin
+    from audit.errors import PluginScaffoldError
+    from audit.plugins import scaffold_plugin
 
     try:
         written = scaffold_plugin(name, out)

@@ -27,17 +27,14 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.ipc as pa_ipc
 
-from audit._columns import RESULT_COLUMNS, RESULT_SCHEMA, results_table
+from audit.errors import StoreFormatError
+from audit.rundir._columns import RESULT_COLUMNS, RESULT_SCHEMA, results_table
+from audit.rundir._layout import STORE_FILE
 
-STORE_FILE = "store.sqlite"
 STORE_FORMAT = 4
 """Bumped when the layout changes; an older store is never written to."""
 
 _CODEC = pa.Codec("zstd", 3)
-
-
-class StoreFormatError(ValueError):
-    """The run directory's store was written by another version of memory-audit."""
 
 
 @dataclass(frozen=True)

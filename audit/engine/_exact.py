@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from compressors import load
-from histories import Answer, LogIndex
-from histories._render import RenderParseError
+from histories import Answer, LogIndex, RenderParseError
 
 ExactOutcome = Literal["pass", "wrong_log", "unparsed"]
 

@@ -7,7 +7,7 @@ Nothing is re-run: the report is rebuilt from what the run directory holds -
 ``pairs`` entry (a preset's generation config, regenerated; or a pair file, loaded)
 and checked against the stored ``pairs_sha256``.
 
-Counting (see ``audit._stats``): every k/n counts independent source pairs.
+Counting (see ``audit.scoring``): every k/n counts independent source pairs.
 
 * A **block** is one (instance, repeat) of a pair: the reads a score needs (both
   variants; for joint J both the reveal and the override branch).  It passes when
@@ -50,23 +50,20 @@ the last finished job, and, for LLM readers, the sums of ``tokens_prompt``,
 from __future__ import annotations
 
 import calendar
-import hashlib
 import json
 import math
 import re
-import sqlite3
 import time
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
 from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
-from audit._stats import (
+from audit.rundir import MemoryStore, RunData, SourcePairs, load_source_pairs
+from audit.scoring import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     bootstrap_mean,
@@ -74,14 +71,7 @@ from audit._stats import (
     holm,
     paired_comparison,
 )
-from audit._store import STORE_FORMAT, MemoryBlocks, concat_results, job_tables, store_format
 from reports import CompareInput, ReportInput
-
-RESULTS_PARQUET = "results.parquet"
-RESULTS_CSV = "results.csv"
-CONFIG_FILE = "config.json"
-STORE_FILE = "store.sqlite"
-COSTS_FILE = "costs.json"
 
 IDENTITY = "identity"
 ALL = "all"
@@ -126,10 +116,6 @@ ATTRIBUTIONS = {
 """Why a read failed (key -> label shown in the report)."""
 
 
-class RunDataError(ValueError):
-    """The directory is not a readable run directory."""
-
-
 @dataclass(frozen=True)
 class MetricSpec:
     column: str
@@ -150,232 +136,6 @@ LENIENT: dict[str, MetricSpec] = {
     "reveal_lenient": MetricSpec("correct_lenient", ("reveal",), "bounds"),
     "joint_J_lenient": MetricSpec("correct_lenient", ("reveal", "override"), "bounds"),
 }
-
-
-@dataclass
-class RunData:
-    """One run directory, loaded."""
-
-    path: Path
-    label: str
-    config: dict[str, Any]
-    """config.json's ``config`` (the resolved run configuration)."""
-    meta: dict[str, Any]
-    """All of config.json (config, environment, created)."""
-    results: pd.DataFrame
-    costs: dict[str, Any] | None = None
-    last_finished: float | None = None
-    """Unix time of the last finished job (store.sqlite), if known."""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def has_llm(self) -> bool:
-        return bool((self.results["reader_kind"] != "exact").any())
-
-
-# ----------------------------------------------------------------------------- loading
-
-
-def _connect_ro(path: Path) -> sqlite3.Connection:
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        db.execute("SELECT 1 FROM sqlite_master").fetchone()
-        return db
-    except sqlite3.Error:
-        return sqlite3.connect(f"file:{path}?immutable=1", uri=True)
-
-
-def _read_results(run_dir: Path) -> pd.DataFrame:
-    parquet, csv = run_dir / RESULTS_PARQUET, run_dir / RESULTS_CSV
-    if parquet.exists():
-        return pd.read_parquet(parquet)
-    if csv.exists():
-        return pd.read_csv(csv, dtype=str, keep_default_na=False, na_values=[""])
-    store = run_dir / STORE_FILE
-    if store.exists():
-        db = _connect_ro(store)
-        try:
-            if store_format(db) == STORE_FORMAT:
-                table = concat_results(job_tables(db))
-                return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
-            rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
-            return pd.DataFrame(rows)  # the first store layout: one JSON row per read
-        except sqlite3.Error as error:
-            raise RunDataError(f"{store}: unreadable ({error})") from None
-        finally:
-            db.close()
-    raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
-
-
-def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Types and defaults: numeric scores (empty = NA), reader labels, categories."""
-    df = df.copy()
-    required = ("source_pair_id", "family", "variant", "branch", "condition", "outcome")
-    missing = [c for c in required if c not in df]
-    if missing:
-        raise RunDataError(f"results lack column(s): {', '.join(missing)}")
-    if "pair_id" not in df:
-        df["pair_id"] = df["source_pair_id"]
-    defaults: dict[str, Any] = {
-        "reader": "exact",
-        "transform": IDENTITY,
-        "repeat": 0,
-        "budget": 0,
-        "transform_index": 0,
-    }
-    for column, value in defaults.items():
-        if column not in df:
-            df[column] = value
-    for column in NUMERIC:
-        if column in df:
-            df[column] = pd.to_numeric(df[column], errors="coerce")
-    for column in ("correct", "adequate", "collision", "memory_bytes", "equivariant"):
-        if column not in df:
-            df[column] = np.nan
-    df["budget"] = df["budget"].fillna(0).astype(np.int64)
-    df["repeat"] = df["repeat"].fillna(0).astype(np.int64)
-    df["reader"] = df["reader"].fillna("exact").astype(str)
-    df["reader_kind"] = df["reader"]
-    if "correct_lenient" in df:
-        # lenient accepts everything strict accepts; the exact reader has one score
-        known = df["correct_lenient"].isna() & df["correct"].notna()
-        fill = known & ((df["reader_kind"] == "exact") | (df["correct"] == 1))
-        df.loc[fill, "correct_lenient"] = df.loc[fill, "correct"]
-    if "reader_model" in df:
-        model = df["reader_model"].astype(object).where(df["reader_model"].notna(), "").astype(str)
-        df["reader"] = np.where(model != "", df["reader"] + ":" + model, df["reader"])
-    for column in ("answer", "gold", "error", "memory_sha256", "raw_answer", "finish_reason"):
-        if column in df:
-            df[column] = df[column].astype(object).where(df[column].notna(), None)
-    for column in (
-        "reader",
-        "reader_kind",
-        "condition",
-        "transform",
-        "family",
-        "branch",
-        "variant",
-        "outcome",
-        "source_pair_id",
-        "pair_id",
-    ):
-        df[column] = df[column].astype(str).astype("category")
-    return df
-
-
-def load_run(run_dir: Path, label: str | None = None) -> RunData:
-    """Read a run directory (nothing is re-run)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunDataError(f"{run_dir} is not a directory")
-    config_path = run_dir / CONFIG_FILE
-    meta: dict[str, Any] = {}
-    notes: list[str] = []
-    if config_path.exists():
-        try:
-            meta = json.loads(config_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            notes.append(f"config.json unreadable ({error}); metadata missing")
-    else:
-        notes.append("no config.json: run metadata and the pair drill-down are unavailable")
-    results = normalize(_read_results(run_dir))
-    costs = None
-    if (run_dir / COSTS_FILE).exists():
-        try:
-            costs = json.loads((run_dir / COSTS_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            notes.append(f"costs.json unreadable ({error}); ignored")
-    last = None
-    if (run_dir / STORE_FILE).exists():
-        try:
-            db = _connect_ro(run_dir / STORE_FILE)
-            try:
-                (last,) = db.execute("SELECT MAX(finished) FROM jobs").fetchone()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            last = None
-    return RunData(
-        path=run_dir,
-        label=label or run_dir.resolve().name,
-        config=dict(meta.get("config") or {}),
-        meta=meta,
-        results=results,
-        costs=costs if isinstance(costs, dict) else None,
-        last_finished=None if last is None else float(last),
-        notes=notes,
-    )
-
-
-_LEGACY_ZDICT = (
-    b'"expires":"starts":"options":{"selector":"cond_key":"cond_value":"delta":"now":'
-    b'{"id":"","op":"tick",{"id":"","op":"revoke","target":"{"id":"","op":"replay","key":"'
-    b'{"id":"","op":"choose","key":"{"id":"","op":"copy","key":"","src":"'
-    b'{"id":"","op":"set","key":"","value":"","rev":'
-)
-"""The preset zlib dictionary of the first store layout (one blob per memory)."""
-
-
-def _decode_legacy_memory(blob: bytes) -> str:
-    """A memory of the first store layout: zlib with the preset dictionary, or plain."""
-    try:
-        text: str = zlib.decompressobj(zdict=_LEGACY_ZDICT).decompress(blob).decode("utf-8")
-        return text
-    except (zlib.error, UnicodeDecodeError):
-        return zlib.decompress(blob).decode("utf-8", "replace")
-
-
-class MemoryStore:
-    """Read-only access to the memories of a run (store.sqlite), by sha256."""
-
-    def __init__(self, run_dir: Path) -> None:
-        path = run_dir / STORE_FILE
-        self._db = _connect_ro(path) if path.exists() else None
-        self._blocks: MemoryBlocks | None = None
-        if self._db is not None:
-            try:
-                if store_format(self._db) == STORE_FORMAT:
-                    self._blocks = MemoryBlocks(self._db)
-            except sqlite3.Error:
-                self._blocks = None
-        self._cache: dict[str, str | None] = {}
-
-    def get(self, sha: str | None) -> str | None:
-        if not sha or self._db is None:
-            return None
-        if sha not in self._cache:
-            self._cache.update(self.many([sha]))
-            self._cache.setdefault(sha, None)
-        return self._cache[sha]
-
-    def many(self, shas: Iterable[str]) -> dict[str, str]:
-        shas = list(shas)
-        wanted = [s for s in dict.fromkeys(shas) if s and s not in self._cache]
-        if self._db is not None and wanted:
-            try:
-                if self._blocks is not None:
-                    self._cache.update(self._blocks.many(wanted))
-                else:
-                    self._cache.update(self._legacy(wanted))
-            except sqlite3.Error:
-                pass
-        return {s: t for s in shas if (t := self._cache.get(s)) is not None}
-
-    def _legacy(self, wanted: list[str]) -> dict[str, str]:
-        assert self._db is not None
-        found: dict[str, str] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT sha256, text FROM memories WHERE sha256 IN ({marks})", chunk
-            ).fetchall()
-            found.update((sha, _decode_legacy_memory(blob)) for sha, blob in rows)
-        return found
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
 
 
 # ----------------------------------------------------------------------- pair-level scores
@@ -993,7 +753,7 @@ def cost_table(run: RunData, memories: MemoryStore) -> tuple[pd.DataFrame, list[
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     if run.costs:
-        recorded, recorded_notes = _costs_json_rows(run.costs)
+        recorded, recorded_notes = _costs_json_rows(run.costs.model_dump(exclude_none=True))
         rows += recorded
         notes += ["from costs.json: " + ", ".join(r["stage"] for r in recorded)] if recorded else []
         notes += recorded_notes
@@ -1029,7 +789,7 @@ def cost_table(run: RunData, memories: MemoryStore) -> tuple[pd.DataFrame, list[
     else:
         notes.append("reads by an LLM reader: seconds are summed request latencies, not wall time")
     notes.append("memory bytes: distinct memories, each stored once")
-    created = run.meta.get("created")
+    created = run.created
     if created and run.last_finished:
         try:
             start = calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
@@ -1054,45 +814,6 @@ def _seconds(value: Any) -> str:
 
 
 # -------------------------------------------------------------------- pairs and drill-down
-
-
-@dataclass
-class PairSource:
-    pairs: dict[str, Any]
-    """source pair id -> histories.Pair (identity instances)."""
-    note: str | None
-
-
-def load_source_pairs(run: RunData) -> PairSource:
-    """Rebuild the run's source pairs from config.json (preset regenerated, or file loaded)."""
-    from histories import GenerationConfig, generate
-    from histories._io import PairFileError, load_pairs
-
-    source = run.config.get("pairs")
-    expected = run.config.get("pairs_sha256")
-    if not isinstance(source, dict):
-        return PairSource({}, "config.json records no pair source: no drill-down")
-    try:
-        if "generation" in source:
-            pairs = generate(GenerationConfig.model_validate(source["generation"]))
-            digest = hashlib.sha256("".join(p.to_json() + "\n" for p in pairs).encode()).hexdigest()
-        elif "file" in source:
-            path = Path(str(source["file"]))
-            if not path.is_absolute() and not path.exists():
-                path = run.path / path
-            pairs = load_pairs(path)
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        else:
-            return PairSource({}, "config.json's pair source is not understood: no drill-down")
-    except (OSError, PairFileError, ValueError) as error:
-        return PairSource({}, f"pairs could not be rebuilt ({error}): no drill-down")
-    if expected and digest != expected:
-        return PairSource(
-            {},
-            "the pairs rebuilt from config.json differ from the run's (sha256 mismatch): "
-            "no drill-down",
-        )
-    return PairSource({p.pair_id: p for p in pairs}, None)
 
 
 _LINE_ID = re.compile(r"[A-Za-z0-9_.:\-]+")
@@ -1123,7 +844,7 @@ def invented_records(memory: str, known: frozenset[str]) -> bool:
     return False
 
 
-def attribute(df: pd.DataFrame, source: PairSource, memories: MemoryStore) -> pd.Series:
+def attribute(df: pd.DataFrame, source: SourcePairs, memories: MemoryStore) -> pd.Series:
     """Cause of every failed (or NA) read at identity, indexed like ``df`` (``ATTRIBUTIONS``)."""
     failed = df[(df["transform"] == IDENTITY) & (df["correct"] != 1)]
     if failed.empty:
@@ -1188,7 +909,7 @@ def _answer_text(value: Any) -> str | None:
 
 def drilldown(
     run: RunData,
-    source: PairSource,
+    source: SourcePairs,
     causes: pd.Series,
     memories: MemoryStore,
     systems: Sequence[tuple[str, str, int]],
@@ -1368,13 +1089,13 @@ def _cell(
 
 
 def _meta(run: RunData, scored: Scored, extra_notes: Sequence[str]) -> dict[str, Any]:
-    config = run.config
-    env = run.meta.get("environment") or {}
+    config = run.raw_config
+    env = run.config_file.environment.model_dump() if run.config_file else {}
     df = run.results
     return {
         "run": str(run.path),
         "label": run.label,
-        "created": run.meta.get("created"),
+        "created": run.created,
         "pairs": config.get("pairs"),
         "pairs_sha256": config.get("pairs_sha256"),
         "conditions": config.get("conditions") or sorted({s[1] for s in scored.systems}),
@@ -1396,7 +1117,7 @@ def _meta(run: RunData, scored: Scored, extra_notes: Sequence[str]) -> dict[str,
 def build_report(run: RunData, options: Options | None = None) -> ReportInput:
     """Everything ``reports.write_report`` needs, as plain data."""
     options = options or Options()
-    scored = score(run.results, run.config.get("conditions") or ())
+    scored = score(run.results, run.raw_config.get("conditions") or ())
     memories = MemoryStore(run.path)
     try:
         source = load_source_pairs(run)
@@ -1470,7 +1191,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
     reader_kinds: dict[tuple[str, str], str] = {}
     order: list[tuple[str, str, str, int]] = []
     for label, run in zip(labels, runs, strict=True):
-        scored = score(run.results, run.config.get("conditions") or ())
+        scored = score(run.results, run.raw_config.get("conditions") or ())
         for pid, fam in scored.families.items():
             families.setdefault(pid, fam)
         kinds = run.results.drop_duplicates("reader")
@@ -1556,7 +1277,9 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
             row["reader_a"], row["reader_b"] = ref[1], reader
             rows.append(row)
     notes = []
-    digests = {lab: run.config.get("pairs_sha256") for lab, run in zip(labels, runs, strict=True)}
+    digests = {
+        lab: run.raw_config.get("pairs_sha256") for lab, run in zip(labels, runs, strict=True)
+    }
     if len(set(digests.values())) > 1:
         notes.append(
             "the runs were made on different pair sets (pairs_sha256 differs): compared only on "
@@ -1571,11 +1294,11 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
             {
                 "label": lab,
                 "path": str(run.path),
-                "created": run.meta.get("created"),
-                "conditions": run.config.get("conditions"),
-                "budgets": run.config.get("budgets"),
+                "created": run.created,
+                "conditions": run.raw_config.get("conditions"),
+                "budgets": run.raw_config.get("budgets"),
                 "readers": list(dict.fromkeys(run.results["reader"].astype(str))),
-                "pairs_sha256": run.config.get("pairs_sha256"),
+                "pairs_sha256": run.raw_config.get("pairs_sha256"),
                 "n_source_pairs": int(run.results["source_pair_id"].nunique()),
             }
             for lab, run in zip(labels, runs, strict=True)

@@ -16,14 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from audit._exact import ExactRead
+from audit.engine._exact import ExactRead
+from audit.rundir import Outcome
 from compressors import ChatMessage, ChatRequest, ChatResponse
 from histories import PUBLIC_SEMANTICS
 
-Outcome = Literal["na", "unparsed", "wrong_log", "pass", "wrapper_only", "reader_error"]
-OUTCOMES: tuple[Outcome, ...] = (
+READER_OUTCOMES: tuple[Outcome, ...] = (
     "na", "unparsed", "wrong_log", "pass", "wrapper_only", "reader_error",
 )  # fmt: skip
+"""The outcomes an LLM read can have (``rundir.OUTCOMES`` says what each means)."""
 
 _INSTRUCTIONS = """\
 You read an agent's memory of a record log and report the current value of each query

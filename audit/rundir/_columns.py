@@ -9,10 +9,22 @@ applicable, or NA); text is text, and an empty string stays apart from empty.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+
+Outcome = Literal["pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "na", "error"]
+OUTCOMES: dict[Outcome, str] = {
+    "pass": "the reader answered right (strict: the exact envelope, a normal stop)",
+    "wrong_log": "the memory is a well-formed record log, but E_q on it gives a wrong answer",
+    "unparsed": "the memory is no record log the exact reader can parse",
+    "reader_error": "the memory is adequate (E_q on it is right) but the LLM reader answered wrong",
+    "wrapper_only": "right values outside the required envelope (counted by the lenient score)",
+    "na": "an infrastructure failure after retries: not scored",
+    "error": "the compressor raised",
+}
+"""Every value of the ``outcome`` column, with its meaning: exactly one per read."""
 
 RESULT_COLUMNS = (
     "job_key",

@@ -1,0 +1,46 @@
+"""The ``audit`` command line: the one place that wires the four packages together.
+
+Each command lives in a module of its own; this module assembles them into one
+``app``.  Commands raise ``MemoryAuditError`` for bad input, and the app prints it as
+one line (``audit.cli._common``); anything else is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from audit.cli._backends import backends_app, cache_app
+from audit.cli._common import fail, new_app, report_bug
+from audit.cli._generate import generate, list_families, pairs_app
+from audit.cli._plugins import list_compressors, new_compressor
+from audit.cli._report import compare_command, report_command
+from audit.cli._run import run_audit
+
+app = new_app(
+    "audit", "Audit agent-memory compressors with paired histories: correct now, sufficient later?"
+)
+app.command("run")(run_audit)
+app.command("report")(report_command)
+app.command("compare")(compare_command)
+app.command("generate")(generate)
+app.command("families")(list_families)
+app.add_typer(pairs_app, name="pairs")
+app.command("compressors")(list_compressors)
+app.command("new-compressor")(new_compressor)
+app.add_typer(backends_app, name="backends")
+app.add_typer(cache_app, name="cache")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("PYTHONIOENCODING", "utf-8")
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as error:  # not a MemoryAuditError (those end in one line): a bug
+        report_bug(error)
+
+
+__all__ = ["app", "fail", "main"]

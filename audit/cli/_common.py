@@ -1,0 +1,68 @@
+"""What every command shares: the app, one-line errors, and the error boundary.
+
+A ``MemoryAuditError`` raised by any command becomes one line on stderr, ``error:
+...``, and exit status 2 (bad input) or 1 (a setup that failed: a backend that did
+not start, a generator that could not build a pair).  Anything else is a bug: the
+console entry point prints its traceback and asks for a report.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+from histories import MemoryAuditError
+
+BUG_HINT = (
+    "this is a bug in memory-audit, not a problem with your input: please report it "
+    "with the traceback above"
+)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a one-line error to stderr and exit (no traceback for user errors)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+class GuardedGroup(TyperGroup):
+    """A command group whose commands' ``MemoryAuditError`` becomes one clean line."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MemoryAuditError as error:
+            fail(str(error), error.exit_code)
+
+
+def new_app(name: str, help_text: str) -> typer.Typer:
+    """A (sub-)command group with the error boundary."""
+    return typer.Typer(
+        name=name,
+        help=help_text,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        cls=GuardedGroup,
+    )
+
+
+def report_bug(error: BaseException) -> NoReturn:
+    """An unexpected exception: its traceback, then what to do about it."""
+    traceback.print_exception(error, file=sys.stderr)
+    print(f"error: {BUG_HINT}", file=sys.stderr)
+    sys.exit(1)
+
+
+def first_validation_message(error: ValueError) -> str:
+    """The first problem of a pydantic ``ValidationError``, named by its option."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        field = ".".join(str(p) for p in first["loc"]).replace("_", "-")
+        return f"--{field}: {first['msg']}"
+    return str(error)

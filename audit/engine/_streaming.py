@@ -1,0 +1,206 @@
+"""Streaming a pair through a compressor: the one loop both stages share.
+
+A variant's prefix is streamed chunk by chunk from the empty memory (strict
+protocol: the memory string is the only state); the prefix memory is what the
+reader sees now (``current``), and each future is streamed on from it (``reveal``,
+``override``).  A memory over the byte budget becomes the empty string and the event
+is counted.  Archives then recall from the raw history at answer time.
+
+The loop is written once, as a generator of update requests (``_updates``): the
+deterministic stage answers them by calling ``update`` (through a memo shared by the
+streams of one pair), the LLM stage by awaiting ``aupdate``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Awaitable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+
+from compressors import ArchiveCompressor, ChunkView, Compressor
+from histories import BRANCHES, FUTURES, Branch, Pair, Record, VariantName
+
+
+def chunk_seed(pair: Pair, variant: str, index: int) -> int:
+    """The phrasing seed of a chunk (prose renderings); the source id, so a renamed
+    pair is phrased like its source."""
+    return zlib.crc32(f"{pair.source_id}/{variant}/{index}".encode())
+
+
+ChunkPlan = tuple[ChunkView, tuple[int, ...], int]
+"""(the chunk as compressors see it, ids of its records, chunk index) of one chunk of
+a stream; one view per chunk of a pair instance, shown to every condition."""
+VariantPlan = tuple[list[ChunkPlan], dict[Branch, list[ChunkPlan]]]
+"""A variant's prefix chunks, and each future's chunks after them."""
+States = dict[Branch, tuple[str, int]]
+"""Per branch: the streamed memory and the over-budget events up to it."""
+
+
+def plan_variant(pair: Pair, variant: VariantName) -> VariantPlan:
+    """The chunks one variant streams: worked out once per pair instance, shared by
+    every condition streaming it."""
+
+    def chunk(records: Sequence[Record], index: int) -> ChunkPlan:
+        view = ChunkView(records, pair.render, chunk_seed(pair, variant, index))
+        return (view, tuple(map(id, view.records)), index)
+
+    prefix = pair.variants.of(variant).chunks
+    futures: dict[Branch, list[ChunkPlan]] = {
+        future: [chunk(c, len(prefix) + i) for i, c in enumerate(pair.futures.of(future))]
+        for future in FUTURES
+    }
+    return [chunk(c, i) for i, c in enumerate(prefix)], futures
+
+
+def over_budget(memory: str, budget: int) -> bool:
+    """Whether the memory's UTF-8 bytes exceed the budget (without encoding ASCII)."""
+    return len(memory) > budget or (not memory.isascii() and len(memory.encode("utf-8")) > budget)
+
+
+Update = tuple[str, ChunkPlan]
+"""An update the loop asks for: (the memory so far, the next chunk)."""
+
+
+def _updates(plan: VariantPlan, budget: int | None) -> Generator[Update, str, States]:
+    """The streaming loop: yields each update to make, receives its new memory.
+
+    ``budget`` None: the compressor is not budgeted (an archive that ignores it).
+    """
+    prefix, futures = plan
+
+    def settle(new: str, overflow: int) -> tuple[str, int]:
+        if budget is not None and over_budget(new, budget):
+            return "", overflow + 1
+        return new, overflow
+
+    memory, overflow = "", 0
+    for chunk in prefix:
+        memory, overflow = settle((yield memory, chunk), overflow)
+    states: States = {"current": (memory, overflow)}
+    for future, chunks in futures.items():
+        m, o = memory, overflow
+        for chunk in chunks:
+            m, o = settle((yield m, chunk), o)
+        states[future] = (m, o)
+    return states
+
+
+UpdateMemo = dict[tuple[str, tuple[int, ...], int], str]
+"""(memory, ids of the chunk's records, chunk index) -> new memory."""
+
+
+@dataclass
+class Streamed:
+    """What a reader is shown per branch, and over-budget events up to each branch."""
+
+    memories: dict[Branch, str]
+    overflow: dict[Branch, int]
+
+
+def stream_variant(
+    compressor: Compressor,
+    pair: Pair,
+    variant: VariantName,
+    budget: int,
+    memo: UpdateMemo | None = None,
+    plan: VariantPlan | None = None,
+) -> Streamed:
+    """Stream one variant through a deterministic compressor.
+
+    ``memo`` shares updates between streams of one pair, compressor and budget: A
+    and B share every chunk before the hidden distinction, and both futures start
+    from the prefix memory.  Only for deterministic compressors, whose update is a
+    pure function of (memory, chunk, query, budget) by the protocol.
+    """
+    if compressor.uses_llm:
+        memo = None
+    if _streams_nothing(compressor):  # an archive's memory stays empty until recall
+        return finish_streams(compressor, pair, variant, budget, dict.fromkeys(BRANCHES, ("", 0)))
+    update, query = compressor.update, pair.query
+
+    def answer(request: Update) -> str:
+        memory, (view, ids, index) = request
+        if memo is None:
+            return update(memory, view, query, budget)
+        key = (memory, ids, index)
+        new = memo.get(key)
+        if new is None:
+            new = memo[key] = update(memory, view, query, budget)
+        return new
+
+    steps = _updates(plan or plan_variant(pair, variant), budget if compressor.budgeted else None)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(answer(request))
+    except StopIteration as stop:
+        states: States = stop.value
+    return finish_streams(compressor, pair, variant, budget, states)
+
+
+async def astream_variant(
+    compressor: Compressor,
+    pair: Pair,
+    variant: VariantName,
+    budget: int,
+    repeat: int,
+    plan: VariantPlan | None = None,
+) -> Streamed:
+    """Stream one variant through any compressor, awaiting each update (LLM writers
+    call a model; ``repeat`` makes repeats independent)."""
+    query = pair.query
+
+    def answer(request: Update) -> Awaitable[str]:
+        memory, (view, _, _) = request
+        return compressor.aupdate(memory, view, query, budget, repeat)
+
+    steps = _updates(plan or plan_variant(pair, variant), budget if compressor.budgeted else None)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await answer(request))
+    except StopIteration as stop:
+        states: States = stop.value
+    return finish_streams(compressor, pair, variant, budget, states)
+
+
+def _streams_nothing(compressor: Compressor) -> bool:
+    """An archive that keeps the base class's update, which returns the memory as is."""
+    return (
+        isinstance(compressor, ArchiveCompressor)
+        and type(compressor).update is ArchiveCompressor.update
+    )
+
+
+def finish_streams(
+    compressor: Compressor,
+    pair: Pair,
+    variant: VariantName,
+    budget: int,
+    states: Mapping[Branch, tuple[str, int]],
+) -> Streamed:
+    """What the reader is shown per branch: the memory, or an archive's recall of the
+    raw history (budget-checked like any memory)."""
+    memories: dict[Branch, str] = {}
+    overflows: dict[Branch, int] = {}
+    for branch, (m, o) in states.items():
+        if isinstance(compressor, ArchiveCompressor):
+            m = compressor.recall(m, pair.history(variant, branch), pair.query, budget)
+            if compressor.budgeted and len(m.encode("utf-8")) > budget:
+                m, o = "", o + 1
+        memories[branch], overflows[branch] = m, o
+    return Streamed(memories, overflows)
+
+
+def share_identical_records(pair: Pair) -> Pair:
+    """Make B's records that equal A's at the same position the same objects (in place).
+
+    Equal records are indistinguishable to a compressor, so sharing them changes no
+    result; it lets the update memo (keyed by record identity) reuse A's updates for
+    every chunk B shares with A, and the per-record caches serve both variants.
+    """
+    for chunk_a, chunk_b in zip(pair.variants.A.chunks, pair.variants.B.chunks, strict=False):
+        for position, (a, b) in enumerate(zip(chunk_a, chunk_b, strict=False)):
+            if a is not b and type(a) is type(b) and a.__dict__ == b.__dict__:
+                chunk_b[position] = a
+    return pair

@@ -1,0 +1,183 @@
+"""The run plan: what an audit runs, typed, parsed once.
+
+The command line gives conditions, transforms and budgets as strings
+(``frontier:budget=2400``, ``rename:40``, ``600,1200``); they are parsed here, once,
+into typed parts (``compressors.ConditionSpec``, ``TransformSpec``, integers) that the
+engine, its workers and the LLM stage receive as they are.  A plan serialises back
+to exactly the strings it was given (``config.json``, job keys), so run directories
+written before stay valid and resumable.
+
+Nothing here does I/O: where the pairs come from is recorded (a preset's generation
+config, or a file and its sha256), not loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Annotated, Any, cast
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+
+from audit.errors import PlanError
+from compressors import ConditionSpec, UnknownCompressorError, parse_spec
+from histories import TRANSFORM_KINDS, TransformName
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    """One ``--transforms`` item: ``identity``, or a kind with its number of instances."""
+
+    kind: TransformName
+    count: int
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == "identity" else f"{self.kind}:{self.count}"
+
+
+IDENTITY = TransformSpec("identity", 1)
+
+
+def parse_transform(item: str, option: str = "--transforms") -> TransformSpec:
+    """``identity``, ``rename:40``, ``permute`` (one instance), ..."""
+    kind, _, count_text = item.strip().partition(":")
+    if kind not in TRANSFORM_KINDS:
+        raise PlanError(
+            f"{option}: unknown transform {kind!r}; known: {', '.join(TRANSFORM_KINDS)}"
+        )
+    if kind == "identity":
+        if count_text:
+            raise PlanError(f"{option}: identity takes no count")
+        return IDENTITY
+    try:
+        count = int(count_text) if count_text else 1
+    except ValueError:
+        raise PlanError(f"{option}: {item!r}: K must be an integer") from None
+    if count <= 0:
+        raise PlanError(f"{option}: {item!r}: K must be positive")
+    return TransformSpec(cast(TransformName, kind), count)
+
+
+def parse_transforms(text: str, option: str = "--transforms") -> list[TransformSpec]:
+    """A comma list of transforms, each kind at most once."""
+    specs = [parse_transform(part, option) for part in text.split(",") if part.strip()]
+    if not specs:
+        raise PlanError(f"{option}: no transform given")
+    if len({s.kind for s in specs}) != len(specs):
+        raise PlanError(f"{option}: a transform is listed twice")
+    return specs
+
+
+def parse_budgets(text: str, option: str = "--budget") -> list[int]:
+    """A comma list of positive byte budgets (duplicates dropped, order kept)."""
+    budgets: list[int] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise PlanError(f"{option}: {item!r} is not an integer number of bytes") from None
+        if value <= 0:
+            raise PlanError(f"{option}: {value} must be positive")
+        budgets.append(value)
+    if not budgets:
+        raise PlanError(f"{option}: no budget given")
+    return list(dict.fromkeys(budgets))
+
+
+def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionSpec]:
+    """A comma list of conditions (``name[:k=v]`` or ``package.module:Class``), each once."""
+    try:
+        specs = [parse_spec(part) for part in text.split(",") if part.strip()]
+        for spec in specs:
+            _ = spec.budget  # a bad per-condition budget is named now, not in a worker
+    except UnknownCompressorError as error:
+        raise PlanError(f"{option}: {error}") from None
+    if not specs:
+        raise PlanError(f"{option}: no condition given")
+    if len({s.label for s in specs}) != len(specs):
+        raise PlanError(f"{option}: a condition is listed twice")
+    return specs
+
+
+def _as_transform(value: Any) -> Any:
+    return parse_transform(value, "transforms") if isinstance(value, str) else value
+
+
+def _as_condition(value: Any) -> Any:
+    return parse_spec(value) if isinstance(value, str) else value
+
+
+Transform = Annotated[
+    TransformSpec, BeforeValidator(_as_transform), PlainSerializer(str, return_type=str)
+]
+"""A transform in a plan: parsed from its string, written back as that string."""
+Condition = Annotated[
+    ConditionSpec,
+    BeforeValidator(_as_condition),
+    PlainSerializer(lambda spec: spec.label, return_type=str),
+]
+"""A condition in a plan: parsed from its label, written back as that label."""
+
+Cell = tuple[ConditionSpec, int]
+"""A (condition, budget) cell of a plan."""
+
+
+def cells_of(conditions: Sequence[ConditionSpec], budgets: Sequence[int]) -> list[Cell]:
+    """Every (condition, budget): a condition with its own ``budget=`` runs only there."""
+    cells: list[Cell] = []
+    for spec in conditions:
+        own = spec.budget
+        cells.extend([(spec, own)] if own is not None else [(spec, b) for b in budgets])
+    return cells
+
+
+class LLMStagePlan(BaseModel):
+    """The LLM part of a run: model writers and the LLM reader on a sample of pairs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    reader: str | None = None
+    """Backend name reading memories (None: no LLM reader)."""
+    reader_model: str | None = None
+    writer: str | None = None
+    """Backend name writing memories for LLM conditions."""
+    writer_model: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    sample: int = Field(default=6, ge=1)
+    """Source pairs in the LLM stage (taken round-robin over families)."""
+    repeats: int = Field(default=2, ge=1, le=100)
+    transforms: list[Transform] = Field(default_factory=lambda: [IDENTITY])
+    use_schema: bool = True
+    """Ask the reader for its envelope through JSON schema (off: study formatting)."""
+
+
+class RunPlan(BaseModel):
+    """Everything that determines a run's results (``config.json``; compared on resume)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    pairs: dict[str, Any]
+    """Where the pairs came from: a preset and its generation config, or a file."""
+    pairs_sha256: str
+    conditions: list[Condition] = Field(min_length=1)
+    compressor_versions: dict[str, str]
+    """Each condition's label -> its compressor's versioned label."""
+    budgets: list[int] = Field(min_length=1)
+    transforms: list[Transform] = Field(min_length=1)
+    seed: int = 0
+    reader: str = "exact"
+    repeats: int = 1
+    llm: LLMStagePlan | None = None
+    """The LLM stage (model writers and reader on a sample of pairs), if any."""
+
+    @cached_property
+    def cells(self) -> list[Cell]:
+        """The deterministic stage's (condition, budget) cells, in plan order."""
+        return cells_of(self.conditions, self.budgets)
+
+    @property
+    def condition_labels(self) -> list[str]:
+        return [spec.label for spec in self.conditions]

@@ -1,0 +1,70 @@
+"""The files of a run directory: their names, how they are written, where runs go.
+
+Every file of a run directory is named here and nowhere else.  A file is written
+whole or not at all: to a temporary sibling first, then renamed over the old one,
+so a run killed (or a disk filling) mid-write never leaves a torn file in place.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from audit.errors import RunDirectoryError
+
+CONFIG_FILE = "config.json"
+"""The resolved run plan, the environment and the creation time."""
+RESULTS_CSV = "results.csv"
+"""One row per read, in plan order (``rundir.RESULT_COLUMNS``)."""
+RESULTS_PARQUET = "results.parquet"
+"""The same rows, typed."""
+SUMMARY_FILE = "summary.json"
+"""Every score of the run (``audit.scoring``)."""
+STORE_FILE = "store.sqlite"
+"""Finished jobs (results and memories), committed one job per transaction."""
+COSTS_FILE = "costs.json"
+"""Per-stage work of every invocation (jobs, requests, tokens, seconds)."""
+LOG_FILE = "run.log"
+"""Tracebacks of compressors that raised."""
+REPORT_DIR = "report"
+"""Where ``audit report`` writes by default."""
+
+
+def write_atomically(path: Path, data: bytes | str) -> None:
+    """Write ``path`` whole or not at all (temporary sibling, then rename)."""
+    temp = path.with_name(f".{path.name}.tmp")
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    try:
+        temp.write_bytes(data)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def default_run_dir(root: Path = Path("runs")) -> Path:
+    """A new timestamped run directory under ``runs/``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = root / stamp
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = root / f"{stamp}-{suffix}"
+    return path
+
+
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def named_run_dir(name: str, root: Path = Path("runs")) -> Path:
+    """``runs/NAME`` for ``--name``; a name is one plain path segment, so it can never
+    reach outside ``runs/`` (no separators, no ``..``, no leading dot)."""
+    if not _RUN_NAME.match(name) or ".." in name:
+        raise RunDirectoryError(
+            f"--name {name!r}: a run name is 1-100 letters, digits, '_', '.', '-', "
+            "starting with a letter or digit, and never contains '..' or '/'"
+        )
+    return root / name

@@ -1,0 +1,315 @@
+"""Loading a run directory back: its plan, its results, its memories, its pairs.
+
+Nothing is re-run.  Results come from ``results.parquet``, else ``results.csv``, else
+the rows in ``store.sqlite`` (the current layout, or the first one: one JSON row per
+read); memories come from the store by sha256 (current blocks, or the first layout's
+one zlib blob per memory).  ``config.json`` is read typed (``RunConfigFile``); a
+run written by a version whose plan no longer validates is still loaded, its plan
+kept as the raw dictionary and a note saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from audit.errors import RunDataError
+from audit.plan import RunPlan
+from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, read_costs
+from audit.rundir._layout import CONFIG_FILE, RESULTS_CSV, RESULTS_PARQUET, STORE_FILE
+from audit.rundir._pairs import rebuild_pairs
+from audit.rundir._store import STORE_FORMAT, MemoryBlocks, concat_results, job_tables, store_format
+from histories import Pair
+
+IDENTITY = "identity"
+NUMERIC = (
+    "correct", "correct_lenient", "adequate", "collision", "overflow", "equivariant",
+    "memory_bytes", "budget", "repeat", "transform_index", "tokens_prompt",
+    "tokens_completion", "latency_s", "cache_hit",
+)  # fmt: skip
+"""Columns read as numbers (empty = NA), whatever file they came from."""
+
+
+@dataclass
+class RunData:
+    """One run directory, loaded."""
+
+    path: Path
+    label: str
+    config_file: RunConfigFile | None
+    """``config.json``, typed; None when missing or from an older, unreadable layout."""
+    raw_config: dict[str, Any]
+    """``config.json``'s ``config`` entry as stored (what an older run has)."""
+    results: pd.DataFrame
+    """One row per read, normalized (``normalize``)."""
+    costs: CostsFile | None = None
+    last_finished: float | None = None
+    """Unix time of the last finished job (store.sqlite), if known."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def plan(self) -> RunPlan | None:
+        return self.config_file.config if self.config_file is not None else None
+
+    @property
+    def created(self) -> str | None:
+        return self.config_file.created if self.config_file is not None else None
+
+    @property
+    def has_llm(self) -> bool:
+        return bool((self.results["reader_kind"] != "exact").any())
+
+    @property
+    def conditions(self) -> list[str]:
+        """The planned conditions in plan order (else those in the results)."""
+        if self.plan is not None:
+            return self.plan.condition_labels
+        listed = self.raw_config.get("conditions")
+        if isinstance(listed, list):
+            return [str(c) for c in listed]
+        return list(dict.fromkeys(self.results["condition"].astype(str)))
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A store opened read-only (immutable when even that fails: a read-only medium)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db.execute("SELECT 1 FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.Error:
+        return sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+
+
+def _read_results(run_dir: Path) -> pd.DataFrame:
+    parquet, csv = run_dir / RESULTS_PARQUET, run_dir / RESULTS_CSV
+    if parquet.exists():
+        return pd.read_parquet(parquet)
+    if csv.exists():
+        return pd.read_csv(csv, dtype=str, keep_default_na=False, na_values=[""])
+    store = run_dir / STORE_FILE
+    if store.exists():
+        db = connect_read_only(store)
+        try:
+            if store_format(db) == STORE_FORMAT:
+                table = concat_results(job_tables(db))
+                return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
+            rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
+            return pd.DataFrame(rows)  # the first store layout: one JSON row per read
+        except sqlite3.Error as error:
+            raise RunDataError(f"{store}: unreadable ({error})") from None
+        finally:
+            db.close()
+    raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Types and defaults: numeric scores (empty = NA), reader labels, categories.
+
+    ``reader_kind`` is the reader as run (``exact`` or a backend name); ``reader``
+    becomes ``backend:model`` when the served model is known.
+    """
+    df = df.copy()
+    required = ("source_pair_id", "family", "variant", "branch", "condition", "outcome")
+    missing = [c for c in required if c not in df]
+    if missing:
+        raise RunDataError(f"results lack column(s): {', '.join(missing)}")
+    if "pair_id" not in df:
+        df["pair_id"] = df["source_pair_id"]
+    defaults: dict[str, Any] = {
+        "reader": "exact",
+        "transform": IDENTITY,
+        "repeat": 0,
+        "budget": 0,
+        "transform_index": 0,
+    }
+    for column, value in defaults.items():
+        if column not in df:
+            df[column] = value
+    for column in NUMERIC:
+        if column in df:
+            df[column] = pd.to_numeric(df[column], errors="coerce")
+    for column in ("correct", "adequate", "collision", "memory_bytes", "equivariant"):
+        if column not in df:
+            df[column] = np.nan
+    df["budget"] = df["budget"].fillna(0).astype(np.int64)
+    df["repeat"] = df["repeat"].fillna(0).astype(np.int64)
+    df["reader"] = df["reader"].fillna("exact").astype(str)
+    df["reader_kind"] = df["reader"]
+    if "correct_lenient" in df:
+        # lenient accepts everything strict accepts; the exact reader has one score
+        known = df["correct_lenient"].isna() & df["correct"].notna()
+        fill = known & ((df["reader_kind"] == "exact") | (df["correct"] == 1))
+        df.loc[fill, "correct_lenient"] = df.loc[fill, "correct"]
+    if "reader_model" in df:
+        model = df["reader_model"].astype(object).where(df["reader_model"].notna(), "").astype(str)
+        df["reader"] = np.where(model != "", df["reader"] + ":" + model, df["reader"])
+    for column in ("answer", "gold", "error", "memory_sha256", "raw_answer", "finish_reason"):
+        if column in df:
+            df[column] = df[column].astype(object).where(df[column].notna(), None)
+    for column in (
+        "reader", "reader_kind", "condition", "transform", "family", "branch", "variant",
+        "outcome", "source_pair_id", "pair_id",
+    ):  # fmt: skip
+        df[column] = df[column].astype(str).astype("category")
+    return df
+
+
+def _read_config(run_dir: Path, notes: list[str]) -> tuple[RunConfigFile | None, dict[str, Any]]:
+    path = run_dir / CONFIG_FILE
+    if not path.exists():
+        notes.append("no config.json: run metadata and the pair drill-down are unavailable")
+        return None, {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        notes.append(f"config.json unreadable ({error}); metadata missing")
+        return None, {}
+    stored = raw.get("config") if isinstance(raw, dict) else None
+    try:
+        return read_config_file(run_dir), dict(stored or {})
+    except RunDataError as error:
+        notes.append(f"config.json is of an older layout ({error}); read as stored")
+        return None, dict(stored or {}) if isinstance(stored, dict) else {}
+
+
+def load_run(run_dir: Path, label: str | None = None) -> RunData:
+    """Read a run directory (nothing is re-run)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDataError(f"{run_dir} is not a directory")
+    notes: list[str] = []
+    config_file, raw_config = _read_config(run_dir, notes)
+    results = normalize(_read_results(run_dir))
+    costs = None
+    try:
+        costs = read_costs(run_dir)
+    except RunDataError as error:
+        notes.append(f"{error}; ignored")
+    last = None
+    if (run_dir / STORE_FILE).exists():
+        try:
+            db = connect_read_only(run_dir / STORE_FILE)
+            try:
+                (last,) = db.execute("SELECT MAX(finished) FROM jobs").fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            last = None
+    return RunData(
+        path=run_dir,
+        label=label or run_dir.resolve().name,
+        config_file=config_file,
+        raw_config=raw_config,
+        results=results,
+        costs=costs,
+        last_finished=None if last is None else float(last),
+        notes=notes,
+    )
+
+
+LEGACY_ZDICT = (
+    b'"expires":"starts":"options":{"selector":"cond_key":"cond_value":"delta":"now":'
+    b'{"id":"","op":"tick",{"id":"","op":"revoke","target":"{"id":"","op":"replay","key":"'
+    b'{"id":"","op":"choose","key":"{"id":"","op":"copy","key":"","src":"'
+    b'{"id":"","op":"set","key":"","value":"","rev":'
+)
+"""The preset zlib dictionary of the first store layout (one blob per memory)."""
+
+
+def _decode_legacy_memory(blob: bytes) -> str:
+    """A memory of the first store layout: zlib with the preset dictionary, or plain."""
+    try:
+        text: str = zlib.decompressobj(zdict=LEGACY_ZDICT).decompress(blob).decode("utf-8")
+        return text
+    except (zlib.error, UnicodeDecodeError):
+        return zlib.decompress(blob).decode("utf-8", "replace")
+
+
+class MemoryStore:
+    """Read-only access to the memories of a run (store.sqlite), by sha256."""
+
+    def __init__(self, run_dir: Path) -> None:
+        path = run_dir / STORE_FILE
+        self._db = connect_read_only(path) if path.exists() else None
+        self._blocks: MemoryBlocks | None = None
+        if self._db is not None:
+            try:
+                if store_format(self._db) == STORE_FORMAT:
+                    self._blocks = MemoryBlocks(self._db)
+            except sqlite3.Error:
+                self._blocks = None
+        self._cache: dict[str, str | None] = {}
+
+    def get(self, sha: str | None) -> str | None:
+        if not sha or self._db is None:
+            return None
+        if sha not in self._cache:
+            self._cache.update(self.many([sha]))
+            self._cache.setdefault(sha, None)
+        return self._cache[sha]
+
+    def many(self, shas: Iterable[str]) -> dict[str, str]:
+        shas = list(shas)
+        wanted = [s for s in dict.fromkeys(shas) if s and s not in self._cache]
+        if self._db is not None and wanted:
+            try:
+                if self._blocks is not None:
+                    self._cache.update(self._blocks.many(wanted))
+                else:
+                    self._cache.update(self._legacy(wanted))
+            except sqlite3.Error:
+                pass
+        return {s: t for s in shas if (t := self._cache.get(s)) is not None}
+
+    def _legacy(self, wanted: list[str]) -> dict[str, str]:
+        assert self._db is not None
+        found: dict[str, str] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT sha256, text FROM memories WHERE sha256 IN ({marks})", chunk
+            ).fetchall()
+            found.update((sha, _decode_legacy_memory(blob)) for sha, blob in rows)
+        return found
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+
+@dataclass
+class SourcePairs:
+    """The run's source pairs, rebuilt; or why they could not be."""
+
+    pairs: dict[str, Pair]
+    """source pair id -> its pair (identity instance)."""
+    note: str | None
+
+
+def load_source_pairs(run: RunData) -> SourcePairs:
+    """Rebuild the run's source pairs from config.json (preset regenerated, or file loaded),
+    checked against the recorded sha256."""
+    source = run.raw_config.get("pairs")
+    expected = run.raw_config.get("pairs_sha256")
+    if not isinstance(source, dict):
+        return SourcePairs({}, "config.json records no pair source: no drill-down")
+    try:
+        pairs, digest = rebuild_pairs(source, run.path)
+    except (OSError, ValueError) as error:  # PairFileError is a ValueError
+        return SourcePairs({}, f"pairs could not be rebuilt ({error}): no drill-down")
+    if expected and digest != expected:
+        return SourcePairs(
+            {},
+            "the pairs rebuilt from config.json differ from the run's (sha256 mismatch): "
+            "no drill-down",
+        )
+    return SourcePairs({p.pair_id: p for p in pairs}, None)

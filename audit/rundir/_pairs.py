@@ -1,0 +1,58 @@
+"""Where a run's pairs come from, and getting them back.
+
+A run records its pair source in ``config.json``: a preset (its generation config,
+regenerated on demand: same config, same bytes) or a pair file, with the sha256 of
+the pairs either way, so a report can rebuild exactly the pairs the run used and
+refuse any others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from histories import PRESETS, GenerationConfig, Pair, generate, load_pairs
+
+
+def pairs_sha256(pairs: Sequence[Pair]) -> str:
+    """The sha256 of pairs as a pair file would hold them (one JSON line each)."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        digest.update(pair.to_json().encode() + b"\n")
+    return digest.hexdigest()
+
+
+def preset_source(name: str) -> tuple[dict[str, Any], list[Pair], str]:
+    """A preset's source entry, its pairs and their sha256 (``KeyError`` if unknown)."""
+    generation = PRESETS[name]
+    pairs = generate(generation)
+    source = {"preset": name, "generation": generation.model_dump(mode="json")}
+    return source, pairs, pairs_sha256(pairs)
+
+
+def file_source(path: Path) -> tuple[dict[str, Any], list[Pair], str]:
+    """A pair file's source entry, its pairs and the file's sha256
+    (``histories.PairFileError`` names the line and field of a bad file)."""
+    pairs = load_pairs(path)
+    return {"file": str(path)}, pairs, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def rebuild_pairs(source: Mapping[str, Any], directory: Path) -> tuple[list[Pair], str]:
+    """The pairs a recorded source names, and their sha256.
+
+    A relative file path is looked up as given, then inside the run directory.
+    Raises ``ValueError`` (a bad generation config or an unknown source form),
+    ``OSError`` or ``histories.PairFileError``.
+    """
+    if "generation" in source:
+        pairs = generate(GenerationConfig.model_validate(source["generation"]))
+        return pairs, pairs_sha256(pairs)
+    if "file" in source:
+        path = Path(str(source["file"]))
+        if not path.is_absolute() and not path.exists():
+            path = directory / path
+        pairs = load_pairs(path)
+        return pairs, hashlib.sha256(path.read_bytes()).hexdigest()
+    raise ValueError("the pair source names neither a generation config nor a file")
