@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from audit.engine import execute
-from audit.plan import RunPlan as RunConfig
+from audit.plan import RunPlan
 from compressors import build, deterministic_builtins
 from histories import PRESETS, Pair, generate
 
@@ -33,10 +33,10 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def pilot_audit(transforms: str) -> tuple[RunConfig, list[Pair]]:
+def pilot_audit(transforms: str) -> tuple[RunPlan, list[Pair]]:
     """The benchmarked audit: cca-pilot, every deterministic condition, budget 1200."""
     conditions = deterministic_builtins()
-    config = RunConfig(
+    config = RunPlan(
         pairs={"preset": "cca-pilot"},
         pairs_sha256="benchmark",
         conditions=conditions,

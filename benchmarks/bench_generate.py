@@ -12,8 +12,7 @@ import platform
 import statistics
 import time
 
-from histories import GenerationConfig, LogIndex, generate
-from histories._generate import generate_lines
+from histories import GenerationConfig, LogIndex, generate, generate_lines
 
 
 def machine() -> str:

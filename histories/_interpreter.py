@@ -1,6 +1,6 @@
 """E_q: the exact interpreter, ground truth for generation and the exact reader.
 
-Rules (PROTOCOL.md, made precise here; ``docs/pair-format.md`` repeats them):
+Rules (``docs/method.md``, made precise here; ``docs/pair-format.md`` repeats them):
 
 * The clock is the largest ``now`` among non-revoked ticks (0 when there are none).
   A record is time-valid while ``starts <= clock <= expires`` (either bound optional).

@@ -5,7 +5,7 @@ is why a prefix can be permuted without changing any answer.  The canonical JSON
 of a record is one object with ``id``, ``op`` and that op's fields, in the order
 declared here, with absent optional fields left out.
 
-Kinds beyond PROTOCOL.md's table (each needed by one family, documented in
+Kinds beyond the paper's six (each needed by one family, documented in
 ``docs/pair-format.md``):
 
 * ``add``  - an integer delta accumulated on top of the key's winning binding

@@ -1,8 +1,8 @@
 """Renderings: the same records as canonical JSON lines, agent tool-log lines, or chat prose.
 
-A compressor or reader may see a history in any of these forms (PROTOCOL.md,
-"Renderings"), so the audit can check that a result does not hinge on the surface
-form.  The structured forms (``json``, ``log``) round-trip exactly to records through
+A compressor or reader may see a history in any of these forms (``docs/method.md``),
+so the audit can check that a result does not hinge on the surface form.  The
+structured forms (``json``, ``log``) round-trip exactly to records through
 ``parse_records``; ``prose`` keeps every field but is not meant to be parsed back.
 
 Lines are separated by ``"\\n"`` only: canonical JSON keeps characters such as U+2028

@@ -1,29 +1,67 @@
-"""Imports flow one way (ARCHITECTURE.md): histories <- compressors <- audit; reports alone."""
+"""The house rules of docs/architecture.md, checked."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import pkgutil
+import re
 from pathlib import Path
 
 import pytest
 
+from histories import MemoryAuditError
+
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("histories", "compressors", "audit", "reports")
 FORBIDDEN = {
     "histories": {"compressors", "audit", "reports"},
     "compressors": {"audit", "reports"},
     "reports": {"audit", "compressors", "histories"},
 }
+AUDIT_ROOMS = {
+    # room -> the rooms of audit it may import (besides itself)
+    "audit.errors": set(),
+    "audit.plan": {"audit.errors"},
+    "audit.backends": {"audit.errors"},
+    "audit.plugins": {"audit.errors"},
+    "audit.rundir": {"audit.errors", "audit.plan"},
+    "audit.scoring": {"audit.errors"},
+    "audit.engine": {
+        "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.backends",
+    },
+    "audit.reportdata": {"audit.errors", "audit.plan", "audit.rundir", "audit.scoring"},
+    "audit.cli": {
+        "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.engine",
+        "audit.reportdata", "audit.backends", "audit.plugins",
+    },
+}  # fmt: skip
 
 
-def imported_packages(path: Path) -> set[str]:
+def imports(path: Path) -> list[str]:
+    """Every absolute module an import of the file names (``from a import b`` gives
+    ``a`` and ``a.b``: ``b`` may be a module)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
+    names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.append(node.module)
+            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_files() -> list[Path]:
+    return [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -31,14 +69,130 @@ def test_imports_flow_one_way(package: str):
     files = sorted((ROOT / package).rglob("*.py"))
     assert files, f"package {package} has no modules"
     offenders = {
-        str(path.relative_to(ROOT)): sorted(imported_packages(path) & FORBIDDEN[package])
+        str(path.relative_to(ROOT)): sorted(
+            {n.split(".")[0] for n in imports(path)} & FORBIDDEN[package]
+        )
         for path in files
-        if imported_packages(path) & FORBIDDEN[package]
+        if {n.split(".")[0] for n in imports(path)} & FORBIDDEN[package]
     }
     assert offenders == {}
 
 
-def test_the_checker_sees_a_violation(tmp_path: Path):
-    bad = tmp_path / "bad.py"
-    bad.write_text("from audit.cli import app\nimport compressors\n")
-    assert imported_packages(bad) == {"audit", "compressors"}
+def room_of(module: str) -> str | None:
+    return next(
+        (room for room in AUDIT_ROOMS if module == room or module.startswith(room + ".")), None
+    )
+
+
+def test_the_rooms_of_audit_import_only_what_lies_below_them():
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "audit").rglob("*.py")):
+        own = room_of(module_of(path))
+        if own is None:
+            continue
+        for name in imports(path):
+            other = room_of(name)
+            if other is not None and other != own and other not in AUDIT_ROOMS[own]:
+                offenders.setdefault(str(path.relative_to(ROOT)), []).append(name)
+    assert offenders == {}
+
+
+def private_violations(path: Path) -> list[str]:
+    """Imports of a private module (``_name``) of a package the file is not inside."""
+    here = module_of(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = []
+    for name in imports(path):
+        parts = name.split(".")
+        for i, part in enumerate(parts):
+            if part.startswith("_") and not part.startswith("__") and i > 0:
+                owner = ".".join(parts[:i])
+                if not (package == owner or package.startswith(owner + ".")):
+                    found.append(name)
+                break
+    return found
+
+
+def test_no_module_imports_another_packages_private_module():
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in [*package_files(), *sorted((ROOT / "benchmarks").glob("*.py"))]
+        if (found := private_violations(path))
+    }
+    assert offenders == {}
+
+
+def test_the_checks_see_violations(tmp_path: Path):
+    bad = ROOT / "audit" / "engine" / "_probe_violation.py"
+    bad.write_text(
+        "from audit.rundir._store import RunStore\n"
+        "from audit.cli import app\n"
+        "from audit.engine._jobs import run_job\n"
+    )
+    try:
+        assert private_violations(bad) == ["audit.rundir._store", "audit.rundir._store.RunStore"]
+        assert room_of("audit.cli") not in AUDIT_ROOMS["audit.engine"]
+    finally:
+        bad.unlink()
+
+
+def test_every_exception_class_is_a_memory_audit_error():
+    strays = []
+    for package in PACKAGES:
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            if info.name.endswith(".__main__"):
+                continue
+            module = importlib.import_module(info.name)
+            for name, obj in vars(module).items():
+                if (
+                    inspect.isclass(obj)
+                    and issubclass(obj, Exception)
+                    and obj.__module__ == module.__name__
+                    and not issubclass(obj, MemoryAuditError | Warning)
+                ):
+                    strays.append(f"{module.__name__}.{name}")
+    assert strays == []
+
+
+CITATION = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+OUTSIDE = ("ARCHITECTURE.md", "PROTOCOL.md", "shared/design", "../shared")
+
+
+def cited_files(text: str) -> set[str]:
+    return set(CITATION.findall(text))
+
+
+def test_every_cited_file_is_in_the_repository():
+    sources = [
+        *package_files(),
+        *sorted((ROOT / "tests").glob("*.py")),
+        *sorted((ROOT / "benchmarks").glob("*.py")),
+        *sorted((ROOT / "scripts").glob("*")),
+        *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "README.md",
+    ]
+    missing: dict[str, list[str]] = {}
+    for path in sources:
+        if path == Path(__file__).resolve() or path.suffix not in (".py", ".md", ".sh", ""):
+            continue
+        text = path.read_text(encoding="utf-8")
+        outside = [marker for marker in OUTSIDE if marker in text]
+        unresolved = [
+            name
+            for name in cited_files(text)
+            if not (ROOT / name).exists()
+            and not (ROOT / "docs" / name).exists()
+            and not (path.parent / name).exists()
+            and not name.startswith(("report.", "compare.", "pairs-"))  # written files
+        ]
+        if outside or unresolved:
+            missing[str(path.relative_to(ROOT))] = outside + unresolved
+    assert missing == {}
+
+
+def test_the_citation_check_sees_a_file_outside():
+    assert cited_files("see ARCHITECTURE.md and docs/method.md") == {
+        "ARCHITECTURE.md",
+        "docs/method.md",
+    }

@@ -1,7 +1,7 @@
 """E_q, the exact interpreter: one unit case per rule, then metamorphic properties.
 
 The rules under test are stated in ``histories/_interpreter.py``'s module docstring
-and in PROTOCOL.md ("Exact resolution").
+and in ``docs/pair-format.md`` ("Exact resolution").
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from audit.reportdata._build import LENIENT, METRICS, cells, pair_level, score
 from audit.rundir import normalize
 from audit.scoring import (
     PairedTable,
@@ -19,6 +18,7 @@ from audit.scoring import (
     mcnemar_exact,
     paired_comparison,
     proportion,
+    score_results,
     wilson,
 )
 
@@ -197,29 +197,41 @@ def na_table() -> pd.DataFrame:
     return normalize(frame)
 
 
+def _cell(frame: pd.DataFrame, transform: str = "identity") -> dict:
+    scores = score_results(frame)
+    found = scores.cell(scores.systems[0], transform)
+    assert found is not None
+    return found
+
+
 def test_joint_j_na_bounds(na_table: pd.DataFrame):
-    pairs = pair_level(na_table, METRICS["joint_J"])
-    by_pair = pairs.set_index("source_pair_id")
-    assert by_pair.loc["p1", ["lo", "hi"]].tolist() == [1, 1]
-    assert by_pair.loc["p2", ["lo", "hi"]].tolist() == [0, 1]  # NA as fail / NA as pass
-    assert by_pair.loc["p3", ["lo", "hi"]].tolist() == [0, 0]
-    overall = cells(pairs, ["condition"]).iloc[0]
-    assert (overall["k"], overall["k_high"], overall["n"]) == (1, 2, 3)
-    assert overall["low"] == pytest.approx(wilson(1, 3)[0])
-    assert overall["high"] == pytest.approx(wilson(2, 3)[1])
+    scores = score_results(na_table)
+    pairs = scores.pairs["joint_J"].set_index("source_pair_id")
+    assert pairs.loc["p1", ["every_lo", "every_hi"]].tolist() == [1, 1]
+    assert pairs.loc["p2", ["every_lo", "every_hi"]].tolist() == [0, 1]  # NA as fail / as pass
+    assert pairs.loc["p3", ["every_lo", "every_hi"]].tolist() == [0, 0]
+    cell = _cell(na_table)
+    assert (cell["joint_J_pairs_k"], cell["joint_J_pairs_k_high"], cell["joint_J_pairs_n"]) == (
+        1,
+        2,
+        3,
+    )
 
 
 def test_strict_vs_lenient(na_table: pd.DataFrame):
-    strict = cells(pair_level(na_table, METRICS["joint_J"]), ["condition"]).iloc[0]
-    lenient = cells(pair_level(na_table, LENIENT["joint_J_lenient"]), ["condition"]).iloc[0]
+    cell = _cell(na_table)
     # lenient accepts p3's bare map; p2 keeps its NA bound
-    assert (strict["k"], strict["k_high"]) == (1, 2)
-    assert (lenient["k"], lenient["k_high"]) == (2, 3)
+    assert (cell["joint_J_pairs_k"], cell["joint_J_pairs_k_high"]) == (1, 2)
+    assert (cell["joint_J_lenient_pairs_k"], cell["joint_J_lenient_pairs_k_high"]) == (2, 3)
 
 
 def test_current_accuracy_has_no_bounds_without_na(na_table: pd.DataFrame):
-    current = cells(pair_level(na_table, METRICS["current"]), ["condition"]).iloc[0]
-    assert (current["k"], current["k_high"], current["n"]) == (3, 3, 3)
+    cell = _cell(na_table)
+    assert (cell["current_pairs_k"], cell["current_pairs_k_high"], cell["current_pairs_n"]) == (
+        3,
+        3,
+        3,
+    )
 
 
 def test_score_counts_source_pairs_not_reads_and_requires_every_instance():
@@ -232,9 +244,18 @@ def test_score_counts_source_pairs_not_reads_and_requires_every_instance():
         for row in _reads("p2", "f", _all(1)):
             renamed.append(row | {"pair_id": f"p2~r{index}", "transform": "rename"})
     frame = normalize(pd.DataFrame(rows + renamed))
-    scored = score(frame)
-    reveal = scored.overall["reveal"].set_index("transform")
-    assert (reveal.loc["identity", "k"], reveal.loc["identity", "n"]) == (2, 2)
+    identity, moved = _cell(frame), _cell(frame, "rename")
+    assert (identity["reveal_pairs_k"], identity["reveal_pairs_n"]) == (2, 2)
     # n stays 2 source pairs under renaming; p1 fails one instance so it fails
-    assert (reveal.loc["rename", "k"], reveal.loc["rename", "n"]) == (1, 2)
-    assert (reveal.loc["rename", "inst_k"], reveal.loc["rename", "inst_n"]) == (3, 4)
+    assert (moved["reveal_pairs_k"], moved["reveal_pairs_n"]) == (1, 2)
+    assert (moved["reveal_blocks_k"], moved["reveal_blocks_n"]) == (3, 4)
+
+
+def test_repeats_are_blocks_never_a_majority_vote():
+    # one pair, three repeats of its one instance: 2 pass, 1 fails reveal
+    rows = []
+    for repeat, ok in enumerate((1, 1, 0)):
+        rows += [r | {"repeat": repeat} for r in _reads("p1", "f", _all(1) | {("B", "reveal"): ok})]
+    cell = _cell(normalize(pd.DataFrame(rows)))
+    assert (cell["reveal_blocks_k"], cell["reveal_blocks_n"]) == (2, 3)
+    assert (cell["reveal_pairs_k"], cell["reveal_pairs_n"]) == (0, 1)  # not every block passes

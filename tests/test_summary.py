@@ -1,5 +1,5 @@
-"""score_table against a plain per-cell oracle written straight from PROTOCOL.md's
-scores: the fast version counts over integer cell codes, the oracle loops over rows."""
+"""Scores against a plain per-cell oracle written straight from docs/method.md:
+the fast version counts over integer cell codes, the oracle loops over rows."""
 
 from __future__ import annotations
 
@@ -7,27 +7,41 @@ import json
 import math
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.rundir import RESULT_SCHEMA
-from audit.scoring._reads import ALL, BRANCH_NAMES, LATE_REFERENCE, SCORED_COLUMNS, score_table
+from audit.rundir import RESULT_SCHEMA, label_readers, normalize
+from audit.scoring import (
+    ALL,
+    LATE_REFERENCE,
+    LENIENT_METRICS,
+    METRICS,
+    SCORED_COLUMNS,
+    score_results,
+    summarize,
+)
 
 MAYBE_01 = st.sampled_from([0, 1, None])
+FAMILY = {"s1": "choice_switch", "s2": LATE_REFERENCE, "s3": LATE_REFERENCE}
+"""A source pair belongs to one family."""
+BRANCHES = ("current", "reveal", "override")
 
 rows = st.fixed_dictionaries(
     {
         "condition": st.sampled_from(["tail", "frontier"]),
         "budget": st.sampled_from([600, 1200]),
         "transform": st.sampled_from(["identity", "rename"]),
-        "reader": st.just("exact"),
-        "family": st.sampled_from(["choice_switch", LATE_REFERENCE]),
-        "branch": st.sampled_from(BRANCH_NAMES),
-        "pair_id": st.sampled_from(["p1", "p2", "p3", None]),
-        "source_pair_id": st.sampled_from(["s1", "s2", None]),
-        "repeat": st.sampled_from([0, 1, None]),
-        "outcome": st.sampled_from(["pass", "wrong_log", "na", "unparsed", None]),
+        "reader": st.sampled_from(["exact", "llm"]),
+        "reader_model": st.sampled_from([None, "m"]),
+        "branch": st.sampled_from(BRANCHES),
+        "variant": st.sampled_from(["A", "B"]),
+        "pair_id": st.sampled_from(["p1", "p2", "p3"]),
+        "source_pair_id": st.sampled_from(["s1", "s2", "s3"]),
+        "repeat": st.sampled_from([0, 1]),
+        "outcome": st.sampled_from(["pass", "wrong_log", "na", "unparsed"]),
         "correct": MAYBE_01,
         "correct_lenient": MAYBE_01,
         "adequate": MAYBE_01,
@@ -39,101 +53,153 @@ rows = st.fixed_dictionaries(
 )
 
 
-def kn(k: int, n: int) -> dict[str, int]:
-    return {"k": k, "n": n}
-
-
-def present(values: list[Any]) -> list[Any]:
-    return [v for v in values if v is not None]
-
-
-def oracle(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Scores cell by cell, read off the rows with no vectorisation at all."""
-    # cells: groups in the order they first appear, each group's ``all`` cell first,
-    # then its families in the order they first appear
-    families: dict[tuple[Any, ...], list[str]] = {}
+def oracle(
+    table: list[dict[str, Any]], metrics: list[Any]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Every cell's counts, read off the rows one by one (no vectorisation at all)."""
+    cells: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in table:
-        group = (row["condition"], row["budget"], row["transform"], row["reader"])
-        seen = families.setdefault(group, [ALL])
-        if row["family"] not in seen:
-            seen.append(row["family"])
-    cells: dict[tuple[Any, ...], list[dict[str, Any]]] = {
-        (*group, family): [] for group, names in families.items() for family in names
-    }
-    for row in table:
-        group = (row["condition"], row["budget"], row["transform"], row["reader"])
-        cells[(*group, ALL)].append(row)
-        cells[(*group, row["family"])].append(row)
-    seen_outcomes = {row["outcome"] for row in table if row["outcome"] is not None}
-    entries = []
-    for (condition, budget, transform, reader, family), members in cells.items():
+        reader = row["reader"] + (f":{row['reader_model']}" if row["reader_model"] else "")
+        group = (reader, row["condition"], row["budget"], row["transform"])
+        cells.setdefault((*group, ALL), []).append(row)
+        cells.setdefault((*group, row["family"]), []).append(row)
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for key, members in cells.items():
         entry: dict[str, Any] = {
-            "condition": condition,
-            "budget": budget,
-            "transform": transform,
-            "reader": reader,
-            "family": family,
-            "n_source_pairs": len(set(present([r["source_pair_id"] for r in members]))),
+            "n_source_pairs": len({r["source_pair_id"] for r in members}),
+            "na_reads": sum(r["outcome"] == "na" for r in members),
         }
-
-        def accuracy(column: str, branch: str, rows: list[dict[str, Any]] = members) -> Any:
-            values = present([r[column] for r in rows if r["branch"] == branch])
-            return kn(sum(values), len(values))
-
-        for branch in BRANCH_NAMES:
-            entry[f"{branch}_accuracy"] = accuracy("correct", branch)
-        if present([r["correct_lenient"] for r in members]):
-            for branch in BRANCH_NAMES:
-                entry[f"{branch}_accuracy_lenient"] = accuracy("correct_lenient", branch)
-        entry["na_reads"] = sum(r["outcome"] == "na" for r in members)
-        blocks: dict[tuple[Any, Any], list[Any]] = {}
-        for r in members:
-            if r["branch"] != "current" and r["pair_id"] is not None and r["repeat"] is not None:
-                blocks.setdefault((r["pair_id"], r["repeat"]), []).append(r["correct"])
-        if blocks:
-            passed = sum(all(c == 1 for c in cs) for cs in blocks.values())
-            possible = sum(all(c in (1, None) for c in cs) for cs in blocks.values())
-            if passed != possible:
-                entry["joint_J_bounds"] = {
-                    "low": kn(passed, len(blocks)),
-                    "high": kn(possible, len(blocks)),
-                }
-            else:
-                entry["joint_J"] = kn(passed, len(blocks))
-        entry["adequacy"] = accuracy("adequate", "reveal")
-        late = [r for r in members if r["family"] == LATE_REFERENCE]
-        entry["late_reference_adequacy"] = accuracy("adequate", "reveal", late)
-        firsts: dict[tuple[Any, Any], Any] = {}
-        for r in members:
-            if r["branch"] == "current":
-                firsts.setdefault((r["pair_id"], r["repeat"]), r["collision"])
-        collisions = present(list(firsts.values()))
-        entry["collision_rate"] = kn(sum(collisions), len(collisions))
-        equivariant = present([r["equivariant"] for r in members])
-        entry["equivariance_violations"] = kn(equivariant.count(0), len(equivariant))
-        overflow = present([r["overflow"] for r in members])
-        entry["over_budget_reads"] = kn(sum(o > 0 for o in overflow), len(overflow))
-        sizes = present([r["memory_bytes"] for r in members])
+        for metric in metrics:
+            chosen = [
+                r for r in members
+                if r["branch"] in metric.branches
+                and (metric.family is None or r["family"] == metric.family)
+            ]  # fmt: skip
+            blocks: dict[tuple[Any, ...], list[Any]] = {}
+            for r in chosen:
+                blocks.setdefault((r["source_pair_id"], r["pair_id"], r["repeat"]), []).append(
+                    r[metric.column]
+                )
+            if metric.na == "exclude":
+                blocks = {b: v for b, v in blocks.items() if None not in v}
+            pairs: dict[str, list[tuple[bool, bool]]] = {}
+            for (source, _, _), values in blocks.items():
+                lo = all(v == 1 for v in values)
+                hi = all(v in (1, None) for v in values)
+                pairs.setdefault(source, []).append((lo, hi))
+            name = metric.name
+            entry[f"{name}_pairs_k"] = sum(all(lo for lo, _ in b) for b in pairs.values())
+            entry[f"{name}_pairs_k_high"] = sum(all(hi for _, hi in b) for b in pairs.values())
+            entry[f"{name}_pairs_n"] = len(pairs)
+            entry[f"{name}_blocks_k"] = sum(lo for b in pairs.values() for lo, _ in b)
+            entry[f"{name}_blocks_k_high"] = sum(hi for b in pairs.values() for _, hi in b)
+            entry[f"{name}_blocks_n"] = sum(len(b) for b in pairs.values())
+            if len(metric.branches) == 1:
+                values = [r[metric.column] for r in chosen]
+                if metric.na == "exclude":
+                    values = [v for v in values if v is not None]
+                entry[f"{name}_reads_k"] = sum(v == 1 for v in values)
+                entry[f"{name}_reads_k_high"] = sum(
+                    v == 1 or (v is None and metric.na == "bounds") for v in values
+                )
+                entry[f"{name}_reads_n"] = len(values)
+        checked = [r for r in members if r["equivariant"] is not None]
+        entry["equivariance_violation_reads_k"] = sum(r["equivariant"] == 0 for r in checked)
+        entry["equivariance_violation_reads_n"] = len(checked)
+        violated = {r["source_pair_id"] for r in checked if r["equivariant"] == 0}
+        entry["equivariance_violation_pairs_k"] = len(violated)
+        entry["equivariance_violation_pairs_n"] = len({r["source_pair_id"] for r in checked})
+        overflow = [r["overflow"] for r in members if r["overflow"] is not None]
+        entry["over_budget_reads_k"] = sum(o > 0 for o in overflow)
+        entry["over_budget_reads_n"] = len(overflow)
+        sizes = [r["memory_bytes"] for r in members if r["memory_bytes"] is not None]
         entry["mean_memory_bytes"] = round(sum(sizes) / len(sizes), 1) if sizes else math.nan
-        counted = dict.fromkeys(seen_outcomes, 0)
-        for r in members:
-            if r["outcome"] is not None:
-                counted[r["outcome"]] += 1
-        entry["outcomes"] = dict(sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])))
-        entries.append(entry)
-    return entries
+        out[key] = entry
+    return out
 
 
-def as_results_frame(table: list[dict[str, Any]]) -> Any:
-    """The frame ``finish`` hands to the summary: Arrow-typed columns, to pandas."""
+def as_results_frame(table: list[dict[str, Any]]) -> pd.DataFrame:
+    """The frame ``finish`` scores: Arrow-typed columns, to pandas, normalized."""
     schema = pa.schema([RESULT_SCHEMA.field(c) for c in SCORED_COLUMNS])
-    return pa.Table.from_pylist(table, schema=schema).to_pandas()
+    return normalize(pa.Table.from_pylist(table, schema=schema).to_pandas())
 
 
 @settings(max_examples=200, deadline=None)
 @given(table=st.lists(rows, min_size=1, max_size=40))
-def test_score_table_equals_the_per_cell_oracle(table):
-    expected = oracle(table)
-    found = score_table(as_results_frame(table))
-    # NaN never equals itself; the JSON text compares it as the token NaN
-    assert json.dumps(found) == json.dumps(expected)
+def test_score_results_equals_the_per_cell_oracle(table):
+    table = [row | {"family": FAMILY[row["source_pair_id"]]} for row in table]
+    frame = as_results_frame(table)
+    scores = score_results(frame)
+    has_llm = any(r["reader"] != "exact" for r in table)
+    metrics = [*METRICS, *LENIENT_METRICS] if has_llm else list(METRICS)
+    expected = oracle([r | {"correct_lenient": _lenient(r)} for r in table], metrics)
+    found = {
+        tuple(record[k] for k in ("reader", "condition", "budget", "transform", "family")): {
+            name: record[name] for name in expected_keys(expected)
+        }
+        for record in scores.records()
+    }
+    assert set(found) == set(expected)
+    for key, entry in expected.items():
+        # NaN never equals itself; the JSON text compares it as the token NaN
+        assert json.dumps(found[key], sort_keys=True) == json.dumps(entry, sort_keys=True), key
+
+
+def _lenient(row: dict[str, Any]) -> Any:
+    """What normalize makes of correct_lenient: the exact reader (and a strict pass)
+    has one score."""
+    known = row["correct_lenient"] is None and row["correct"] is not None
+    if known and (row["reader"] == "exact" or row["correct"] == 1):
+        return row["correct"]
+    return row["correct_lenient"]
+
+
+def expected_keys(expected: dict[tuple[Any, ...], dict[str, Any]]) -> list[str]:
+    return list(next(iter(expected.values())))
+
+
+def test_summary_names_every_count_by_its_unit():
+    table = [
+        {"condition": "c", "budget": 1200, "transform": "identity", "reader": "exact",
+         "reader_model": None, "family": "f", "branch": branch, "variant": variant,
+         "pair_id": "p", "source_pair_id": "p", "repeat": 0, "outcome": "pass", "correct": 1,
+         "correct_lenient": None, "adequate": 1, "collision": 0, "equivariant": None,
+         "overflow": 0, "memory_bytes": 10}
+        for branch in BRANCHES
+        for variant in ("A", "B")
+    ]  # fmt: skip
+    summary = summarize(as_results_frame(table), {"config": {}})
+    entry = summary["scores"][0]
+    assert entry["source pairs"]["reveal"] == {"k": 1, "k_high": 1, "n": 1}
+    assert entry["blocks"]["joint_J"] == {"k": 1, "k_high": 1, "n": 1}
+    assert entry["reads"]["reveal"] == {"k": 2, "k_high": 2, "n": 2}
+    assert "joint_J" not in entry["reads"]  # J needs both futures: no read-level J
+    assert set(summary["units"]) == {"source pairs", "blocks", "reads"}
+
+
+@pytest.mark.parametrize("metric", [m.name for m in METRICS])
+def test_every_metric_is_in_the_summary(metric):
+    table = [
+        {"condition": "c", "budget": 1200, "transform": "identity", "reader": "exact",
+         "reader_model": None, "family": LATE_REFERENCE, "branch": branch, "variant": "A",
+         "pair_id": "p", "source_pair_id": "p", "repeat": 0, "outcome": "pass", "correct": 1,
+         "correct_lenient": None, "adequate": 1, "collision": 0, "equivariant": None,
+         "overflow": 0, "memory_bytes": 10}
+        for branch in BRANCHES
+    ]  # fmt: skip
+    entry = summarize(as_results_frame(table), {"config": {}})["scores"][0]
+    assert metric in entry["source pairs"]
+    assert metric in entry["blocks"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(table=st.lists(rows, min_size=1, max_size=30))
+def test_finish_scores_the_raw_table_as_the_report_scores_the_loaded_run(table):
+    # finish only labels the readers of the Arrow table; a report normalizes the loaded
+    # run fully: both must give the same scores
+    table = [row | {"family": FAMILY[row["source_pair_id"]]} for row in table]
+    schema = pa.schema([RESULT_SCHEMA.field(c) for c in SCORED_COLUMNS])
+    raw = pa.Table.from_pylist(table, schema=schema).to_pandas()
+    light = summarize(label_readers(raw.copy()), {})
+    full = summarize(normalize(raw), {})
+    assert json.dumps(light, sort_keys=True) == json.dumps(full, sort_keys=True)

@@ -27,7 +27,7 @@ from audit.backends._client import BackendClient, _Endpoint, _error_message, con
 from audit.backends._config import BackendsConfig
 from audit.backends._errors import BackendError
 from audit.backends._open import open_backend
-from compressors._chat import ChatMessage, ChatRequest
+from compressors import ChatMessage, ChatRequest
 
 PROBE_SCHEMA: dict[str, Any] = {
     "title": "probe",

@@ -34,7 +34,7 @@ from yarl import URL
 from audit.backends._cache import CanonicalRequest, ResponseCache, canonical_request
 from audit.backends._config import BackendConfig
 from audit.backends._errors import BackendStartError
-from compressors._chat import ChatRequest, ChatResponse
+from compressors import ChatRequest, ChatResponse
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Retried (any other 5xx is retried too)."""

@@ -1,4 +1,9 @@
-"""Console output of ``audit run``: a progress bar and the end-of-run summary table."""
+"""Console output of ``audit run``: a progress bar and the end-of-run summary.
+
+Every number comes from ``summary.json`` (``audit.scoring``) and every header says
+its unit: source pairs at identity, blocks under a transform, reads for
+equivariance.
+"""
 
 from __future__ import annotations
 
@@ -35,39 +40,79 @@ def progress_bar(total: int, enabled: bool = True) -> Iterator[Callable[[int, in
 def _fmt(kn: dict[str, int] | None) -> str:
     if not kn or kn["n"] == 0:
         return "-"
+    if kn.get("k_high", kn["k"]) != kn["k"]:
+        return f"{kn['k']}..{kn['k_high']}/{kn['n']}"
     return f"{kn['k']}/{kn['n']}"
 
 
-def _joint(entry: dict[str, Any]) -> str:
-    if "joint_J_bounds" in entry:
-        low, high = entry["joint_J_bounds"]["low"], entry["joint_J_bounds"]["high"]
-        return f"{low['k']}..{high['k']}/{low['n']} (bounds)"
-    return _fmt(entry.get("joint_J"))
+def _cells(summary: dict[str, Any], exact: bool) -> list[dict[str, Any]]:
+    return [
+        e for e in summary["scores"] if e["family"] == "all" and (e["reader"] == "exact") == exact
+    ]
+
+
+def _print_exact(console: Console, summary: dict[str, Any]) -> None:
+    entries = _cells(summary, exact=True)
+    if not entries:
+        return
+    transforms = list(dict.fromkeys(e["transform"] for e in entries))
+    others = [t for t in transforms if t != "identity"]
+    table = Table(
+        title="Exact reader, all families: k/n source pairs at identity; "
+        "under a transform, k/n blocks (every renamed or permuted instance)",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in ("condition", "budget", "current", "reveal", "override", "joint J",
+                   "late-ref adequacy", "collisions"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "condition" else "right")
+    for transform in others:
+        table.add_column(f"reveal\n@{transform}", justify="right")
+    table.add_column("equivariance\nviolations (pairs)", justify="right")
+    by_key = {(e["condition"], e["budget"], e["transform"]): e for e in entries}
+    for (condition, budget, transform), entry in by_key.items():
+        if transform != "identity" and "identity" in transforms:
+            continue
+        pairs = entry["source pairs"]
+        cells = [condition, str(budget), _fmt(pairs["current"]), _fmt(pairs["reveal"]),
+                 _fmt(pairs["override"]), _fmt(pairs["joint_J"]),
+                 _fmt(pairs["late_reference_adequacy"]), _fmt(pairs["collision"])]  # fmt: skip
+        violations = {"k": 0, "n": 0}
+        for other in others:
+            moved = by_key.get((condition, budget, other))
+            cells.append(_fmt(moved["blocks"]["reveal"]) if moved else "-")
+            if moved:
+                found = moved["equivariance_violations"]["source pairs"]
+                violations["k"] = max(violations["k"], found["k"])
+                violations["n"] = max(violations["n"], found["n"])
+        cells.append(_fmt(violations))
+        table.add_row(*cells)
+    console.print(table)
 
 
 def _print_llm(console: Console, summary: dict[str, Any]) -> None:
-    rows = [
-        e for e in summary["scores"] if e["family"] == "all" and e.get("reader", "exact") != "exact"
-    ]
+    rows = _cells(summary, exact=False)
     stage = summary.get("run", {}).get("config", {}).get("llm")
     if not rows or not stage:
         return
     table = Table(
-        title="LLM reader on the LLM sample (strict k/n, lenient in brackets; NA excluded)",
+        title="LLM reader on the LLM sample: k/n source pairs, strict (lenient in brackets)",
         box=box.SIMPLE_HEAD,
     )
-    for column in ("condition", "budget", "reader", "current", "reveal", "override",
-                   "joint J", "outcomes"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("condition", "outcomes") else "right")
+    for column in ("condition", "budget", "transform", "reader", "current", "reveal",
+                   "override", "joint J", "outcomes (reads)"):  # fmt: skip
+        left = column in ("condition", "transform", "outcomes (reads)")
+        table.add_column(column, justify="left" if left else "right")
     for e in rows:
+        pairs = e["source pairs"]
 
-        def both(branch: str, e: dict[str, Any] = e) -> str:
-            lenient = e.get(f"{branch}_accuracy_lenient")
-            return f"{_fmt(e[f'{branch}_accuracy'])} [{_fmt(lenient)}]"
+        def both(metric: str, pairs: dict[str, Any] = pairs) -> str:
+            lenient = pairs.get(f"{metric}_lenient")
+            return f"{_fmt(pairs[metric])} [{_fmt(lenient)}]"
 
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(e["outcomes"].items()))
-        table.add_row(e["condition"], str(e["budget"]), e["reader"], both("current"),
-                      both("reveal"), both("override"), _joint(e), outcomes)  # fmt: skip
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(e["outcomes (reads)"].items()))
+        table.add_row(e["condition"], str(e["budget"]), e["transform"], e["reader"],
+                      both("current"), both("reveal"), both("override"), both("joint_J"),
+                      outcomes)  # fmt: skip
     console.print(table)
     models = ", ".join(
         f"{role} {stage.get(role)} = {stage.get(role + '_model') or 'unknown model'}"
@@ -82,51 +127,16 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
 
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
     console = Console(width=max(Console().width, 160))
-    entries = [
-        e for e in summary["scores"] if e["family"] == "all" and e.get("reader", "exact") == "exact"
-    ]
-    transforms = list(dict.fromkeys(e["transform"] for e in entries))
-    table = Table(
-        title="Exact reader, all families (k/n: reads; joint J: pair blocks; collisions: pairs)",
-        box=box.SIMPLE_HEAD,
-    )
-    for column in ("condition", "budget", "current", "reveal", "override", "joint J",
-                   "late-ref", "collisions"):  # fmt: skip
-        table.add_column(column, justify="left" if column == "condition" else "right")
-    others = [t for t in transforms if t != "identity"]
-    for transform in others:
-        table.add_column(f"reveal\n@{transform}", justify="right")
-        table.add_column(f"late-ref\n@{transform}", justify="right")
-    table.add_column("equivariance\nviolations", justify="right")
-    by_key = {(e["condition"], e["budget"], e["transform"]): e for e in entries}
-    for (condition, budget, transform), entry in by_key.items():
-        if transform != "identity" and "identity" in transforms:
-            continue
-        cells = [condition, str(budget), _fmt(entry["current_accuracy"]),
-                 _fmt(entry["reveal_accuracy"]), _fmt(entry["override_accuracy"]),
-                 _fmt(entry.get("joint_J")), _fmt(entry["late_reference_adequacy"]),
-                 _fmt(entry["collision_rate"])]  # fmt: skip
-        violations = {"k": 0, "n": 0}
-        for other in others:
-            moved = by_key.get((condition, budget, other))
-            cells += [_fmt(moved and moved["reveal_accuracy"]),
-                      _fmt(moved and moved["late_reference_adequacy"])]  # fmt: skip
-            if moved:
-                violations["k"] += moved["equivariance_violations"]["k"]
-                violations["n"] += moved["equivariance_violations"]["n"]
-        cells.append(_fmt(violations))
-        table.add_row(*cells)
-    if entries:
-        console.print(table)
+    _print_exact(console, summary)
     _print_llm(console, summary)
     for flag in summary["selection"]:
-        if flag["current_would_pick_differently"]:
-            who = "" if flag.get("reader", "exact") == "exact" else f" (reader {flag['reader']})"
+        if flag["warn"] and flag["misleading"]:
+            who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"
             console.print(
                 f"[bold yellow]warning[/]{who}: at {flag['budget']} B, current accuracy ranks "
                 f"{', '.join(flag['best_by_current'])} best, but reveal accuracy ranks "
                 f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
-                f"{', '.join(flag['misleading_choices'])}."
+                f"{', '.join(flag['misleading'])}."
             )
     console.print(
         f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "

@@ -155,7 +155,7 @@ def _llm_stage_options(
         return None, None
     # imported only now: the backends (aiohttp and friends) cost half a second to import
     from audit.backends import load_config
-    from audit.engine import declared_model, open_clients
+    from audit.engine.clients import declared_model, open_clients
 
     backends = load_config(config_file)  # BackendError: one line
     if reader is not None:

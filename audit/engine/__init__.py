@@ -3,9 +3,10 @@
 ``execute(out, plan, pairs)`` runs (or resumes) a run: the deterministic stage on a
 local process pool, then the LLM stage (model writers, the LLM reader) when the
 plan has one; files go through ``audit.rundir``, scores through ``audit.scoring``.
+Opening the LLM backends is ``audit.engine.clients`` (imported only for an LLM stage:
+the backends' HTTP stack costs a quarter of a second).
 """
 
-from audit.engine._clients import declared_model, open_clients
 from audit.engine._exact import ExactRead, read_exact
 from audit.engine._executor import (
     ClientPair,
@@ -59,13 +60,11 @@ __all__ = [
     "astream_variant",
     "builtins_only",
     "chunk_seed",
-    "declared_model",
     "execute",
     "finish",
     "finish_streams",
     "instances",
     "judge",
-    "open_clients",
     "over_budget",
     "parse_answer",
     "plan_jobs",

@@ -37,6 +37,7 @@ from audit.plan import Cell, LLMStagePlan, RunPlan, TransformSpec
 from audit.rundir import (
     LOG_FILE,
     RESULTS_CSV,
+    ClientCounters,
     Invocation,
     LLMStageCost,
     PackedJob,
@@ -47,6 +48,7 @@ from audit.rundir import (
     concat_results,
     csv_header,
     csv_rows,
+    label_readers,
     prepare_directory,
     table_from_bytes,
     write_results,
@@ -247,26 +249,21 @@ async def _llm_stage(
     async with open_clients() as (writer, reader):
         await run_stage(units, stage, store, writer, reader, committed)
         if writer is not None and writer is reader:  # one backend serves both roles
-            stats = {"writer_and_reader": _client_stats(writer)}
+            stats = {"writer_and_reader": _counters(writer)}
         else:
             stats = {
-                role: _client_stats(client)
+                role: _counters(client)
                 for role, client in (("writer", writer), ("reader", reader))
                 if client is not None
             }
     return LLMStageCost(units=len(units), seconds=round(time.perf_counter() - started, 3), **stats)
 
 
-def _client_stats(client: object) -> dict[str, Any]:
-    """Request counters of a backend client, if it keeps them (sent, cache, dedup, tokens)."""
+def _counters(client: object) -> ClientCounters | None:
+    """A backend client's request counters, when it keeps them (a ``BackendClient``)."""
     stats = getattr(client, "stats", None)
-    if stats is None:
-        return {}
-    if hasattr(stats, "as_dict"):
-        return dict(stats.as_dict())
-    if hasattr(stats, "__dict__"):
-        return {k: v for k, v in vars(stats).items() if not k.startswith("_")}
-    return {}
+    as_dict = getattr(stats, "as_dict", None)
+    return ClientCounters.model_validate(as_dict()) if callable(as_dict) else None
 
 
 def _run_parallel(
@@ -315,8 +312,9 @@ def finish(
         # the scoring below
         written = writer.submit(write_results, out, table, chunks)
         scored = [c for c in SCORED_COLUMNS if c in table.column_names]  # all the summary reads
-        df = table.select(scored).to_pandas() if table.num_rows else pd.DataFrame()
-        summary = summarize(df, {"config": plan.model_dump(mode="json")})
+        df = label_readers(table.select(scored).to_pandas()) if table.num_rows else pd.DataFrame()
+        meta = {"config": plan.model_dump(mode="json")}
+        summary = summarize(df, meta, plan.condition_labels)
         written.result()
     write_summary(out, summary)
     return summary

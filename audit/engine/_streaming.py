@@ -8,13 +8,14 @@ is counted.  Archives then recall from the raw history at answer time.
 
 The loop is written once, as a generator of update requests (``_updates``): the
 deterministic stage answers them by calling ``update`` (through a memo shared by the
-streams of one pair), the LLM stage by awaiting ``aupdate``.
+streams of one pair, which also keeps whether the answer was over the budget), the
+LLM stage by awaiting ``aupdate``.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Awaitable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 
 from compressors import ArchiveCompressor, ChunkView, Compressor
@@ -59,34 +60,32 @@ def over_budget(memory: str, budget: int) -> bool:
 
 Update = tuple[str, ChunkPlan]
 """An update the loop asks for: (the memory so far, the next chunk)."""
+Answer = tuple[str, bool]
+"""What an update gave: the new memory, and whether it is over the byte budget."""
 
 
-def _updates(plan: VariantPlan, budget: int | None) -> Generator[Update, str, States]:
-    """The streaming loop: yields each update to make, receives its new memory.
+def _updates(plan: VariantPlan) -> Generator[Update, Answer, States]:
+    """The streaming loop: yields each update to make, receives its answer.
 
-    ``budget`` None: the compressor is not budgeted (an archive that ignores it).
+    A memory over the budget becomes the empty string, and the event is counted.
     """
     prefix, futures = plan
-
-    def settle(new: str, overflow: int) -> tuple[str, int]:
-        if budget is not None and over_budget(new, budget):
-            return "", overflow + 1
-        return new, overflow
-
     memory, overflow = "", 0
     for chunk in prefix:
-        memory, overflow = settle((yield memory, chunk), overflow)
+        new, over = yield memory, chunk
+        memory, overflow = ("", overflow + 1) if over else (new, overflow)
     states: States = {"current": (memory, overflow)}
     for future, chunks in futures.items():
         m, o = memory, overflow
         for chunk in chunks:
-            m, o = settle((yield m, chunk), o)
+            new, over = yield m, chunk
+            m, o = ("", o + 1) if over else (new, o)
         states[future] = (m, o)
     return states
 
 
-UpdateMemo = dict[tuple[str, tuple[int, ...], int], str]
-"""(memory, ids of the chunk's records, chunk index) -> new memory."""
+UpdateMemo = dict[tuple[str, tuple[int, ...], int], Answer]
+"""(memory, ids of the chunk's records, chunk index) -> the update's answer."""
 
 
 @dataclass
@@ -116,19 +115,20 @@ def stream_variant(
         memo = None
     if _streams_nothing(compressor):  # an archive's memory stays empty until recall
         return finish_streams(compressor, pair, variant, budget, dict.fromkeys(BRANCHES, ("", 0)))
-    update, query = compressor.update, pair.query
+    update, query, budgeted = compressor.update, pair.query, compressor.budgeted
 
-    def answer(request: Update) -> str:
+    def answer(request: Update) -> Answer:
         memory, (view, ids, index) = request
-        if memo is None:
-            return update(memory, view, query, budget)
         key = (memory, ids, index)
-        new = memo.get(key)
-        if new is None:
-            new = memo[key] = update(memory, view, query, budget)
-        return new
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            new = update(memory, view, query, budget)
+            found = (new, budgeted and over_budget(new, budget))
+            if memo is not None:
+                memo[key] = found
+        return found
 
-    steps = _updates(plan or plan_variant(pair, variant), budget if compressor.budgeted else None)
+    steps = _updates(plan or plan_variant(pair, variant))
     try:
         request = next(steps)
         while True:
@@ -150,11 +150,12 @@ async def astream_variant(
     call a model; ``repeat`` makes repeats independent)."""
     query = pair.query
 
-    def answer(request: Update) -> Awaitable[str]:
+    async def answer(request: Update) -> Answer:
         memory, (view, _, _) = request
-        return compressor.aupdate(memory, view, query, budget, repeat)
+        new = await compressor.aupdate(memory, view, query, budget, repeat)
+        return new, compressor.budgeted and over_budget(new, budget)
 
-    steps = _updates(plan or plan_variant(pair, variant), budget if compressor.budgeted else None)
+    steps = _updates(plan or plan_variant(pair, variant))
     try:
         request = next(steps)
         while True:

@@ -18,6 +18,7 @@ from audit.rundir._columns import (
     results_table,
 )
 from audit.rundir._config import (
+    ClientCounters,
     CostsFile,
     Environment,
     Invocation,
@@ -49,6 +50,7 @@ from audit.rundir._load import (
     RunData,
     SourcePairs,
     connect_read_only,
+    label_readers,
     load_run,
     load_source_pairs,
     normalize,
@@ -86,6 +88,7 @@ __all__ = [
     "STORE_FILE",
     "STORE_FORMAT",
     "SUMMARY_FILE",
+    "ClientCounters",
     "ColumnBuilder",
     "CostsFile",
     "Environment",
@@ -109,6 +112,7 @@ __all__ = [
     "default_run_dir",
     "environment",
     "file_source",
+    "label_readers",
     "load_run",
     "load_source_pairs",
     "named_run_dir",

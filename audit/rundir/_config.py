@@ -16,7 +16,6 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -139,17 +138,42 @@ class StageCost(BaseModel):
     seconds: float = 0.0
 
 
+class ClientCounters(BaseModel):
+    """One backend client's counters (``audit.backends.ClientStats``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    requests: int = 0
+    """Chat calls made by the stage."""
+    sent: int = 0
+    """Distinct requests that went to a server."""
+    cache_hits: int = 0
+    """Answered from the response cache: not sent."""
+    deduplicated: int = 0
+    """Answered by an identical request of this run: not sent."""
+    attempts: int = 0
+    retries: int = 0
+    failed: int = 0
+    """Infrastructure failures after retries (NA)."""
+    rejected: int = 0
+    length_cutoffs: int = 0
+    reasoning_only: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_chars: int = 0
+    status_counts: dict[str, int] = Field(default_factory=dict)
+
+
 class LLMStageCost(BaseModel):
-    """The LLM stage of one invocation, with each backend client's counters
-    (``audit.backends.ClientStats.as_dict``)."""
+    """The LLM stage of one invocation, with each backend client's counters."""
 
     model_config = ConfigDict(extra="allow")
 
     units: int = 0
     seconds: float = 0.0
-    writer: dict[str, Any] | None = None
-    reader: dict[str, Any] | None = None
-    writer_and_reader: dict[str, Any] | None = None
+    writer: ClientCounters | None = None
+    reader: ClientCounters | None = None
+    writer_and_reader: ClientCounters | None = None
     """One backend serving both roles: its counters, once."""
 
 

@@ -110,12 +110,32 @@ def _read_results(run_dir: Path) -> pd.DataFrame:
     raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
 
 
-def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Types and defaults: numeric scores (empty = NA), reader labels, categories.
+def label_readers(df: pd.DataFrame) -> pd.DataFrame:
+    """Reader labels and the lenient score's gaps, in place; the least scoring needs.
 
     ``reader_kind`` is the reader as run (``exact`` or a backend name); ``reader``
-    becomes ``backend:model`` when the served model is known.
+    becomes ``backend:model`` when the served model is known.  Lenient accepts
+    everything strict accepts, and the exact reader has one score: where
+    ``correct_lenient`` is empty it takes ``correct``.
     """
+    reader = df["reader"].astype(object).where(df["reader"].notna(), "exact").astype(str)
+    df["reader_kind"] = reader
+    if "correct_lenient" in df:
+        known = df["correct_lenient"].isna() & df["correct"].notna()
+        fill = known & ((reader == "exact") | (df["correct"] == 1))
+        if fill.any():
+            df["correct_lenient"] = df["correct_lenient"].where(~fill, df["correct"])
+    if "reader_model" in df:
+        model = df["reader_model"].astype(object).where(df["reader_model"].notna(), "").astype(str)
+        df["reader"] = np.where(model != "", reader + ":" + model, reader)
+    else:
+        df["reader"] = reader
+    return df
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Types and defaults: numeric scores (empty = NA), reader labels, categories; a
+    frame from any results file (an older layout's included) comes out the same."""
     df = df.copy()
     required = ("source_pair_id", "family", "variant", "branch", "condition", "outcome")
     missing = [c for c in required if c not in df]
@@ -136,21 +156,12 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     for column in NUMERIC:
         if column in df:
             df[column] = pd.to_numeric(df[column], errors="coerce")
-    for column in ("correct", "adequate", "collision", "memory_bytes", "equivariant"):
+    for column in ("correct", "adequate", "collision", "memory_bytes", "equivariant", "overflow"):
         if column not in df:
             df[column] = np.nan
     df["budget"] = df["budget"].fillna(0).astype(np.int64)
     df["repeat"] = df["repeat"].fillna(0).astype(np.int64)
-    df["reader"] = df["reader"].fillna("exact").astype(str)
-    df["reader_kind"] = df["reader"]
-    if "correct_lenient" in df:
-        # lenient accepts everything strict accepts; the exact reader has one score
-        known = df["correct_lenient"].isna() & df["correct"].notna()
-        fill = known & ((df["reader_kind"] == "exact") | (df["correct"] == 1))
-        df.loc[fill, "correct_lenient"] = df.loc[fill, "correct"]
-    if "reader_model" in df:
-        model = df["reader_model"].astype(object).where(df["reader_model"].notna(), "").astype(str)
-        df["reader"] = np.where(model != "", df["reader"] + ":" + model, df["reader"])
+    label_readers(df)
     for column in ("answer", "gold", "error", "memory_sha256", "raw_answer", "finish_reason"):
         if column in df:
             df[column] = df[column].astype(object).where(df[column].notna(), None)

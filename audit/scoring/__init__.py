@@ -1,10 +1,24 @@
 """Every score and statistic of an audit, each defined once, with its unit.
 
-Console, ``summary.json``, the report and ``audit compare`` all take their numbers
-from here.
+``_metrics`` says what each score is; ``_table`` computes them all from a run's
+reads (``score_results``); ``_gaps``, ``_selection`` and ``_stats`` build on them;
+``_summary`` writes them out as ``summary.json``.  The console, the report and
+``audit compare`` take their numbers from here, so one name never means two things.
 """
 
-from audit.scoring._reads import SCORED_COLUMNS, summarize
+from audit.scoring._gaps import GAP_METRICS, shortcut_gaps
+from audit.scoring._metrics import (
+    ALL,
+    BY_NAME,
+    IDENTITY,
+    LATE_REFERENCE,
+    LENIENT_METRICS,
+    METRICS,
+    UNITS,
+    Metric,
+    Unit,
+)
+from audit.scoring._selection import selection_warnings
 from audit.scoring._stats import (
     ALPHA,
     DEFAULT_RESAMPLES,
@@ -19,22 +33,54 @@ from audit.scoring._stats import (
     paired_comparison,
     proportion,
     wilson,
+    wilson_arrays,
 )
+from audit.scoring._summary import UNIT_NOTES, cell_entry, summarize, summary_of
+from audit.scoring._table import CELL, GROUP, PAIR_KEYS, SYSTEM, Scores, score_results
+
+SCORED_COLUMNS = (
+    "condition", "budget", "transform", "reader", "reader_model", "family", "branch",
+    "variant", "pair_id", "source_pair_id", "repeat", "outcome", "correct",
+    "correct_lenient", "adequate", "collision", "equivariant", "overflow", "memory_bytes",
+)  # fmt: skip
+"""The result columns scoring reads (``finish`` loads only these)."""
 
 __all__ = [
+    "ALL",
     "ALPHA",
+    "BY_NAME",
+    "CELL",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
+    "GAP_METRICS",
+    "GROUP",
+    "IDENTITY",
+    "LATE_REFERENCE",
+    "LENIENT_METRICS",
+    "METRICS",
+    "PAIR_KEYS",
     "SCORED_COLUMNS",
+    "SYSTEM",
+    "UNITS",
+    "UNIT_NOTES",
+    "Metric",
     "PairedComparison",
     "PairedTable",
     "Proportion",
+    "Scores",
+    "Unit",
     "bootstrap_mean",
+    "cell_entry",
     "cluster_bootstrap",
     "holm",
     "mcnemar_exact",
     "paired_comparison",
     "proportion",
+    "score_results",
+    "selection_warnings",
+    "shortcut_gaps",
     "summarize",
+    "summary_of",
     "wilson",
+    "wilson_arrays",
 ]

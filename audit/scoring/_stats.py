@@ -1,10 +1,11 @@
 """Statistics of a run: intervals, cluster bootstrap, paired tests, multiplicity.
 
-Everything here counts **independent source pairs**, never reads (PROTOCOL.md,
+Everything here counts **independent source pairs**, never reads (``docs/method.md``,
 "Statistics"): transformed instances and repeats of a pair are not independent
 evidence, so they are folded into one value per source pair first.
 
-Kept libraries do the arithmetic:
+Kept libraries do the arithmetic (statsmodels is imported where it is used: it costs
+most of a second, and ``audit run`` needs none of it):
 
 * Wilson intervals: ``statsmodels.stats.proportion.proportion_confint(method="wilson")``;
 * exact McNemar: ``statsmodels.stats.contingency_tables.mcnemar(exact=True)``
@@ -30,9 +31,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from statsmodels.stats.contingency_tables import mcnemar  # type: ignore[import-untyped]
-from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]
-from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
 
 ALPHA = 0.05
 """Two-sided level of every interval (95 %) and test."""
@@ -48,8 +46,25 @@ def wilson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
         return (math.nan, math.nan)
     if not 0 <= k <= n:
         raise ValueError(f"k must be in [0, n], got k={k}, n={n}")
+    from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
+
     low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
     return (max(0.0, float(low)), min(1.0, float(high)))
+
+
+def wilson_arrays(
+    k: npt.ArrayLike, n: npt.ArrayLike, alpha: float = ALPHA
+) -> tuple[FloatArray, FloatArray]:
+    """Vectorized Wilson bounds; NaN where n == 0."""
+    k_array = np.asarray(k, dtype=np.float64)
+    n_array = np.asarray(n, dtype=np.float64)
+    safe = np.where(n_array > 0, n_array, 1.0)
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(np.minimum(k_array, safe), safe, alpha=alpha, method="wilson")
+    low = np.where(n_array > 0, np.clip(low, 0.0, 1.0), np.nan)
+    high = np.where(n_array > 0, np.clip(high, 0.0, 1.0), np.nan)
+    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -183,6 +198,8 @@ def mcnemar_exact(table: PairedTable) -> float:
     """Two-sided exact McNemar p-value (binomial test on the discordant pairs)."""
     if table.only_a + table.only_b == 0:
         return 1.0
+    from statsmodels.stats.contingency_tables import mcnemar  # type: ignore[import-untyped]
+
     result = mcnemar(
         [[table.both, table.only_a], [table.only_b, table.neither]], exact=True, correction=False
     )
@@ -198,6 +215,8 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
     adjusted = np.full(values.shape, math.nan)
     finite = np.isfinite(values)
     if finite.any():
+        from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]
+
         adjusted[finite] = multipletests(values[finite], alpha=alpha, method="holm")[1]
     return [float(x) for x in adjusted]
 

@@ -1,0 +1,125 @@
+"""What every report section is built from: the loaded run, its scores, the options.
+
+Sections never compute a score themselves: they take it from ``scores`` (computed
+once by ``audit.scoring``) and turn it into tables, charts and sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from audit.rundir import MemoryStore, RunData, SourcePairs, load_source_pairs
+from audit.scoring import DEFAULT_RESAMPLES, DEFAULT_SEED, IDENTITY, Scores, wilson_arrays
+
+System = tuple[str, str, int]
+"""(reader, condition, budget)."""
+
+
+@dataclass
+class Options:
+    seed: int = DEFAULT_SEED
+    resamples: int = DEFAULT_RESAMPLES
+    reference: str | None = None
+    """Condition every other condition is compared with (default: best joint J per budget)."""
+    pairwise: bool = False
+    """Compare every two conditions (instead of each against the reference)."""
+    max_pairs: int = 200
+    """Source pairs drilled into (failures first); 0 = all."""
+
+
+@dataclass
+class ReportContext:
+    """One run, scored, with what its sections share."""
+
+    run: RunData
+    scores: Scores
+    options: Options
+    memories: MemoryStore
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def several_readers(self) -> bool:
+        return len({s[0] for s in self.scores.systems}) > 1
+
+    @cached_property
+    def source(self) -> SourcePairs:
+        """The run's source pairs, rebuilt (for the drill-down and failure causes)."""
+        return load_source_pairs(self.run)
+
+    @cached_property
+    def causes(self) -> pd.Series:
+        """Why each failed read at identity failed (``_causes``)."""
+        from audit.reportdata._causes import attribute
+
+        return attribute(self.run.results, self.source, self.memories)
+
+    def system_keys(self, system: System) -> dict[str, Any]:
+        reader, condition, budget = system
+        return {"reader": reader, "condition": condition, "budget": budget}
+
+    def label(self, system: System) -> str:
+        """A system as one label: condition, budget and (with several readers) reader."""
+        reader, condition, budget = system
+        text = f"{condition} @ {budget} B"
+        return f"{text} ({reader})" if self.several_readers else text
+
+    def identity_cell(self, system: System, family: str = "all") -> dict[str, Any] | None:
+        return self.scores.cell(system, IDENTITY, family)
+
+
+def proportion_columns(
+    prefix: str, cell: Mapping[str, Any] | None, source: str | None = None
+) -> dict[str, Any]:
+    """``prefix_k``, ``_k_high``, ``_n``, ``_rate``, ``_low``, ``_high`` (Wilson, the
+    envelope over NA bounds) of a cell's ``source`` counts (default ``{prefix}_pairs``:
+    source pairs)."""
+    source = source or f"{prefix}_pairs"
+    if cell is None or not cell.get(f"{source}_n"):
+        return {
+            f"{prefix}_k": 0,
+            f"{prefix}_k_high": 0,
+            f"{prefix}_n": 0,
+            f"{prefix}_rate": np.nan,
+            f"{prefix}_low": np.nan,
+            f"{prefix}_high": np.nan,
+        }
+    k, k_high, n = (int(cell[f"{source}_{part}"]) for part in ("k", "k_high", "n"))
+    low = wilson_arrays([k], [n])[0][0]
+    high = wilson_arrays([k_high], [n])[1][0]
+    return {
+        f"{prefix}_k": k,
+        f"{prefix}_k_high": k_high,
+        f"{prefix}_n": n,
+        f"{prefix}_rate": k / n,
+        f"{prefix}_low": float(low),
+        f"{prefix}_high": float(high),
+    }
+
+
+def pair_values(
+    scores: Scores, metric: str, transform: str = IDENTITY
+) -> dict[System, dict[str, float]]:
+    """Per system: each source pair's pass (1.0), fail (0.0) or undetermined (NaN, NA
+    bounds disagree) on ``metric``: the unit of every paired comparison."""
+    frame = scores.pairs.get(metric)
+    out: dict[System, dict[str, float]] = {}
+    if frame is None or frame.empty:
+        return out
+    frame = frame[frame["transform"] == transform]
+    determined = np.where(frame["every_lo"] == frame["every_hi"], frame["every_lo"], np.nan)
+    for reader, condition, budget, pair, value in zip(
+        frame["reader"],
+        frame["condition"],
+        frame["budget"],
+        frame["source_pair_id"],
+        determined,
+        strict=True,
+    ):
+        out.setdefault((reader, condition, int(budget)), {})[pair] = float(value)
+    return out

@@ -1,0 +1,134 @@
+"""Section "costs": the work of every stage (costs.json) and what the results hold."""
+
+from __future__ import annotations
+
+import calendar
+import time
+from typing import Any
+
+import pandas as pd
+
+from audit.reportdata._context import ReportContext
+from audit.rundir import ClientCounters
+from reports import Bullets, Column, Section, Table
+
+COLUMNS = [
+    Column("stage", "stage", "text"),
+    Column("units", "jobs or units", "integer"),
+    Column("requests", "requests", "integer", help="chat calls made"),
+    Column("sent", "sent", "integer", help="distinct requests that reached a server"),
+    Column("cache_hits", "from cache", "integer", help="answered by the response cache"),
+    Column(
+        "deduplicated",
+        "deduplicated",
+        "integer",
+        help="answered by an identical request of this run",
+    ),
+    Column("failed", "failed (NA)", "integer"),
+    Column("prompt_tokens", "prompt tokens", "integer"),
+    Column("completion_tokens", "completion tokens", "integer"),
+    Column("seconds", "seconds", "number", digits=1),
+    Column("reads", "reads", "integer"),
+    Column("distinct_memories", "distinct memories", "integer"),
+    Column("memory_bytes", "memory bytes", "integer"),
+]
+COUNTERS = (
+    "requests",
+    "sent",
+    "cache_hits",
+    "deduplicated",
+    "failed",
+    "prompt_tokens",
+    "completion_tokens",
+)
+
+
+def _add(rows: dict[str, dict[str, Any]], stage: str, values: dict[str, Any]) -> None:
+    row = rows.setdefault(stage, {"stage": stage})
+    for key, value in values.items():
+        row[key] = row.get(key, 0) + value
+
+
+def _counters(counters: ClientCounters) -> dict[str, Any]:
+    return {name: getattr(counters, name) for name in COUNTERS}
+
+
+def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
+    run = ctx.run
+    rows: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    if run.costs is not None:
+        for invocation in run.costs.invocations:
+            if invocation.deterministic is not None:
+                stage = invocation.deterministic
+                _add(
+                    rows,
+                    "compress + exact read (deterministic jobs)",
+                    {"units": stage.jobs, "seconds": stage.seconds},
+                )
+            if invocation.llm is not None:
+                llm = invocation.llm
+                _add(rows, "LLM stage", {"units": llm.units, "seconds": llm.seconds})
+                for role in ("writer", "reader", "writer_and_reader"):
+                    counters = getattr(llm, role)
+                    if counters is not None:
+                        _add(rows, f"LLM {role.replace('_', ' ')} requests", _counters(counters))
+        if len(run.costs.invocations) > 1:
+            notes.append(
+                f"costs.json: {len(run.costs.invocations)} invocations (a resumed run), summed"
+            )
+    else:
+        notes.append("no costs.json in this run: the work of each stage is not recorded")
+    df = run.results
+    distinct = df.drop_duplicates("memory_sha256")
+    _add(
+        rows,
+        "memories (from results)",
+        {
+            "distinct_memories": int(distinct["memory_sha256"].notna().sum()),
+            "memory_bytes": int(distinct["memory_bytes"].fillna(0).sum()),
+        },
+    )
+    for reader, group in df.groupby("reader", observed=True):
+        values: dict[str, Any] = {"reads": len(group)}
+        if str(group["reader_kind"].iloc[0]) != "exact":
+            if "cache_hit" in group:
+                values["cache_hits"] = int(group["cache_hit"].fillna(0).sum())
+            for column, name in (
+                ("tokens_prompt", "prompt_tokens"),
+                ("tokens_completion", "completion_tokens"),
+            ):
+                if column in group:
+                    values[name] = int(group[column].fillna(0).sum())
+            if "latency_s" in group:
+                values["seconds"] = float(group["latency_s"].fillna(0).sum())
+        _add(rows, f"reads by {reader} (from results)", values)
+    if not run.has_llm:
+        notes.append("no LLM reader in this run: no requests, tokens or latency")
+    else:
+        notes.append("reads by an LLM reader: seconds are summed request latencies, not wall time")
+    notes.append("memory bytes: distinct memories, each stored once")
+    created = run.created
+    if created and run.last_finished:
+        try:
+            start = calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
+            notes.append(
+                f"wall time from config.json created ({created}) to the last finished job: "
+                f"{run.last_finished - start:.1f} s"
+            )
+        except (ValueError, OverflowError):
+            pass
+    elif created:
+        notes.append(f"run created {created}; end time not recorded")
+    frame = pd.DataFrame(list(rows.values()))
+    return frame, notes
+
+
+def build(ctx: ReportContext) -> Section:
+    frame, notes = cost_frame(ctx)
+    columns = [c for c in COLUMNS if c.key in frame and frame[c.key].notna().any()]
+    return Section(
+        "costs",
+        "Cost per stage",
+        [Table("cost-table", columns, frame, csv="costs.csv"), Bullets(notes, muted=True)],
+    )

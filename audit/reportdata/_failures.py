@@ -1,0 +1,115 @@
+"""Section "failures": why reads failed, strict vs lenient, outcomes and causes."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pandas as pd
+
+from audit.reportdata._causes import ATTRIBUTIONS
+from audit.reportdata._context import ReportContext, proportion_columns
+from audit.rundir import OUTCOMES
+from audit.scoring import IDENTITY
+from reports import Chart, Column, Paragraph, Section, Table
+
+SYSTEM = ["reader", "condition", "budget"]
+
+
+def failure_frame(ctx: ReportContext) -> pd.DataFrame:
+    """Per system at identity: outcome and cause counts (reads), joint J strict and
+    lenient (source pairs)."""
+    results = ctx.run.results
+    identity = results[results["transform"] == IDENTITY]
+    outcomes = identity.groupby([*SYSTEM, "outcome"], observed=True).size()
+    causes = ctx.causes
+    counted = (
+        results.loc[causes.index, SYSTEM]
+        .assign(cause=causes.to_numpy())
+        .groupby([*SYSTEM, "cause"], observed=True)
+        .size()
+        if not causes.empty
+        else pd.Series(dtype=int)
+    )
+    outcome_counts: dict[tuple[Any, ...], int] = {
+        tuple(cast(tuple[Any, ...], k)): int(v) for k, v in outcomes.items()
+    }
+    cause_counts: dict[tuple[Any, ...], int] = {
+        tuple(cast(tuple[Any, ...], k)): int(v) for k, v in counted.items()
+    }
+    rows = []
+    for system in ctx.scores.systems:
+        reader, condition, budget = system
+        row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
+        for outcome in OUTCOMES:
+            row[f"outcome_{outcome}"] = outcome_counts.get((reader, condition, budget, outcome), 0)
+        for cause in ATTRIBUTIONS:
+            row[f"cause_{cause}"] = cause_counts.get((reader, condition, budget, cause), 0)
+        cell = ctx.identity_cell(system)
+        row.update(proportion_columns("joint_J", cell))
+        row.update(proportion_columns("joint_J_lenient", cell))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def build(ctx: ReportContext) -> Section:
+    frame = failure_frame(ctx)
+    has_llm = ctx.run.has_llm
+    blocks: list[Any] = []
+    if not has_llm:
+        blocks.append(
+            Paragraph(
+                "No LLM reader in this run: every read is the exact reader's, so strict and "
+                "lenient scores are equal and no read is NA, wrapper-only or a reader error."
+            )
+        )
+    blocks.append(
+        Paragraph(
+            "Reads at identity. Causes of failed reads: evidence dropped (the memory is not "
+            "adequate: the exact reader cannot get the answer from it); written wrong (the "
+            "memory holds a record that never was in the history); retained but misread (the "
+            "memory is adequate but the reader answered wrong); wrapper-only (right values "
+            "outside the required envelope, counted by the lenient score); NA (an "
+            "infrastructure failure, not scored).",
+            muted=True,
+        )
+    )
+    outcome_columns = [
+        Column(f"outcome_{o}", f"{o.replace('_', ' ')} (reads)", "integer", help=OUTCOMES[o])
+        for o in OUTCOMES
+        if not frame.empty and frame[f"outcome_{o}"].any()
+    ]
+    cause_columns = [
+        Column(f"cause_{key}", f"{label} (reads)", "integer") for key, label in ATTRIBUTIONS.items()
+    ]
+    columns = [
+        Column("condition", "condition", "label"),
+        Column("budget", "budget (B)", "integer"),
+        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        Column("joint_J", "joint J strict (source pairs)", "proportion"),
+        *(
+            [Column("joint_J_lenient", "joint J lenient (source pairs)", "proportion")]
+            if has_llm
+            else []
+        ),
+        *outcome_columns,
+        *cause_columns,
+    ]
+    blocks.append(Table("taxonomy-table", columns, frame, csv="taxonomy.csv"))
+    failed = frame[[f"cause_{key}" for key in ATTRIBUTIONS]].to_numpy().sum() if len(frame) else 0
+    if failed:
+        blocks.append(
+            Chart(
+                "taxonomy-chart",
+                "stacked",
+                frame,
+                {
+                    "label": "label",
+                    "parts": [(f"cause_{key}", label) for key, label in ATTRIBUTIONS.items()],
+                    "axis": "failed reads at identity",
+                },
+                caption="Failed reads at identity per condition, by cause.",
+            )
+        )
+    else:
+        blocks.append(Paragraph("No failed read at identity.", muted=True))
+    return Section("failures", "Why reads failed: strict vs lenient, outcomes, causes", blocks)

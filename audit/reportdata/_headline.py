@@ -1,0 +1,209 @@
+"""Section "headline": what each condition keeps for the future, at identity."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from audit.reportdata._context import ReportContext, proportion_columns
+from audit.scoring import IDENTITY, bootstrap_mean, cluster_bootstrap, selection_warnings
+from reports import Chart, Column, Section, Table
+
+HEADLINE_METRICS = ("current", "reveal", "override", "joint_J", "adequacy", "collision")
+
+
+def headline_frame(ctx: ReportContext) -> pd.DataFrame:
+    """One row per system at identity: proportions (source pairs), J's bootstrap
+    interval, mean memory bytes, ranks by current and by reveal accuracy."""
+    options = ctx.options
+    identity = ctx.run.results[ctx.run.results["transform"] == IDENTITY]
+    sizes = (
+        identity.groupby(
+            ["reader", "condition", "budget", "family", "source_pair_id"], observed=True
+        )["memory_bytes"]
+        .mean()
+        .reset_index()
+    )
+    j_pairs = ctx.scores.pairs["joint_J"]
+    j_pairs = j_pairs[j_pairs["transform"] == IDENTITY]
+    rows = []
+    for system in ctx.scores.systems:
+        cell = ctx.identity_cell(system)
+        row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
+        for metric in HEADLINE_METRICS:
+            row.update(proportion_columns(metric, cell))
+        reader, condition, budget = system
+        group = j_pairs[
+            (j_pairs["reader"] == reader)
+            & (j_pairs["condition"] == condition)
+            & (j_pairs["budget"] == budget)
+        ]
+        if len(group):
+            key = f"J/{system}"
+            families = group["family"].tolist()
+            ones = np.ones(len(group))
+            low = cluster_bootstrap(
+                group["every_lo"].to_numpy(),
+                ones,
+                families,
+                resamples=options.resamples,
+                seed=options.seed,
+                key=key,
+            )[0]
+            high = cluster_bootstrap(
+                group["every_hi"].to_numpy(),
+                ones,
+                families,
+                resamples=options.resamples,
+                seed=options.seed,
+                key=key,
+            )[1]
+        else:
+            low = high = math.nan
+        row["joint_J_boot_low"], row["joint_J_boot_high"] = low, high
+        mine = sizes[
+            (sizes["reader"] == reader)
+            & (sizes["condition"] == condition)
+            & (sizes["budget"] == budget)
+        ]
+        values = mine["memory_bytes"].dropna()
+        if len(values):
+            row["memory_bytes_mean"] = float(values.mean())
+            row["memory_bytes_low"], row["memory_bytes_high"] = bootstrap_mean(
+                values.to_numpy(),
+                mine.loc[values.index, "family"].astype(str).tolist(),
+                resamples=options.resamples,
+                seed=options.seed,
+                key=f"bytes/{system}",
+            )
+        else:
+            row["memory_bytes_mean"] = row["memory_bytes_low"] = row["memory_bytes_high"] = math.nan
+        row["n_pairs"] = row["current_n"] or row["joint_J_n"]
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    for metric in ("current", "reveal"):
+        table[f"rank_{metric}"] = (
+            table.groupby(["reader", "budget"])[f"{metric}_rate"]
+            .rank(method="min", ascending=False)
+            .fillna(0)
+            .astype(int)
+        )
+    table["rank_differs"] = False
+    for warning in selection_warnings(ctx.scores):
+        if not warning["warn"]:
+            continue
+        involved = set(warning["misleading"]) | {
+            c
+            for inv in warning["inversions"]
+            for c in (inv["current_prefers"], inv["reveal_prefers"])
+        }
+        mask = (
+            (table["reader"] == warning["reader"])
+            & (table["budget"] == warning["budget"])
+            & table["condition"].isin(involved)
+        )
+        table.loc[mask, "rank_differs"] = True
+    several = table[["reader", "budget"]].drop_duplicates().shape[0] > 1
+    table["facet"] = [
+        f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "") if several else ""
+        for reader, budget in zip(table["reader"], table["budget"], strict=True)
+    ]
+    table["ranks"] = [
+        f"{a} / {b}" for a, b in zip(table["rank_current"], table["rank_reveal"], strict=True)
+    ]
+    return table
+
+
+def build(ctx: ReportContext) -> Section:
+    frame = headline_frame(ctx)
+    columns = [
+        Column("condition", "condition", "label"),
+        Column("budget", "budget (B)", "integer"),
+        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        Column(
+            "current",
+            "current (source pairs)",
+            "proportion",
+            help="both variants answered right before any future",
+        ),
+        Column(
+            "reveal",
+            "reveal (source pairs)",
+            "proportion",
+            help="both variants answered right after the reveal future",
+        ),
+        Column(
+            "override",
+            "override (source pairs)",
+            "proportion",
+            help="both variants answered right after the override future (the control)",
+        ),
+        Column(
+            "joint_J",
+            "joint J (source pairs)",
+            "proportion",
+            interval=("joint_J_boot_low", "joint_J_boot_high"),
+            interval_label="boot",
+            help="both variants right on both futures",
+        ),
+        Column(
+            "adequacy",
+            "adequacy (source pairs)",
+            "proportion",
+            help="E_q on the memory after the reveal future gives the gold answer, "
+            "both variants (no reader involved)",
+        ),
+        Column(
+            "collision",
+            "collisions (source pairs)",
+            "proportion",
+            help="the two variants' memories are byte-identical after the prefix",
+        ),
+        Column(
+            "memory_bytes_mean",
+            "mean memory (B)",
+            "number",
+            digits=1,
+            interval=("memory_bytes_low", "memory_bytes_high"),
+            interval_label="boot",
+        ),
+        Column("ranks", "rank now / after reveal", "text"),
+        Column("rank_differs", "", "flag", flag_text="ranked differently"),
+    ]
+    blocks: list[Any] = [
+        Table(
+            "headline-table",
+            columns,
+            frame,
+            csv="headline.csv",
+            caption="At identity (no transform). Every k/n counts independent source pairs; "
+            "intervals are 95 % Wilson, boot marks a cluster bootstrap over pairs within family.",
+        )
+    ]
+    if not frame.empty:
+        blocks.append(
+            Chart(
+                "headline-chart",
+                "dots",
+                frame,
+                {
+                    "label": "label",
+                    "series": [
+                        ("current", "current accuracy"),
+                        ("reveal", "reveal accuracy"),
+                        ("joint_J", "joint J"),
+                    ],
+                    "axis": "share of source pairs passing (95 % Wilson interval)",
+                    "facet": "facet" if frame["facet"].ne("").any() else None,
+                },
+                caption="Share of source pairs passing now, after the reveal future, and on "
+                "both futures (joint J). A condition far right on current but left on reveal "
+                "is correct now and insufficient later.",
+            )
+        )
+    return Section("headline", "Headline: what each condition keeps for the future", blocks)

@@ -1,0 +1,88 @@
+"""``build_report``: a stored run as a ``reports.Document``, section by section."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from audit.reportdata import (
+    _budget,
+    _comparisons,
+    _costs,
+    _drilldown,
+    _failures,
+    _families,
+    _glance,
+    _headline,
+    _method,
+    _transforms,
+)
+from audit.reportdata._context import Options, ReportContext
+from audit.rundir import MemoryStore, RunData
+from audit.scoring import score_results
+from reports import Code, Document, Facts, Section, Text
+
+SECTIONS: list[Callable[[ReportContext], Section]] = [
+    _headline.build,
+    _comparisons.build,
+    _families.build,
+    _transforms.build,
+    _failures.build,
+    _budget.build,
+    _costs.build,
+    _drilldown.build,
+    _method.build,
+]
+"""The report's sections, in order: a new section is one module and one line here."""
+
+
+def facts(ctx: ReportContext) -> Facts:
+    """The run in a few lines: where, when, what was run, on which machine."""
+    run, scores = ctx.run, ctx.scores
+    plan = run.plan
+    df = run.results
+    families = list(dict.fromkeys(df["family"].astype(str)))
+    readers = list(dict.fromkeys(s[0] for s in scores.systems))
+    budgets = plan.budgets if plan else sorted({s[2] for s in scores.systems})
+    transforms = [str(t) for t in plan.transforms] if plan else scores.transforms()
+    items: list[tuple[str, Text]] = [("run", [Code(str(run.path))])]
+    if run.created:
+        items.append(("created", run.created))
+    items += [
+        (
+            "pairs",
+            f"{df['source_pair_id'].nunique()} independent source pairs in "
+            f"{len(families)} families ({', '.join(families)}); {len(df):,} reads",
+        ),
+        ("conditions", ", ".join(run.conditions)),
+        ("budgets", ", ".join(map(str, budgets)) + " B"),
+        ("transforms", ", ".join(transforms) + (f" (seed {plan.seed})" if plan else "")),
+        ("readers", ", ".join(readers) + ("" if run.has_llm else " (no LLM reader in this run)")),
+    ]
+    environment = run.config_file.environment if run.config_file else None
+    if environment is not None and environment.machine:
+        machine = environment.machine
+        if environment.python:
+            machine += f"; Python {environment.python}"
+        if environment.git_commit:
+            machine += f"; commit {environment.git_commit[:12]}"
+        items.append(("machine", machine))
+    return Facts(items)
+
+
+def build_report(run: RunData, options: Options | None = None) -> Document:
+    """Everything ``reports.write_document`` needs, as plain data; nothing is re-run."""
+    options = options or Options()
+    scores = score_results(run.results, run.conditions)
+    memories = MemoryStore(run.path)
+    try:
+        ctx = ReportContext(run, scores, options, memories)
+        sections = [build(ctx) for build in SECTIONS]
+        return Document(
+            title=f"memory audit: {run.label}",
+            facts=facts(ctx),
+            summary=_glance.build(ctx),
+            sections=sections,
+            stem="report",
+        )
+    finally:
+        memories.close()

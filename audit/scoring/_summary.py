@@ -1,0 +1,86 @@
+"""``summary.json``: every score of a run, named with its unit.
+
+Per cell (reader x condition x budget x transform x family, family ``all``
+included): each metric's counts in source pairs, blocks and (one-branch metrics)
+reads, as ``{"k", "k_high", "n"}`` (``k_high`` > ``k`` only with NA reads: the
+bounds NA as fail / NA as pass); NA and over-budget reads; equivariance violations
+in source pairs and reads; mean memory bytes; outcomes (reads).  Then the shortcut
+gaps and where current accuracy would pick a different condition.  The console, the
+report and ``audit compare`` use the same numbers (``audit.scoring``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from audit.scoring._gaps import shortcut_gaps
+from audit.scoring._metrics import UNITS
+from audit.scoring._selection import selection_warnings
+from audit.scoring._table import CELL, Scores, score_results
+
+UNIT_NOTES = {
+    "source pairs": "independent evidence: a source pair passes when every block of it passes",
+    "blocks": "one (instance, repeat) of a pair: passes when all its reads pass",
+    "reads": "one reader's answer on one memory",
+}
+
+
+def _kn(cell: dict[str, Any], prefix: str) -> dict[str, int]:
+    return {
+        "k": int(cell[f"{prefix}_k"]),
+        "k_high": int(cell.get(f"{prefix}_k_high", cell[f"{prefix}_k"])),
+        "n": int(cell[f"{prefix}_n"]),
+    }
+
+
+def cell_entry(scores: Scores, cell: dict[str, Any]) -> dict[str, Any]:
+    """One cell of ``summary.json``."""
+    entry: dict[str, Any] = {key: cell[key] for key in CELL}
+    entry["n_source_pairs"] = int(cell["n_source_pairs"])
+    for suffix, unit in UNITS.items():
+        found = {
+            metric.name: _kn(cell, f"{metric.name}_{suffix}")
+            for metric in scores.metrics
+            if f"{metric.name}_{suffix}_n" in cell
+        }
+        entry[unit] = found
+    entry["reads"]["na"] = int(cell["na_reads"])
+    entry["reads"]["over_budget"] = _kn(cell, "over_budget_reads")
+    entry["equivariance_violations"] = {
+        "source pairs": _kn(cell, "equivariance_violation_pairs"),
+        "reads": _kn(cell, "equivariance_violation_reads"),
+    }
+    mean = cell["mean_memory_bytes"]
+    entry["mean_memory_bytes"] = None if pd.isna(mean) else float(mean)
+    outcomes = {
+        name[len("outcome_") :]: int(value)
+        for name, value in cell.items()
+        if name.startswith("outcome_") and value
+    }
+    entry["outcomes (reads)"] = dict(sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return entry
+
+
+def summarize(
+    df: pd.DataFrame, meta: dict[str, Any], conditions: list[str] | None = None
+) -> dict[str, Any]:
+    """``summary.json`` of a normalized results frame."""
+    if df.empty:
+        return {"run": meta, "units": UNIT_NOTES, "n_reads": 0, "n_source_pairs": 0,
+                "scores": [], "shortcut_gaps": [], "selection": []}  # fmt: skip
+    scores = score_results(df, conditions or ())
+    return summary_of(scores, meta, len(df), int(df["source_pair_id"].nunique()))
+
+
+def summary_of(scores: Scores, meta: dict[str, Any], n_reads: int, n_pairs: int) -> dict[str, Any]:
+    return {
+        "run": meta,
+        "units": UNIT_NOTES,
+        "n_reads": n_reads,
+        "n_source_pairs": n_pairs,
+        "scores": [cell_entry(scores, cell) for cell in scores.records()],
+        "shortcut_gaps": shortcut_gaps(scores),
+        "selection": selection_warnings(scores),
+    }
