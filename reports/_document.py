@@ -173,11 +173,15 @@ class DrillDown:
     correct, answer, gold, error, attribution, finish_reason, raw_answer}]``.
     Every text in it may be untrusted model output.  Rendered in HTML only, on pages
     of its own when it is long, with an index of every pair (family, outcome per
-    condition, link).
+    condition, link).  A document holds at most one drill-down.
     """
 
     pairs: list[dict[str, Any]]
     notes: Sequence[Text] = ()
+    systems: Sequence[str] = ()
+    """Optional: the cell labels in the order the index shows them as columns (the
+    outcome of each: ``fail``, ``NA``, ``pass`` when in ``passing``, ``-`` when the pair
+    has none); empty: every label of the pairs, in order of first appearance."""
 
 
 Block = Table | Chart | Alert | Bullets | Paragraph | Facts | DrillDown
