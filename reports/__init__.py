@@ -1,12 +1,53 @@
-"""Rendering results: tables, charts, HTML and Markdown reports, comparisons.
+"""Rendering results: a ``Document`` of sections and blocks, as HTML, Markdown and CSV.
 
 Takes plain data (DataFrames, dicts, lists) and imports nothing of ``audit``,
 ``compressors`` or ``histories``: a report can be rebuilt from a stored run
-without the machinery that produced it (``audit report`` builds the input).
+without the machinery that produced it (``audit report`` and ``audit compare``
+build the document; ``write_document`` writes it).
 """
 
+from reports._document import (
+    Alert,
+    Block,
+    Bullets,
+    Chart,
+    ChartKind,
+    Code,
+    Column,
+    ColumnFormat,
+    Document,
+    DrillDown,
+    Facts,
+    Flag,
+    Inline,
+    Paragraph,
+    Section,
+    Strong,
+    Table,
+    Text,
+)
 from reports._format import visible
-from reports._model import CompareInput, ReportInput
-from reports._write import write_compare, write_report
+from reports._write import write_document
 
-__all__ = ["CompareInput", "ReportInput", "visible", "write_compare", "write_report"]
+__all__ = [
+    "Alert",
+    "Block",
+    "Bullets",
+    "Chart",
+    "ChartKind",
+    "Code",
+    "Column",
+    "ColumnFormat",
+    "Document",
+    "DrillDown",
+    "Facts",
+    "Flag",
+    "Inline",
+    "Paragraph",
+    "Section",
+    "Strong",
+    "Table",
+    "Text",
+    "visible",
+    "write_document",
+]
