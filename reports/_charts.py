@@ -596,7 +596,7 @@ def _svg(figure: Figure, salt: str, title: str) -> str:
     scrolls instead).
     """
     buffer = io.StringIO()
-    with matplotlib.rc_context(cast(Any, {"svg.hashsalt": salt})):
+    with matplotlib.rc_context(cast(Any, _RC | {"svg.hashsalt": salt})):
         figure.savefig(
             buffer, format="svg", bbox_inches="tight", pad_inches=0.08, metadata={"Date": None}
         )
@@ -620,10 +620,18 @@ def _svg(figure: Figure, salt: str, title: str) -> str:
     )
 
 
-def render(chart: Chart) -> str | None:
-    """The chart as an inline <svg> element, or None when its data hold no row."""
+def draw(chart: Chart) -> Figure | None:
+    """The chart as a matplotlib figure in the report's style; None when its data hold
+    no row."""
     if chart.data.empty:
         return None
     with matplotlib.rc_context(cast(Any, _RC)):
-        figure = _KINDS[chart.kind](chart)
-        return _svg(figure, chart.id, _format.visible(chart.title or chart.id))
+        return _KINDS[chart.kind](chart)
+
+
+def render(chart: Chart) -> str | None:
+    """The chart as an inline <svg> element; None when its data hold no row."""
+    figure = draw(chart)
+    return (
+        None if figure is None else _svg(figure, chart.id, _format.visible(chart.title or chart.id))
+    )
