@@ -151,7 +151,6 @@ class _Stack:
     def finish(
         self,
         legend: Sequence[Artist] = (),
-        legend_title: str = "",
         side: Callable[[Axes], None] | None = None,
     ) -> Figure:
         """Place the panels and the legend; ``side(ax)`` may add a colour bar right of
@@ -168,7 +167,7 @@ class _Stack:
             tops.append(top + above)
             top += above + height + below + GAP
             right = max(right, beyond)
-        box = self._legend(legend, legend_title, left + width + right) if legend else None
+        box = self._legend(legend, left + width + right) if legend else None
         legend_height = 0.0 if box is None else box.get_window_extent(self.renderer).height / 72
         size = (left + width + right + (1.2 if side else 0.0), top + legend_height)
         self.figure.set_size_inches(size)
@@ -182,7 +181,7 @@ class _Stack:
             side(self.panels[0][0])
         return self.figure
 
-    def _legend(self, handles: Sequence[Artist], title: str, width: float) -> Legend:
+    def _legend(self, handles: Sequence[Artist], width: float) -> Legend:
         labels = [str(h.get_label()) for h in handles]
         entry = max(_text_width(self.renderer, t) for t in labels) + 4.8 * FONT
         columns = max(1, min(len(labels), int(width * 72 // entry)))
@@ -191,7 +190,6 @@ class _Stack:
             labels,
             loc="upper left",
             ncols=columns,
-            title=_label(title) or None,
             alignment="left",
             borderaxespad=0.0,
         )
@@ -239,16 +237,16 @@ def _rows(ax: Axes, labels: Sequence[Any]) -> dict[Any, int]:
     return {v: i for i, v in enumerate(labels)}
 
 
-def _rate_axis(ax: Axes, axis: str, horizontal: bool = True) -> None:
-    ticks = [0.0, 0.25, 0.5, 0.75, 1.0]
-    names = ["0", "0.25", "0.5", "0.75", "1"]
-    if horizontal:
+def _rate_axis(ax: Axes, title: str | None = None) -> None:
+    """A [0, 1] axis: x by default, y (with ``title``) when a title is given."""
+    ticks, names = [0.0, 0.25, 0.5, 0.75, 1.0], ["0", "0.25", "0.5", "0.75", "1"]
+    if title is None:
         ax.set_xlim(-0.03, 1.03)
         ax.set_xticks(ticks, names)
     else:
         ax.set_ylim(-0.03, 1.03)
         ax.set_yticks(ticks, names)
-        ax.set_ylabel(_label(axis))
+        ax.set_ylabel(_label(title))
 
 
 def _err(rates: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> Any:
@@ -296,7 +294,7 @@ def _dots(chart: Chart) -> Figure:
         ax = stack.panel(title, row * len(labels) + 0.1)
         position = _rows(ax, labels)
         records = _records(group)
-        for s, (prefix, name) in enumerate(series):
+        for s, (prefix, _) in enumerate(series):
             y = [
                 position[r[options["label"]]] + (s - (len(series) - 1) / 2) * step for r in records
             ]
@@ -311,9 +309,8 @@ def _dots(chart: Chart) -> Figure:
                 markersize=5,
                 capsize=2,
                 linewidth=1,
-                label=_label(name),
             )
-        _rate_axis(ax, "")
+        _rate_axis(ax)
     _bottom_axis(stack, options.get("axis", RATE_AXIS))
     handles = [_proxy_marker(s, name, filled=s != 0) for s, (_, name) in enumerate(series)]
     return stack.finish(handles)
@@ -327,7 +324,7 @@ def _forest(chart: Chart) -> Figure:
     values = pd.concat([frame[options[k]] for k in ("value", "low", "high")]).astype(float)
     finite = values[np.isfinite(values)]
     bound = max(0.1, float(finite.abs().max()) if len(finite) else 1.0) * 1.08
-    if bound <= 1.2:
+    if bound <= 1.2:  # differences of rates: never wider than [-1, 1] needs
         bound = min(bound, 1.05)
     stack = _Stack()
     kinds: set[bool] = set()
@@ -339,7 +336,7 @@ def _forest(chart: Chart) -> Figure:
         x = group[options["value"]].to_numpy(dtype=float)
         err = _err(x, group[options["low"]].to_numpy(float), group[options["high"]].to_numpy(float))
         filled = np.array([_format.truthy(v) for v in group[options["filled"]]], dtype=bool)
-        for mask, face, name in ((filled, PALETTE[5], names[0]), (~filled, "white", names[1])):
+        for mask, face in ((filled, PALETTE[5]), (~filled, "white")):
             if mask.any():
                 kinds.add(face != "white")
                 ax.errorbar(
@@ -351,7 +348,6 @@ def _forest(chart: Chart) -> Figure:
                     markerfacecolor=face,
                     capsize=2,
                     linewidth=1,
-                    label=_label(name),
                 )
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_xlim(-bound, bound)
@@ -430,7 +426,6 @@ def _heatmap(chart: Chart) -> Figure:
             )
         else:
             ax.set_xticks([])
-    _bottom_axis(stack, options.get("column_title", ""))
 
     def side(first: Axes) -> None:
         size = stack.figure.get_size_inches()
@@ -475,9 +470,8 @@ def _bars(chart: Chart) -> Figure:
                 edgecolor="black",
                 linewidth=0.4,
                 error_kw={"linewidth": 0.7},
-                label=_label(name),
             )
-        _rate_axis(ax, "")
+        _rate_axis(ax)
     _bottom_axis(stack, options.get("axis", RATE_AXIS))
     return stack.finish([_proxy_patch(s, str(n)) for s, n in enumerate(names)])
 
@@ -493,7 +487,7 @@ def _stacked(chart: Chart) -> Figure:
     position = _rows(ax, labels)
     y = [position[v] for v in frame[options["label"]]]
     left = np.zeros(len(frame))
-    for c, (column, name) in enumerate(parts):
+    for c, (column, _) in enumerate(parts):
         values = np.nan_to_num(frame[column].to_numpy(dtype=float))
         ax.barh(
             y,
@@ -503,7 +497,6 @@ def _stacked(chart: Chart) -> Figure:
             hatch=HATCHES[c % len(HATCHES)],
             edgecolor="black",
             linewidth=0.4,
-            label=_label(name),
         )
         left += values
     ax.set_xlim(0, max(1.0, float(left.max(initial=0)) * 1.05))
@@ -546,7 +539,6 @@ def _curve(chart: Chart) -> Figure:
                 capsize=2,
                 linewidth=1.2,
                 markersize=5,
-                label=_label(name),
             )
         if log:
             ax.set_xscale("log", base=2)
@@ -557,7 +549,7 @@ def _curve(chart: Chart) -> Figure:
             ax.set_xlim(
                 xs[0] / 2**pad if log else xs[0] - pad, xs[-1] * 2**pad if log else xs[-1] + pad
             )
-        _rate_axis(ax, options.get("axis", "share passing"), horizontal=False)
+        _rate_axis(ax, options.get("axis", "share passing"))
     _bottom_axis(stack, options.get("x_title", ""))
     handles = [
         Line2D(
@@ -571,7 +563,7 @@ def _curve(chart: Chart) -> Figure:
         )
         for s, n in enumerate(names)
     ]
-    return stack.finish(handles, legend_title=options.get("legend_title", ""))
+    return stack.finish(handles)
 
 
 _KINDS: dict[str, Callable[[Chart], Figure]] = {

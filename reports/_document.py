@@ -121,7 +121,16 @@ class Chart:
     * ``curve``: one row per point; ``x``, ``prefix`` (proportion on y), ``series``
       (legend), ``facet`` (optional), ``x_title``.
 
-    Every legend names every series drawn; every label is shown whole.
+    Optional options, in every kind: ``axis``, the title of the value axis (the
+    colour scale of a heatmap; default: a share passing, or ``count`` for
+    ``stacked``); ``facet`` also in ``heatmap`` and ``bars``.  ``forest``: ``legend``
+    = (name of filled, name of hollow markers), default ("significant", "not
+    significant").  ``curve``: ``x_log`` (bool), default: log scale when every x is
+    positive and the largest is at least 4 times the smallest.
+
+    Every legend names every series drawn; every label is shown whole up to 90
+    characters (longer ones are cut, a ``...`` marks the cut).  Facets are stacked
+    top to bottom in order of first appearance.
     """
 
     id: str
