@@ -38,7 +38,6 @@ FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--hide-scrollbars",
     "--remote-debugging-port=0",
 )
 

@@ -85,7 +85,7 @@ MEASURE = r"""
     }
   }
   return {
-    viewport: innerWidth,
+    viewport: document.documentElement.clientWidth,
     scrollWidth: document.scrollingElement.scrollWidth,
     charts, cells, checked,
   };
