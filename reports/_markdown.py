@@ -47,14 +47,14 @@ def md(value: object) -> str:
 
 
 def _escape_list_mark(text: str) -> str:
-    """``- x``, ``+ x``, ``= x``, ``1. x`` at the start would make a list or a heading."""
-    match = re.match(r"(\s*)([-+=])(?=\s|$)", text)
-    if match:
-        return f"{match.group(1)}\\{text[match.end(1) :]}"
-    match = re.match(r"(\s*\d+)([.)])(?=\s|$)", text)
-    if match:
-        return f"{match.group(1)}\\{text[match.end(1) :]}"
-    return text
+    """A leading ``-``, ``+`` or ``=`` (a list, a rule, a heading's underline) or ``1.``
+    (a numbered list), after any blanks, is escaped."""
+    match = re.match(r"\s*(?:[-+=]|\d+(?=[.)](?:\s|$)))", text)
+    if not match:
+        return text
+    if text[match.end() - 1] in "-+=":
+        return f"{text[: match.end() - 1]}\\{text[match.end() - 1 :]}"
+    return f"{text[: match.end()]}\\{text[match.end() :]}"
 
 
 def code(value: object) -> str:
@@ -64,16 +64,23 @@ def code(value: object) -> str:
 
 
 def text(value: Text) -> str:
-    """Inline pieces: strong and flags in bold, code as a code span."""
+    """Inline pieces: strong and flags in bold, code in ``<code>``."""
     out = []
     for kind, piece in _format.pieces(value):
         if kind == "code":
             out.append(code(piece))
         elif kind in ("strong", "flag") and piece.strip():
-            out.append(f"**{md(piece).strip()}**")
+            # emphasis must not start or end with a blank: keep blanks outside it
+            before, after = " " * (piece != piece.lstrip()), " " * (piece != piece.rstrip())
+            out.append(f"{before}**{md(piece.strip())}**{after}")
         else:
             out.append(md(piece))
     return "".join(out)
+
+
+def line(value: Text) -> str:
+    """Text that starts a line: leading blanks dropped (four would make code)."""
+    return text(value).lstrip()
 
 
 def _cell(kind: str, cell: _format.Cell) -> str:
@@ -85,9 +92,9 @@ def _cell(kind: str, cell: _format.Cell) -> str:
 
 
 def _table(table: Table) -> list[str]:
-    lines = [text(table.caption), ""] if table.caption else []
+    lines = [line(table.caption), ""] if table.caption else []
     if table.data.empty:
-        return [*lines, md(table.empty), ""]
+        return [*lines, line(table.empty), ""]
     header = [md(c.header) or " " for c in table.columns]
     align = ["---:" if c.format in _format.NUMERIC else "---" for c in table.columns]
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
@@ -106,13 +113,13 @@ def _block(block: Block) -> list[str]:
     if isinstance(block, Alert):
         mark = {"warn": "⚠ ", "ok": "✓ "}.get(block.level, "")
         head = f"> **{mark}{md(_format.plain(block.title)).strip()}**"
-        lines = [head + (f" {text(block.body)}" if block.body else "")]
-        lines += [f"> - {text(item)}" for item in block.items]
+        lines = [head + (f" {line(block.body)}" if block.body else "")]
+        lines += [f"> - {line(item)}" for item in block.items]
         return [*lines, ""]
     if isinstance(block, Bullets):
-        return [*(f"- {text(item)}" for item in block.items), ""]
+        return [*(f"- {line(item)}" for item in block.items), ""]
     if isinstance(block, Paragraph):
-        return [text(block.text), ""]
+        return [line(block.text), ""]
     if isinstance(block, Facts):
         return [*(f"- {md(label)}: {text(value)}" for label, value in block.items), ""]
     raise TypeError(f"not a block: {type(block).__name__}")

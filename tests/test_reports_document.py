@@ -532,7 +532,8 @@ def test_markdown_escapes_everything_it_would_act_on(value: str) -> None:
     assert "://" not in text
     assert "www." not in text
     assert "@" not in text
-    assert not re.match(r"\s*([-+=]|\d+[.)])(\s|$)", text)
+    assert not re.match(r"\s*([-+=]|\d+[.)](\s|$))", text)
+    assert not _markdown.line(value).startswith(" ")
 
 
 @pytest.mark.parametrize(
@@ -544,6 +545,9 @@ def test_markdown_escapes_everything_it_would_act_on(value: str) -> None:
         ("[link](x)", "\\[link\\](x)"),
         ("# head", "\\# head"),
         ("- item", "\\- item"),
+        ("---", "\\---"),
+        ("  + item", "  \\+ item"),
+        ("0.25", "0.25"),
         ("1. item", "1\\. item"),
         ("~strike~", "\\~strike\\~"),
         ("a\\b", "a\\\\b"),
