@@ -618,7 +618,10 @@ def draw(chart: Chart) -> Figure | None:
     if chart.data.empty:
         return None
     with matplotlib.rc_context(cast(Any, _RC)):
-        return _KINDS[chart.kind](chart)
+        try:
+            return _KINDS[chart.kind](chart)
+        except KeyError as error:  # say which chart lacks which option or column
+            raise ValueError(f"chart {chart.id!r} ({chart.kind}): no {error}") from error
 
 
 def render(chart: Chart) -> str | None:

@@ -885,3 +885,9 @@ def test_every_kind_draws_sparse_and_odd_data(kind: str) -> None:
         svg = _charts.render(Chart("c", kind, pd.DataFrame([row]), options))  # type: ignore[arg-type]
     assert svg is not None
     assert "$x^2$" in svg
+
+
+def test_a_chart_without_its_columns_says_which() -> None:
+    chart = Chart("c-bad", "dots", pd.DataFrame([{"name": "x"}]), {"series": [("m", "m")]})
+    with pytest.raises(ValueError, match="chart 'c-bad' \\(dots\\): no 'label'"):
+        _charts.render(chart)
