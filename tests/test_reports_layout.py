@@ -5,10 +5,12 @@ the DevTools protocol (tests/_cdp.py; the page's CSP forbids scripts, DevTools
 evaluation is not the page's), and measured by ``MEASURE``.  ``problems`` then
 checks, per chart, that no two SVG texts overlap, that every text lies inside its
 SVG, that the legend names every series the sample holds, and that the chart is
-shown at its natural size (not squeezed); per table cell, that no word and no
-label or number is broken across lines; and for the page, that nothing overflows
-it horizontally outside a scroll box and that the console stayed clean.  A page
-built by hand with one fault of each kind proves that each check can fail.
+shown at its natural size (not squeezed) and whole in its figure (not scrolled);
+per table cell, that no word and no label or number is broken across lines (a
+word may break after its hyphen in a text cell, never in a header); and for the
+page, that nothing overflows it horizontally outside a scroll box and that the
+console stayed clean.  A page built by hand with one fault of each kind proves
+that each check can fail.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ MEASURE = r"""
       if (r.width < 0.5 || r.height < 0.5 || !t.textContent.trim()) continue;
       texts.push({text: t.textContent, box: box(r), legend: !!t.closest('[id$="-legend"]')});
     }
+    const frame = figure || svg.parentElement;
     charts.push({
       id: figure ? figure.id : '', box: box(svg.getBoundingClientRect()), texts,
+      frame: box(frame.getBoundingClientRect()),
       width: svg.width.baseVal.value, height: svg.height.baseVal.value,
     });
   }
@@ -126,6 +130,8 @@ def problems(measured: dict[str, Any], legends: dict[str, list[str]]) -> list[st
                 f"squeezed: {name} shown {shown_size[0]:.0f} x {shown_size[1]:.0f} px, "
                 f"drawn {chart['width']:.0f} x {chart['height']:.0f}"
             )
+        if not _inside(chart["box"], chart["frame"]):
+            found.append(f"clipped: {name} is wider than its figure (it scrolls)")
         for a, b in itertools.combinations(chart["texts"], 2):
             if _overlap(a["box"], b["box"]):
                 found.append(f"overlap: {name}: {a['text']!r} and {b['text']!r}")
@@ -184,6 +190,8 @@ BROKEN = """<!DOCTYPE html><html><head><meta charset="utf-8">
 <text x="10" y="30" font-size="12">frontier</text></g></svg></figure>
 <figure id="squeezed" style="width:400px"><svg width="2000" height="50" viewBox="0 0 2000 50"
  style="max-width:100%;height:auto"><text x="10" y="30" font-size="12">wide</text></svg></figure>
+<figure id="scrolling" style="width:300px;overflow-x:auto"><svg width="600" height="40"
+ viewBox="0 0 600 40"><text x="10" y="25" font-size="12">scrolls</text></svg></figure>
 <table style="width:40px"><tr><td style="overflow-wrap:anywhere">frontier_alpha:budget=2400</td></tr></table>
 <table style="width:40px"><tr><td class="num">3/40 [0.10, 0.25]</td></tr></table>
 <div style="width:3000px">wider than any window</div>
@@ -259,6 +267,7 @@ def test_every_check_can_fail(measured: Measured) -> None:
     kinds = {line.split(":")[0] for line in found}
     assert kinds == {"overflow", "squeezed", "overlap", "clipped", "legend", "broken"}, found
     assert any("'frontier_alpha:budget=2400'" in line for line in found), found
+    assert "clipped: scrolling is wider than its figure (it scrolls)" in found
     assert any("a label or number" in line and "3/40" in line for line in found), found
     assert any(
         "tail" in line and "frontier" not in line.split("[")[1]
