@@ -1,8 +1,9 @@
-"""Rendering results: tables, charts, HTML and Markdown reports, comparisons.
+"""Rendering results: a ``Document`` of sections and blocks, as HTML, Markdown and CSV.
 
 Takes plain data (DataFrames, dicts, lists) and imports nothing of ``audit``,
 ``compressors`` or ``histories``: a report can be rebuilt from a stored run
-without the machinery that produced it (``audit report`` builds the input).
+without the machinery that produced it (``audit report`` and ``audit compare``
+build the document; ``write_document`` writes it).
 """
 
 from reports._document import (
@@ -10,12 +11,15 @@ from reports._document import (
     Block,
     Bullets,
     Chart,
+    ChartKind,
     Code,
     Column,
+    ColumnFormat,
     Document,
     DrillDown,
     Facts,
     Flag,
+    Inline,
     Paragraph,
     Section,
     Strong,
@@ -23,28 +27,27 @@ from reports._document import (
     Text,
 )
 from reports._format import visible
-from reports._model import CompareInput, ReportInput
-from reports._write import write_compare, write_report
+from reports._write import write_document
 
 __all__ = [
     "Alert",
     "Block",
     "Bullets",
     "Chart",
+    "ChartKind",
     "Code",
     "Column",
-    "CompareInput",
+    "ColumnFormat",
     "Document",
     "DrillDown",
     "Facts",
     "Flag",
+    "Inline",
     "Paragraph",
-    "ReportInput",
     "Section",
     "Strong",
     "Table",
     "Text",
     "visible",
-    "write_compare",
-    "write_report",
+    "write_document",
 ]

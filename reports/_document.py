@@ -121,7 +121,16 @@ class Chart:
     * ``curve``: one row per point; ``x``, ``prefix`` (proportion on y), ``series``
       (legend), ``facet`` (optional), ``x_title``.
 
-    Every legend names every series drawn; every label is shown whole.
+    Optional options, in every kind: ``axis``, the title of the value axis (the
+    colour scale of a heatmap; default: a share passing, or ``count`` for
+    ``stacked``); ``facet`` also in ``heatmap`` and ``bars``.  ``forest``: ``legend``
+    = (name of filled, name of hollow markers), default ("significant", "not
+    significant").  ``curve``: ``x_log`` (bool), default: log scale when every x is
+    positive and the largest is at least 4 times the smallest.
+
+    Every legend names every series drawn; every label is shown whole up to 90
+    characters (longer ones are cut, a ``...`` marks the cut).  Facets are stacked
+    top to bottom in order of first appearance.
     """
 
     id: str
@@ -173,11 +182,15 @@ class DrillDown:
     correct, answer, gold, error, attribution, finish_reason, raw_answer}]``.
     Every text in it may be untrusted model output.  Rendered in HTML only, on pages
     of its own when it is long, with an index of every pair (family, outcome per
-    condition, link).
+    condition, link).  A document holds at most one drill-down.
     """
 
     pairs: list[dict[str, Any]]
     notes: Sequence[Text] = ()
+    systems: Sequence[str] = ()
+    """Optional: the cell labels in the order the index shows them as columns (the
+    outcome of each: ``fail``, ``NA``, ``pass`` when in ``passing``, ``-`` when the pair
+    has none); empty: every label of the pairs, in order of first appearance."""
 
 
 Block = Table | Chart | Alert | Bullets | Paragraph | Facts | DrillDown

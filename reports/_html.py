@@ -1,22 +1,29 @@
-"""HTML rendering: jinja2 with autoescape on, one self-contained file per page.
+"""HTML rendering of a ``Document``: jinja2 with autoescape on, self-contained pages.
+
+The main page loops over the document's sections and renders each block with the
+macro of its kind (``templates/_blocks.j2``); sections are numbered and listed in a
+table of contents.  A long drill-down continues on pages of its own.
 
 Safety rules (model output is untrusted):
 
 * autoescape is on for every template; the only values marked safe are the SVG
-  charts, which matplotlib writes from numbers and condition names it escapes;
+  charts, which matplotlib writes from numbers and texts it escapes;
 * every printed string passes ``finalize`` -> ``visible``: control and invisible
   formatting characters are shown as escapes;
-* no URL is ever built from data: the only links are the page's own anchors and
-  its sibling pages, named by page number;
+* no URL is ever built from data: the only links are the page's own anchors
+  (section, table and chart ids are checked identifiers; pairs are anchored by
+  number) and its sibling pages, named by page number;
 * a Content-Security-Policy forbids scripts, fetches, frames and forms; CSS is
-  inline; long lines wrap (``overflow-wrap: anywhere``) and very long texts are
-  clipped with a count of what is left out.
+  inline; labels and numbers never wrap (tables scroll in their own box), long
+  untrusted text wraps anywhere in the drill-down, and very long texts are clipped
+  with a count of what is left out.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,19 +32,36 @@ import pandas as pd
 from markupsafe import Markup
 
 from reports import _charts, _format
-from reports._model import CompareInput, ReportInput
+from reports._document import Block, Chart, Document, DrillDown, Table
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PAGE_PAIRS = 12
 """Pairs per drill-down page at most."""
 PAGE_CHARS = 3_000_000
 """Estimated characters per drill-down page at most (keeps every file well under 10 MB)."""
-MAIN_PAGE = "report.html"
+LINE_CLIP = 4000
+"""Characters of one memory or record line shown."""
+
+_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_RESERVED = frozenset({"summary"})
+"""Anchors the pages use themselves (with ``pair-*``)."""
 
 
-def page_name(number: int) -> str:
-    """report.html for the first page, pairs-002.html, ... for the next."""
-    return MAIN_PAGE if number <= 1 else f"pairs-{number:03d}.html"
+def page_name(stem: str, number: int) -> str:
+    """``report.html`` for the first page; ``pairs-002.html``, ... for the next
+    (``compare-pairs-002.html`` for another stem, so two documents can share a folder)."""
+    if number <= 1:
+        return f"{stem}.html"
+    return f"pairs-{number:03d}.html" if stem == "report" else f"{stem}-pairs-{number:03d}.html"
+
+
+def stale_pages(directory: Path, stem: str, keep: Sequence[str]) -> list[Path]:
+    """Drill-down pages of an earlier ``stem`` document that this one does not write."""
+    prefix = "pairs-" if stem == "report" else f"{re.escape(stem)}-pairs-"
+    pattern = re.compile(rf"^{prefix}\d{{3,}}\.html$")
+    return sorted(
+        p for p in directory.glob("*pairs-*.html") if pattern.match(p.name) and p.name not in keep
+    )
 
 
 def _finalize(value: Any) -> Any:
@@ -58,19 +82,8 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(
-        kn=_format.kn,
-        ci=_format.ci,
-        interval=_format.interval,
-        rate=_format.rate,
-        signed=_format.signed,
-        pvalue=_format.pvalue,
-        number=_format.number,
-        clip=_format.clip,
-        missing=_format.is_missing,
-        width=_width,
-    )
-    env.globals.update(page_name=page_name)
+    env.filters.update(pieces=_format.pieces, clip=_format.clip, width=_width)
+    env.globals.update(numeric=_format.NUMERIC)
     return env
 
 
@@ -82,27 +95,55 @@ def _width(value: Any) -> str:
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    if frame is None or frame.empty:
-        return []
-    return cast(list[dict[str, Any]], frame.to_dict("records"))
+    return [] if frame.empty else cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
+# ------------------------------------------------------------------------ tables
+
+
+@dataclass
+class _Header:
+    text: str
+    help: str
+    kind: str
+
+
+@dataclass
+class _TableView:
+    table: Table
+    headers: list[_Header]
+    rows: list[list[tuple[str, _format.Cell]]]
+    """Per row, per column: (format, cell)."""
+
+
+def _table_view(table: Table) -> _TableView:
+    headers = [_Header(c.header, c.help, c.format) for c in table.columns]
+    rows: list[list[tuple[str, _format.Cell]]] = [
+        [(c.format, _format.cell(c, row)) for c in table.columns] for row in _records(table.data)
+    ]
+    return _TableView(table, headers, rows)
+
+
+# -------------------------------------------------------------------- drill-down
 
 
 def _size(pair: dict[str, Any]) -> int:
     """Rough characters a pair takes on a page (texts plus markup per line and read)."""
     total = 2000
     for lines in [*pair.get("variants", {}).values(), *pair.get("futures", {}).values()]:
-        total += sum(len(line["text"]) + 60 for line in lines)
+        total += sum(min(len(line["text"]), LINE_CLIP) + 60 for line in lines)
     for cell in pair.get("cells", []):
         total += 1500
         for branches in cell["memories"].values():
             for memory in branches.values():
                 total += sum(
-                    min(len(li["text"]), _format.CLIP) + 60 for li in memory["lines"] or []
+                    min(len(li["text"]), LINE_CLIP) + 60 for li in memory.get("lines") or []
                 )
         for read in cell["reads"]:
             total += 400 + sum(
-                min(len(read[k] or ""), _format.CLIP) for k in ("answer", "gold", "error")
+                min(len(read.get(k) or ""), LINE_CLIP) for k in ("answer", "raw_answer", "gold")
             )
+            total += min(len(read.get("error") or ""), 2000)
     return total
 
 
@@ -125,55 +166,8 @@ def paginate(
     return pages
 
 
-def _comparison_labels(rows: Sequence[dict[str, Any]], several_readers: bool) -> list[str]:
-    labels = []
-    for row in rows:
-        reader = f", {row['reader']}" if several_readers else ""
-        labels.append(f"{row['a']} vs {row['b']} @ {row['budget']} B{reader}")
-    return labels
-
-
-def transform_pivot(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Transforms in order and one entry per system: {transform: row} (compact table)."""
-    kinds = list(dict.fromkeys(r["transform"] for r in rows))
-    systems: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in rows:
-        key = (row["reader"], row["condition"], row["budget"])
-        entry = systems.setdefault(
-            key,
-            {
-                "reader": key[0],
-                "condition": key[1],
-                "budget": key[2],
-                "by": {},
-                "violations_k": 0,
-                "violations_n": 0,
-            },
-        )
-        entry["by"][row["transform"]] = row
-        entry["violations_k"] += int(row.get("equivariance_violation_reads_k") or 0)
-        entry["violations_n"] += int(row.get("equivariance_violation_reads_n") or 0)
-    return kinds, list(systems.values())
-
-
-def largest_gaps(rows: Sequence[dict[str, Any]], limit: int = 5) -> list[dict[str, Any]]:
-    """The biggest drops in reveal accuracy from identity to a transform (shortcuts)."""
-    gaps = [
-        r
-        for r in rows
-        if r["transform"] != "identity"
-        and not _format.is_missing(r.get("gap_reveal"))
-        and float(r["gap_reveal"]) > 0
-    ]
-    return sorted(gaps, key=lambda r: -float(r["gap_reveal"]))[:limit]
-
-
-LINE_CLIP = 4000
-"""Characters of one memory or record line shown."""
-
-
 def _blocks(lines: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """Runs of lines with the same mark joined into one block (one element per run).
+    """Runs of unmarked lines joined into one block; each marked line a block of its own.
 
     Texts stay plain strings (escaped by the template); each line is clipped.
     """
@@ -182,106 +176,137 @@ def _blocks(lines: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] | No
     blocks: list[dict[str, Any]] = []
     for line in lines:
         text = _format.clip(line["text"], LINE_CLIP)
-        if blocks and blocks[-1]["mark"] == bool(line["mark"]) and not line["mark"]:
+        mark = bool(line.get("mark"))
+        if blocks and not mark and not blocks[-1]["mark"]:
             blocks[-1]["text"] += "\n" + text
-            blocks[-1]["count"] += 1
         else:
-            blocks.append({"text": text, "mark": bool(line["mark"]), "count": 1})
+            blocks.append({"text": text, "mark": mark})
     return blocks
 
 
-def _pair_view(pair: dict[str, Any]) -> dict[str, Any]:
+def _pair_view(pair: dict[str, Any], number: int) -> dict[str, Any]:
     """A drill-down pair with its line lists turned into blocks (a copy; input untouched)."""
-    view = dict(pair)
+    view = dict(pair, number=number)
     view["variants"] = {k: _blocks(v) for k, v in pair.get("variants", {}).items()}
     view["futures"] = {k: _blocks(v) for k, v in pair.get("futures", {}).items()}
     view["n_lines"] = {k: len(v) for k, v in pair.get("variants", {}).items()}
-    cells = []
-    for cell in pair.get("cells", []):
-        cell = dict(cell)
-        cell["memories"] = {
-            variant: {
-                branch: dict(memory, lines=_blocks(memory.get("lines")))
-                for branch, memory in branches.items()
-            }
-            for variant, branches in cell["memories"].items()
-        }
-        cells.append(cell)
-    view["cells"] = cells
+    view["cells"] = [
+        dict(
+            cell,
+            memories={
+                variant: {
+                    branch: dict(memory, lines=_blocks(memory.get("lines")))
+                    for branch, memory in branches.items()
+                }
+                for variant, branches in cell["memories"].items()
+            },
+        )
+        for cell in pair.get("cells", [])
+    ]
     return view
 
 
-def render_report_pages(data: ReportInput) -> dict[str, str]:
-    """File name -> HTML text: report.html (with drill-down page 1), pairs-NNN.html."""
+def outcome(pair: dict[str, Any], label: str) -> str:
+    """``fail``, ``NA`` or ``pass`` for a system in a drilled pair; ``-`` if it has none."""
+    for cell in pair.get("cells", []):
+        if cell["label"] == label:
+            return "fail" if cell["failed"] else "NA" if cell["na"] else "pass"
+    return "pass" if label in pair.get("passing", []) else "-"
+
+
+@dataclass
+class _DrillView:
+    block: DrillDown
+    systems: list[str]
+    index: list[dict[str, Any]]
+    pairs: list[dict[str, Any]]
+    """The pairs on this page, numbered from 1 across pages."""
+    page: int = 1
+    pages: list[str] = field(default_factory=list)
+    """File name of every page, first to last."""
+
+
+def _systems(block: DrillDown) -> list[str]:
+    if block.systems:
+        return list(block.systems)
+    labels = [c["label"] for p in block.pairs for c in p.get("cells", [])]
+    return list(dict.fromkeys([*labels, *(s for p in block.pairs for s in p.get("passing", []))]))
+
+
+def _drill_views(block: DrillDown, stem: str) -> list[_DrillView]:
+    """One view per page: the main page's also holds the index of every pair."""
+    pages = paginate(block.pairs) or [[]]
+    names = [page_name(stem, n) for n in range(1, len(pages) + 1)]
+    systems = _systems(block)
+    views, index, number = [], [], 0
+    for page_number, pairs in enumerate(pages, start=1):
+        numbered = []
+        for pair in pairs:
+            number += 1
+            numbered.append(_pair_view(pair, number))
+            index.append(
+                {
+                    "number": number,
+                    "href": ("" if page_number == 1 else names[page_number - 1])
+                    + f"#pair-{number}",
+                    "pair_id": pair["pair_id"],
+                    "family": pair.get("family", ""),
+                    "outcomes": [outcome(pair, s) for s in systems],
+                }
+            )
+        views.append(_DrillView(block, systems, index, numbered, page_number, names))
+    return views
+
+
+# ---------------------------------------------------------------------- document
+
+
+def _check(doc: Document) -> DrillDown | None:
+    """Ids are identifiers and unique (they become anchors); at most one drill-down."""
+    seen: set[str] = set()
+    ids = [s.id for s in doc.sections]
+    drills: list[DrillDown] = []
+    for block in [*doc.summary, *(b for s in doc.sections for b in s.blocks)]:
+        if isinstance(block, Table | Chart):
+            ids.append(block.id)
+        if isinstance(block, DrillDown):
+            drills.append(block)
+    for name in ids:
+        if not _ID.fullmatch(name) or name in seen or name in _RESERVED or name.startswith("pair-"):
+            raise ValueError(f"not a unique identifier for an anchor: {name!r}")
+        seen.add(name)
+    if len(drills) > 1:
+        raise ValueError("a document holds at most one drill-down")
+    return drills[0] if drills else None
+
+
+def _view(block: Block, drill: _DrillView | None) -> tuple[str, Any]:
+    """(macro name, what it renders) for one block."""
+    if isinstance(block, Table):
+        return "table", _table_view(block)
+    if isinstance(block, Chart):
+        svg = _charts.render(block)
+        return "chart", (block, None if svg is None else Markup(svg))
+    if isinstance(block, DrillDown):
+        return "drilldown", drill
+    return type(block).__name__.lower(), block
+
+
+def render_pages(doc: Document) -> dict[str, str]:
+    """File name -> HTML: the main page (with the drill-down's first page), then the rest."""
+    block = _check(doc)
+    drills = _drill_views(block, doc.stem) if block is not None else []
     env = environment()
-    pages = [[_pair_view(p) for p in page] for page in paginate(data.drilldown)] or [[]]
-    several_readers = len(data.meta.get("readers") or []) > 1
-    comparisons = _records(data.comparisons)
-    charts = {
-        "headline": _charts.headline_chart(data.headline),
-        "heatmap": _charts.heatmap_chart(data.families, order=data.meta.get("conditions") or ()),
-        "transforms": _charts.transform_chart(data.transforms),
-        "taxonomy": _charts.taxonomy_chart(data.taxonomy, data.attribution_labels),
-        "budget": _charts.budget_chart(data.budget_curve),
-        "forest": _charts.forest_chart(
-            data.comparisons, _comparison_labels(comparisons, several_readers)
-        ),
-    }
-    context: dict[str, Any] = {
-        "data": data,
-        "meta": data.meta,
-        "several_readers": several_readers,
-        "headline": _records(data.headline),
-        "comparisons": comparisons,
-        "families": _records(data.families),
-        "transforms": _records(data.transforms),
-        "transform_kinds": transform_pivot(_records(data.transforms))[0],
-        "transform_rows": transform_pivot(_records(data.transforms))[1],
-        "gaps": largest_gaps(_records(data.transforms)),
-        "identity_reveal": {
-            (r["reader"], r["condition"], r["budget"]): r
-            for r in _records(data.transforms)
-            if r["transform"] == "identity"
-        },
-        "taxonomy": _records(data.taxonomy),
-        "budget_curve": _records(data.budget_curve),
-        "costs": _records(data.costs),
-        "cost_columns": [c for c in data.costs.columns] if not data.costs.empty else [],
-        "charts": {k: None if v is None else Markup(v) for k, v in charts.items()},
-        "n_pages": len(pages),
-        "n_drilled": len(data.drilldown),
-        "outcome_columns": [
-            c
-            for c in (data.taxonomy.columns if not data.taxonomy.empty else [])
-            if c.startswith("outcome_") and data.taxonomy[c].sum() > 0
+    context = {
+        "doc": doc,
+        "summary": [_view(b, None) for b in doc.summary],
+        "sections": [
+            (s, [_view(b, drills[0] if drills else None) for b in s.blocks]) for s in doc.sections
         ],
     }
-    out = {MAIN_PAGE: env.get_template("report.html.j2").render(**context, page=1, pairs=pages[0])}
-    for number, pairs in enumerate(pages[1:], start=2):
-        out[page_name(number)] = env.get_template("pairs.html.j2").render(
-            **context, page=number, pairs=pairs
+    out = {page_name(doc.stem, 1): env.get_template("document.html.j2").render(**context)}
+    for view in drills[1:]:
+        out[page_name(doc.stem, view.page)] = env.get_template("pairs.html.j2").render(
+            doc=doc, drill=view
         )
     return out
-
-
-def render_compare_page(data: CompareInput) -> str:
-    env = environment()
-    comparisons = _records(data.comparisons)
-    labels = [f"{r['a']} vs {r['b']} @ {r['budget']} B" for r in comparisons]
-    forest = _charts.forest_chart(data.comparisons, labels)
-    return env.get_template("compare.html.j2").render(
-        data=data,
-        systems=_records(data.systems),
-        comparisons=comparisons,
-        chart=None if forest is None else Markup(forest),
-    )
-
-
-_STALE = re.compile(r"^pairs-\d{3,}\.html$")
-
-
-def remove_stale_pages(directory: Path, keep: Sequence[str]) -> None:
-    """Drop drill-down pages of an earlier report that this one does not write."""
-    for path in directory.glob("pairs-*.html"):
-        if _STALE.match(path.name) and path.name not in keep:
-            path.unlink()

@@ -1,17 +1,25 @@
-"""Write a report or a comparison to a directory: HTML, Markdown and CSV tables."""
+"""Write a ``Document`` to a folder: HTML pages, the Markdown short form, CSV tables.
+
+Every file is written to a temporary name and renamed, so a reader never sees half
+a report; drill-down pages an earlier report left and this one does not write are
+removed.  The same document gives the same bytes.
+"""
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from reports._html import remove_stale_pages, render_compare_page, render_report_pages
-from reports._markdown import render_compare_markdown, render_report_markdown
-from reports._model import CompareInput, ReportInput
+from reports._document import Document, Table
+from reports._html import render_pages, stale_pages
+from reports._markdown import render_markdown
+
+_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_CSV = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.csv")
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -37,76 +45,43 @@ def _integers_as_integers(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
-    frame = _integers_as_integers(frame)
+    """Every column of ``frame`` (not only those a table shows), as data: no escaping."""
     temp = path.with_name(f".{path.name}.tmp")
-    frame.to_csv(temp, index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g")
+    _integers_as_integers(frame).to_csv(
+        temp, index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g"
+    )
     os.replace(temp, path)
 
 
-def _ranking_frame(ranking: list[dict[str, Any]]) -> pd.DataFrame:
-    rows = []
-    for warning in ranking:
-        for inversion in warning["inversions"] or [{}]:
-            rows.append(
-                {
-                    "reader": warning["reader"],
-                    "budget": warning["budget"],
-                    "best_by_current": " ".join(warning["best_by_current"]),
-                    "best_by_reveal": " ".join(warning["best_by_reveal"]),
-                    "current_prefers": inversion.get("current_prefers"),
-                    "reveal_prefers": inversion.get("reveal_prefers"),
-                    "current_rates": " ".join(f"{x:.4f}" for x in inversion.get("current", ())),
-                    "reveal_rates": " ".join(f"{x:.4f}" for x in inversion.get("reveal", ())),
-                }
-            )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "reader",
-            "budget",
-            "best_by_current",
-            "best_by_reveal",
-            "current_prefers",
-            "reveal_prefers",
-            "current_rates",
-            "reveal_rates",
-        ],
-    )
+def _tables(doc: Document) -> list[Table]:
+    blocks = [*doc.summary, *(b for s in doc.sections for b in s.blocks)]
+    tables = [b for b in blocks if isinstance(b, Table) and b.csv]
+    names = [t.csv for t in tables]
+    for name in names:
+        if name is None or not _CSV.fullmatch(name) or names.count(name) > 1:
+            raise ValueError(f"not a unique plain CSV file name: {name!r}")
+    return tables
 
 
-def write_report(data: ReportInput, out: Path) -> list[Path]:
-    """report.html (+ pairs-NNN.html), report.md and the tables as CSV; returns the paths."""
+def write_document(doc: Document, out: Path) -> list[Path]:
+    """``{stem}.html`` (+ drill-down pages), ``{stem}.md`` and one CSV per table with
+    ``csv`` set, in ``out``; returns the paths written."""
+    if not _STEM.fullmatch(doc.stem):
+        raise ValueError(f"not a plain file stem: {doc.stem!r}")
+    tables = _tables(doc)
+    pages = render_pages(doc)
+    markdown = render_markdown(doc)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    pages = render_report_pages(data)
-    for name, text in pages.items():
-        _write_text(out / name, text)
+    for name, html in pages.items():
+        _write_text(out / name, html)
         written.append(out / name)
-    remove_stale_pages(out, list(pages))
-    _write_text(out / "report.md", render_report_markdown(data))
-    written.append(out / "report.md")
-    tables = {
-        "headline": data.headline,
-        "comparisons": data.comparisons,
-        "families": data.families,
-        "transforms": data.transforms,
-        "taxonomy": data.taxonomy,
-        "budget": data.budget_curve,
-        "costs": data.costs,
-        "ranking": _ranking_frame(data.ranking),
-    }
-    for name, frame in tables.items():
-        _write_csv(out / f"{name}.csv", frame)
-        written.append(out / f"{name}.csv")
+    for path in stale_pages(out, doc.stem, list(pages)):
+        path.unlink()
+    _write_text(out / f"{doc.stem}.md", markdown)
+    written.append(out / f"{doc.stem}.md")
+    for table in tables:
+        path = out / str(table.csv)
+        _write_csv(path, table.data)
+        written.append(path)
     return written
-
-
-def write_compare(data: CompareInput, out: Path) -> list[Path]:
-    """compare.html, compare.md, compare.csv (paired deltas) and systems.csv."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "compare.html", out / "compare.md", out / "compare.csv", out / "systems.csv"]
-    _write_text(paths[0], render_compare_page(data))
-    _write_text(paths[1], render_compare_markdown(data))
-    _write_csv(paths[2], data.comparisons)
-    _write_csv(paths[3], data.systems)
-    return paths

@@ -32,7 +32,7 @@ def report_command(
     """Write report.html, report.md and the summary tables (CSV) for a stored run."""
     from audit.reportdata import Options, build_report
     from audit.rundir import REPORT_DIR, load_run
-    from reports import write_report
+    from reports import write_document
 
     started = time.perf_counter()
     run = load_run(run_dir)  # RunDataError: one line
@@ -42,7 +42,7 @@ def report_command(
     if reference is not None and reference not in set(run.results["condition"].astype(str)):
         fail(f"--reference: no condition {reference!r} in {run_dir}")
     target = out or run_dir / REPORT_DIR
-    paths = write_report(build_report(run, options), target)
+    paths = write_document(build_report(run, options), target)
     pages = [p for p in paths if p.suffix == ".html"]
     typer.echo(
         f"wrote {target / 'report.html'}"
@@ -70,12 +70,13 @@ def compare_command(
     """Compare conditions and backends across runs on their shared pairs (paired deltas)."""
     from audit.reportdata import Options, build_compare
     from audit.rundir import load_run
-    from reports import write_compare
+    from reports import write_document
 
     if len(run_dirs) < 2:
         fail("give at least two run directories")
     runs = [load_run(path) for path in run_dirs]  # RunDataError: one line
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     data = build_compare(runs, Options(seed=seed, resamples=resamples, reference=reference))
-    write_compare(data, target)
-    typer.echo(f"wrote {target / 'compare.html'}, compare.md, compare.csv and systems.csv")
+    paths = write_document(data, target)
+    tables = sum(p.suffix == ".csv" for p in paths)
+    typer.echo(f"wrote {target / 'compare.html'}, compare.md and {tables} CSV tables")

@@ -252,4 +252,10 @@ def build(ctx: ReportContext) -> Section:
     notes.append(
         "pairs with the most failing conditions first; within a pair, failing conditions first"
     )
-    return Section("drilldown", "Per-pair drill-down", [DrillDown(pairs, notes)], markdown=False)
+    systems = [
+        f"{condition} @ {budget} B" + ("" if reader == "exact" else f" ({reader})")
+        for reader, condition, budget in ctx.scores.systems
+    ]
+    return Section(
+        "drilldown", "Per-pair drill-down", [DrillDown(pairs, notes, systems)], markdown=False
+    )

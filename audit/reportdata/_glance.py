@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from audit.reportdata._context import ReportContext
 from audit.scoring import selection_warnings, shortcut_gaps
-from reports import Alert, Block, Bullets, Strong
+from reports import Alert, Block, Bullets, Column, Strong, Table
 
 
 def _rate(cell: dict[str, Any] | None, metric: str) -> float | None:
@@ -113,4 +115,41 @@ def build(ctx: ReportContext) -> list[Block]:
     findings += list(ctx.run.notes) + ctx.notes
     if findings:
         blocks.append(Bullets(findings))
+    blocks.append(_ranking_table(ctx))
     return blocks
+
+
+def _ranking_table(ctx: ReportContext) -> Table:
+    """Every inversion of current and reveal accuracy, for ranking.csv."""
+    rows = []
+    for warning in selection_warnings(ctx.scores):
+        for inversion in warning["inversions"] or [{}]:
+            rows.append(
+                {
+                    "reader": warning["reader"],
+                    "budget": warning["budget"],
+                    "best_by_current": " ".join(warning["best_by_current"]),
+                    "best_by_reveal": " ".join(warning["best_by_reveal"]),
+                    "current_prefers": inversion.get("current_prefers"),
+                    "reveal_prefers": inversion.get("reveal_prefers"),
+                    "current_rates": " ".join(f"{x:.4f}" for x in inversion.get("current", ())),
+                    "reveal_rates": " ".join(f"{x:.4f}" for x in inversion.get("reveal", ())),
+                }
+            )
+    columns = [
+        Column("budget", "budget (B)", "integer"),
+        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        Column("current_prefers", "current accuracy prefers", "label"),
+        Column("reveal_prefers", "reveal accuracy prefers", "label"),
+        Column("current_rates", "current (source pairs, rates)", "text"),
+        Column("reveal_rates", "reveal (source pairs, rates)", "text"),
+    ]
+    frame = pd.DataFrame(rows, columns=[
+        "reader", "budget", "best_by_current", "best_by_reveal", "current_prefers",
+        "reveal_prefers", "current_rates", "reveal_rates",
+    ])  # fmt: skip
+    return Table(
+        "ranking-table", columns, frame, csv="ranking.csv", collapsed=True, markdown=False,
+        caption="Pairs of conditions that current accuracy and reveal accuracy rank in "
+        "opposite orders.", empty="No inversion: current and reveal accuracy agree.",
+    )  # fmt: skip

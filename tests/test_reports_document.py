@@ -1,0 +1,893 @@
+"""The renderers of ``reports``: every block kind, hostile text, formats, files, charts.
+
+Geometry (overlaps, clipping, wrapping) is measured in a browser by
+tests/test_reports_layout.py; here the HTML, Markdown, CSV and SVG are checked as
+text, and the charts as matplotlib figures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+import unicodedata
+import warnings
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import markupsafe
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from matplotlib.container import ErrorbarContainer
+from matplotlib.lines import Line2D
+
+from reports import (
+    Alert,
+    Block,
+    Bullets,
+    Chart,
+    Code,
+    Column,
+    Document,
+    DrillDown,
+    Facts,
+    Flag,
+    Paragraph,
+    Section,
+    Strong,
+    Table,
+    _charts,
+    _format,
+    _html,
+    _markdown,
+    visible,
+    write_document,
+)
+from tests import _report_samples as samples
+
+MAX_PAGE_BYTES = 10_000_000
+
+
+def _page(doc: Document) -> str:
+    return _html.render_pages(doc)[f"{doc.stem}.html"]
+
+
+def _proportion_row(**values: Any) -> dict[str, Any]:
+    return {"m_k": 3, "m_k_high": 3, "m_n": 10, "m_low": 0.1, "m_high": 0.6} | values
+
+
+def _small_drill(count: int = 3) -> DrillDown:
+    pairs = samples._drilldown(random.Random(1), count)
+    return DrillDown(pairs, notes=["notes come first"])
+
+
+def _every_kind() -> Document:
+    """One block of each kind, in the summary and in sections."""
+    table = Table(
+        "t-main",
+        [
+            Column("name", "system", "label", help="Which system"),
+            Column("m", "joint J (source pairs)", "proportion"),
+            Column("note", "note"),
+        ],
+        pd.DataFrame([{"name": "frontier", "note": "kept", "hidden": 1.0} | _proportion_row()]),
+        csv="main.csv",
+        caption=["Caption with ", Code("code")],
+    )
+    chart = Chart(
+        "c-dots",
+        "dots",
+        pd.DataFrame([{"name": "frontier"} | _proportion_row()]),
+        {"label": "name", "series": [("m", "joint J")]},
+        caption="A caption",
+        title="A chart",
+    )
+    return Document(
+        title="Every kind",
+        facts=Facts([("run", [Code("runs/x")]), ("pairs", "12")]),
+        summary=[
+            Alert("warn", ["Ranks ", Strong("frontier"), " first"], body="Body", items=["one"]),
+            Alert("ok", "All clear"),
+        ],
+        sections=[
+            Section("tables", "Tables", [table, Paragraph("A paragraph", muted=True)]),
+            Section("charts", "Charts", [chart, Bullets(["first", [Flag("flagged")]])]),
+            Section("facts", "Facts", [Facts([("machine", "test")]), Alert("info", "Info")]),
+            Section("pairs", "Pairs", [_small_drill()], markdown=False),
+        ],
+    )
+
+
+# ----------------------------------------------------------------- block kinds
+
+
+def test_every_block_kind_renders_in_html() -> None:
+    html = _page(_every_kind())
+    assert '<table id="t-main">' in html
+    assert '<figure id="c-dots" class="chart">' in html
+    assert "<svg" in html
+    assert 'class="box warn" role="alert"' in html
+    assert 'class="box ok"' in html
+    assert 'class="box info"' in html
+    assert "<strong>frontier</strong>" in html
+    assert "<code>runs/x</code>" in html
+    assert '<span class="flag">flagged</span>' in html
+    assert '<p class="small muted">A paragraph</p>' in html
+    assert "<dt>machine</dt><dd>test</dd>" in html
+    assert 'id="pair-index"' in html
+    assert 'id="pair-1"' in html
+    # numbered sections, and a table of contents built from them
+    for number, (anchor, title) in enumerate(
+        [("tables", "Tables"), ("charts", "Charts"), ("facts", "Facts"), ("pairs", "Pairs")], 1
+    ):
+        assert f'<section id="{anchor}">\n<h2>{number}. {title}</h2>' in html
+        assert f'<li><a href="#{anchor}">{title}</a></li>' in html
+
+
+def test_every_block_kind_renders_in_markdown() -> None:
+    text = _markdown.render_markdown(_every_kind())
+    assert text.startswith("## Every kind\n")
+    assert "- run: <code>runs/x</code>" in text
+    assert "> **⚠ Ranks frontier first** Body\n> - one" in text
+    assert "> **✓ All clear**" in text
+    assert "| **frontier** | 3/10 \\[0.10, 0.60\\] | kept |" in text
+    assert "|---|---:|---|" in text
+    assert "Caption with <code>code</code>" in text
+    assert "- **flagged**" in text
+    assert "A paragraph" in text
+    assert "### 1. Tables" in text
+    assert "### 2. Charts" in text
+    assert "### 3. Facts" in text
+    assert "Pairs" not in text  # a section left out of the short form
+    assert "<svg" not in text
+    assert "A chart" not in text
+    assert "notes come first" not in text
+    assert "Variant A" not in text
+    assert "rollback" not in text
+
+
+def test_markdown_leaves_out_collapsed_and_long_form_tables() -> None:
+    frame = pd.DataFrame([{"a": "shown-nowhere"}])
+    doc = Document(
+        "t",
+        Facts([]),
+        sections=[
+            Section(
+                "s",
+                "Section",
+                [
+                    Table("t1", [Column("a", "a")], frame, collapsed=True),
+                    Table("t2", [Column("a", "a")], frame, markdown=False),
+                ],
+            )
+        ],
+    )
+    text = _markdown.render_markdown(doc)
+    assert "shown-nowhere" not in text
+    assert "Section" not in text
+    html = _page(doc)
+    assert html.count("shown-nowhere") == 2
+    assert "<details><summary>the table (1 rows)</summary>" in html
+
+
+def test_a_document_without_sections_renders(tmp_path: Path) -> None:
+    doc = Document("Empty", Facts([]))
+    paths = write_document(doc, tmp_path)
+    assert [p.name for p in paths] == ["report.html", "report.md"]
+    html = (tmp_path / "report.html").read_text()
+    assert "<h1>Empty</h1>" in html
+    assert 'class="toc"' not in html
+    assert "<section" not in html
+    assert (tmp_path / "report.md").read_text().startswith("## Empty\n")
+
+
+def test_an_empty_table_and_an_empty_chart_say_so() -> None:
+    empty = pd.DataFrame(columns=["name", "m_k", "m_n"])
+    doc = Document(
+        "t",
+        Facts([]),
+        sections=[
+            Section(
+                "s",
+                "S",
+                [
+                    Table("t1", [Column("name", "name")], empty, empty="No comparison."),
+                    Chart("c1", "dots", empty, {"label": "name", "series": [("m", "m")]}),
+                ],
+            )
+        ],
+    )
+    html = _page(doc)
+    assert "No comparison." in html
+    assert "Nothing to chart." in html
+    assert "<svg" not in html
+
+
+def test_headers_carry_help_and_numbers_align_right() -> None:
+    html = _page(_every_kind())
+    assert '<th title="Which system"><span class="nw">system</span></th>' in html
+    assert '<th class="num"><span class="nw">joint</span> <span class="nw">J</span>' in html
+    assert (
+        '<td class="num"><span class="kn">3/10</span><span class="ci">[0.10, 0.60]</span>' in html
+    )
+    assert '<td class="label"><strong>frontier</strong></td>' in html
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (Section("no spaces", "x"), "identifier"),
+        (Section("summary", "x"), "identifier"),
+        (Section("pair-3", "x"), "identifier"),
+    ],
+)
+def test_ids_must_be_unique_identifiers(bad: Section, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _page(Document("t", Facts([]), sections=[bad]))
+    with pytest.raises(ValueError, match="identifier"):
+        _page(Document("t", Facts([]), sections=[Section("a", "a"), Section("a", "b")]))
+
+
+def test_files_need_plain_names(tmp_path: Path) -> None:
+    frame = pd.DataFrame([{"a": 1}])
+    with pytest.raises(ValueError, match="stem"):
+        write_document(Document("t", Facts([]), stem="../x"), tmp_path)
+    for name in ("../x.csv", "x.txt"):
+        doc = Document(
+            "t", Facts([]), sections=[Section("s", "s", [Table("t1", [], frame, csv=name)])]
+        )
+        with pytest.raises(ValueError, match="CSV"):
+            write_document(doc, tmp_path)
+    twice: list[Block] = [Table("t1", [], frame, csv="x.csv"), Table("t2", [], frame, csv="x.csv")]
+    with pytest.raises(ValueError, match="CSV"):
+        write_document(Document("t", Facts([]), sections=[Section("s", "s", twice)]), tmp_path)
+    with pytest.raises(ValueError, match="one drill-down"):
+        _page(Document("t", Facts([]), summary=[_small_drill(), _small_drill()]))
+
+
+# --------------------------------------------------------------------- formats
+
+
+@pytest.mark.parametrize(
+    ("column", "row", "text", "detail", "extra"),
+    [
+        (Column("m", "m", "proportion"), _proportion_row(), "3/10", "[0.10, 0.60]", ""),
+        (
+            Column("m", "m", "proportion"),
+            _proportion_row(m_k_high=5),
+            "3..5/10 (bounds)",
+            "[0.10, 0.60]",
+            "",
+        ),
+        (Column("m", "m", "proportion"), _proportion_row(m_n=0), "-", "", ""),
+        (Column("m", "m", "proportion"), _proportion_row(m_n=math.nan, m_k=math.nan), "-", "", ""),
+        (Column("m", "m", "proportion"), _proportion_row(m_low=None), "3/10", "", ""),
+        (
+            Column(
+                "m",
+                "m",
+                "proportion",
+                digits=3,
+                interval=("b_low", "b_high"),
+                interval_label="boot",
+            ),
+            _proportion_row(b_low=0.2, b_high=0.5),
+            "3/10",
+            "[0.100, 0.600]",
+            "boot [0.200, 0.500]",
+        ),
+        (Column("m", "m", "count"), {"m_k": 2, "m_n": 7}, "2/7", "", ""),
+        (Column("m", "m", "count"), {"m_k": 0, "m_n": 0}, "-", "", ""),
+        (Column("v", "v", "integer"), {"v": 1234567.0}, "1,234,567", "", ""),
+        (Column("v", "v", "integer"), {"v": pd.NA}, "", "", ""),
+        (Column("v", "v", "number", digits=1), {"v": 1234.56}, "1,234.6", "", ""),
+        (Column("v", "v", "rate"), {"v": 0.3333}, "0.33", "", ""),
+        (Column("v", "v", "rate"), {"v": None}, "-", "", ""),
+        (Column("v", "v", "signed"), {"v": 0.25}, "+0.25", "", ""),
+        (
+            Column("v", "v", "signed", interval=("lo", "hi"), interval_label="boot"),
+            {"v": -0.5, "lo": -0.7, "hi": -0.2},
+            "-0.50",
+            "",
+            "boot [-0.70, -0.20]",
+        ),
+        (Column("v", "v", "pvalue"), {"v": 0.00001}, "<0.0001", "", ""),
+        (Column("v", "v", "pvalue"), {"v": 0.01234}, "0.0123", "", ""),
+        (Column("v", "v", "flag", flag_text="significant"), {"v": True}, "significant", "", ""),
+        (Column("v", "v", "flag", flag_text="significant"), {"v": math.nan}, "", "", ""),
+        (Column("v", "v", "flag", flag_text="significant"), {"v": pd.NA}, "", "", ""),
+        (Column("v", "v", "label"), {"v": "frontier"}, "frontier", "", ""),
+        (Column("v", "v", "text"), {"v": math.nan}, "", "", ""),
+        (Column("v", "v", "text"), {}, "", "", ""),
+    ],
+)
+def test_cell_formats(
+    column: Column, row: dict[str, Any], text: str, detail: str, extra: str
+) -> None:
+    cell = _format.cell(column, row)
+    assert (cell.text, cell.detail, cell.extra) == (text, detail, extra)
+
+
+def test_bounds_are_marked_in_html_and_markdown() -> None:
+    doc = Document(
+        "t",
+        Facts([]),
+        sections=[
+            Section(
+                "s",
+                "s",
+                [
+                    Table(
+                        "t1",
+                        [Column("m", "m", "proportion")],
+                        pd.DataFrame([_proportion_row(m_k_high=5), _proportion_row(m_n=0)]),
+                    )
+                ],
+            )
+        ],
+    )
+    html = _page(doc)
+    assert '<span class="kn bound">3..5/10 (bounds)</span>' in html
+    assert '<td class="num"><span class="muted">-</span></td>' in html
+    text = _markdown.render_markdown(doc)
+    assert "| 3..5/10 (bounds) \\[0.10, 0.60\\] |" in text
+    assert "| \\- |" in text
+
+
+def test_long_texts_are_clipped_everywhere() -> None:
+    row = {"label": "x" * 5000, "text": "y" * 5000}
+    label = _format.cell(Column("label", "l", "label"), row).text
+    text = _format.cell(Column("text", "t", "text"), row).text
+    assert label.startswith("x" * _format.LABEL_CLIP)
+    assert "4,800 more characters" in label
+    assert text.startswith("y" * _format.CELL_CLIP)
+    assert "4,000 more characters" in text
+    assert len(_markdown.md("z" * 50_000)) < 1100
+    assert _format.shorten("a  b\nc" + "d" * 200, 10) == "a b cdd..."
+
+
+# ---------------------------------------------------------------- hostile text
+
+
+HOSTILE = samples.HOSTILE + " {{ 7*7 }} {% raw %} </table></pre><h1>out</h1>"
+
+
+def _hostile_document() -> Document:
+    frame = pd.DataFrame(
+        [
+            {"name": HOSTILE, "note": HOSTILE, "budget": 600} | _proportion_row(),
+            {"name": "$x$ {y}", "note": "", "budget": 1200} | _proportion_row(),
+        ]
+    )
+    drill = _small_drill(2)
+    drill.pairs[0]["pair_id"] = HOSTILE
+    drill.pairs[0]["cells"][0]["label"] = HOSTILE
+    return Document(
+        title=HOSTILE,
+        facts=Facts([(HOSTILE, HOSTILE)]),
+        summary=[Alert("warn", HOSTILE, body=[Strong(HOSTILE)], items=[[Code(HOSTILE)]])],
+        sections=[
+            Section(
+                "s",
+                HOSTILE,
+                [
+                    Table(
+                        "t1",
+                        [Column("name", HOSTILE, "label", help=HOSTILE), Column("note", "note")],
+                        frame,
+                        csv="t.csv",
+                        caption=HOSTILE,
+                    ),
+                    Chart(
+                        "c1",
+                        "dots",
+                        frame,
+                        {"label": "name", "series": [("m", HOSTILE)], "axis": HOSTILE},
+                        title=HOSTILE,
+                        caption=HOSTILE,
+                    ),
+                    Chart(
+                        "c2",
+                        "curve",
+                        frame,
+                        {"x": "budget", "prefix": "m", "series": "name", "x_title": HOSTILE},
+                    ),
+                    Bullets([HOSTILE]),
+                    Paragraph(HOSTILE),
+                    drill,
+                ],
+            )
+        ],
+    )
+
+
+def test_hostile_text_is_inert_in_html(tmp_path: Path) -> None:
+    write_document(_hostile_document(), tmp_path)
+    pages = [p.read_text(encoding="utf-8") for p in sorted(tmp_path.glob("*.html"))]
+    html = "\n".join(pages)
+    lowered = html.lower()
+    assert "<script" not in lowered
+    assert "<img" not in lowered
+    assert "<h1>out" not in lowered
+    assert "&lt;script&gt;alert(" in html
+    assert "{{ 7*7 }} {% raw %}" in html  # not evaluated by the template engine
+    for char in ("\u202e", "\u200b", "\x1b"):
+        assert char not in html
+    for shown in ("\\u202e", "\\u200b", "\\x1b"):
+        assert shown in html
+    for page in pages:
+        assert "Content-Security-Policy" in page
+        assert "default-src 'none'" in page
+        tags = _Tags()
+        tags.feed(page)
+        assert tags.names <= ALLOWED_TAGS, tags.names - ALLOWED_TAGS
+        assert not tags.attributes & {"src", "srcset", "action", "formaction", "onerror", "onload"}
+        assert tags.hrefs
+        assert all(re.fullmatch(r"(report\.html|pairs-\d{3}\.html)?#[\w-]+", h) for h in tags.hrefs)
+        assert page.count("<table") == page.count("</table>")
+        assert page.count("<pre") == page.count("</pre>")
+
+
+class _Tags(HTMLParser):
+    """Every element and attribute name of a page, and its links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+        self.attributes: set[str] = set()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.names.add(tag)
+        self.attributes.update(name for name, _ in attrs)
+        self.hrefs += [str(v) for k, v in attrs if k in ("href", "xlink:href")]
+
+
+ALLOWED_TAGS = {
+    *[
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "header",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "nav",
+        "ol",
+        "ul",
+        "li",
+        "a",
+        "section",
+        "p",
+        "dl",
+        "dt",
+        "dd",
+    ],
+    *[
+        "div",
+        "span",
+        "strong",
+        "code",
+        "pre",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "details",
+        "summary",
+        "figure",
+        "figcaption",
+    ],
+    *["colgroup", "col"],
+    *["svg", "g", "path", "defs", "use", "clippath", "rect", "text", "pattern"],
+}
+
+
+def test_hostile_text_is_inert_in_markdown_and_kept_in_csv(tmp_path: Path) -> None:
+    write_document(_hostile_document(), tmp_path)
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    shown = re.sub(r"</?code>", "", text).replace("\n> ", "\n")
+    assert "<" not in shown
+    assert ">" not in shown
+    assert "\x1b" not in text
+    assert "\u202e" not in text
+    assert "\\\\u202e" in text
+    assert "https://" not in text
+    assert "https&#58;//" in text
+    frame = pd.read_csv(tmp_path / "t.csv")
+    assert frame["name"][0] == HOSTILE  # CSV keeps data as data
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=200))
+def test_any_text_is_escaped_in_html(value: str) -> None:
+    doc = Document("t", Facts([("fact", value)]), summary=[Paragraph(value)])
+    html = _page(doc)
+    shown = str(markupsafe.escape(visible(value)))
+    assert f"<dd>{shown}</dd>" in html
+    body = html.split("<body>", 1)[1]
+    assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in body if c not in "\n\t")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_markdown_escapes_everything_it_would_act_on(value: str) -> None:
+    text = _markdown.md(value)
+    assert "\n" not in text
+    assert "<" not in text
+    assert ">" not in text
+    unescaped = re.sub(r"\\.", "", re.sub(r"&(#\d+|amp|lt|gt);", "", text))
+    assert not set(unescaped) & set("\\`*_[]|~#!<>&")
+    assert "://" not in text
+    assert "www." not in text
+    assert "@" not in text
+    assert not re.match(r"\s*([-+=]|\d+[.)](\s|$))", text)
+    assert not _markdown.line(value).startswith(" ")
+
+
+@pytest.mark.parametrize(
+    ("raw", "escaped"),
+    [
+        ("a|b", "a\\|b"),
+        ("*bold* _it_", "\\*bold\\* \\_it\\_"),
+        ("`code`", "\\`code\\`"),
+        ("[link](x)", "\\[link\\](x)"),
+        ("# head", "\\# head"),
+        ("- item", "\\- item"),
+        ("---", "\\---"),
+        ("  + item", "  \\+ item"),
+        ("0.25", "0.25"),
+        ("1. item", "1\\. item"),
+        ("~strike~", "\\~strike\\~"),
+        ("a\\b", "a\\\\b"),
+        ("<b>&", "&lt;b&gt;&amp;"),
+        ("mail@host", "mail&#64;host"),
+    ],
+)
+def test_markdown_escapes(raw: str, escaped: str) -> None:
+    assert _markdown.md(raw) == escaped
+
+
+def test_markdown_code_is_escaped_text() -> None:
+    assert _markdown.code("a`b|<c>") == "<code>a\\`b\\|&lt;c&gt;</code>"
+
+
+# ----------------------------------------------------------------------- files
+
+
+def test_csv_exports_hold_every_column(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {
+            "shown": ["a", "b"],
+            "count": [1.0, math.nan],
+            "rate": [1 / 3, 2.5e-7],
+            "hidden": [True, False],
+        }
+    )
+    doc = Document(
+        "t",
+        Facts([]),
+        sections=[Section("s", "s", [Table("t1", [Column("shown", "shown")], frame, csv="t.csv")])],
+    )
+    paths = write_document(doc, tmp_path)
+    assert tmp_path / "t.csv" in paths
+    assert (tmp_path / "t.csv").read_text().splitlines() == [
+        "shown,count,rate,hidden",
+        "a,1,0.333333,True",
+        "b,,2.5e-07,False",
+    ]
+    assert not list(tmp_path.glob(".*.tmp"))
+    html = (tmp_path / "report.html").read_text()
+    assert "hidden" not in html
+    assert "0.333333" not in html
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The realistic sample written twice, into two folders."""
+    first, second = tmp_path_factory.mktemp("one"), tmp_path_factory.mktemp("two")
+    write_document(samples.realistic(), first)
+    write_document(samples.realistic(), second)
+    return first, second
+
+
+def test_the_same_document_gives_the_same_bytes(written: tuple[Path, Path]) -> None:
+    first, second = written
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir())
+    assert {"report.html", "pairs-002.html", "pairs-003.html", "report.md", "headline.csv"} <= set(
+        names
+    )
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_pages_stay_small_and_link_to_each_other(written: tuple[Path, Path]) -> None:
+    folder = written[0]
+    main = (folder / "report.html").read_text()
+    for page in folder.glob("*.html"):
+        assert page.stat().st_size < MAX_PAGE_BYTES
+    assert 'href="pairs-002.html"' in main
+    assert 'href="pairs-003.html"' in main
+    later = (folder / "pairs-002.html").read_text()
+    assert 'href="report.html#pair-index"' in later
+    assert 'id="pair-13"' in later
+    assert 'href="pairs-002.html#pair-13"' in main
+    assert 'id="pair-12"' in main
+    assert 'href="#pair-12"' in main
+    assert main.count('class="mark"') == 0
+    assert main.count('class="line mark"') > 0
+
+
+def test_large_drilldowns_split_by_size() -> None:
+    memory = [{"text": "x" * 2000, "mark": False}] * 150
+    cell = {
+        "label": "c @ 1 B",
+        "failed": True,
+        "na": False,
+        "identical": False,
+        "memories": {
+            v: {
+                b: {"lines": memory, "bytes": 1, "sha": "s"}
+                for b in ("current", "reveal", "override")
+            }
+            for v in "AB"
+        },
+        "reads": [],
+    }
+    pair = {
+        "pair_id": "p",
+        "family": "f",
+        "query": ["k"],
+        "distinguishing": [],
+        "variants": {"A": [], "B": []},
+        "futures": {"reveal": [], "override": []},
+        "gold": {v: {b: "{}" for b in ("current", "reveal", "override")} for v in "AB"},
+        "cells": [cell] * 3,
+        "passing": [],
+    }
+    pairs = [dict(pair, pair_id=f"p{i}") for i in range(20)]
+    pages = _html.render_pages(
+        Document("t", Facts([]), sections=[Section("d", "d", [DrillDown(pairs)])])
+    )
+    assert len(pages) > 2
+    assert len(_html.paginate(pairs)) == len(pages)
+    assert all(len(text.encode()) < MAX_PAGE_BYTES for text in pages.values())
+
+
+def test_stale_drill_down_pages_are_removed(tmp_path: Path) -> None:
+    long = Document(
+        "t", Facts([]), sections=[Section("d", "d", [DrillDown(_small_drill(30).pairs)])]
+    )
+    assert {"pairs-002.html", "pairs-003.html"} <= {p.name for p in write_document(long, tmp_path)}
+    for name in ("pairs-notes.html", "compare-pairs-002.html", "pairs-002.html.bak"):
+        (tmp_path / name).write_text("kept")
+    short = Document("t", Facts([]), sections=[Section("d", "d", [_small_drill(3)])])
+    write_document(short, tmp_path)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert "pairs-002.html" not in names
+    assert "pairs-003.html" not in names
+    assert {
+        "report.html",
+        "pairs-notes.html",
+        "compare-pairs-002.html",
+        "pairs-002.html.bak",
+    } <= names
+    compare = Document(
+        "c",
+        Facts([]),
+        sections=[Section("d", "d", [DrillDown(_small_drill(30).pairs)])],
+        stem="compare",
+    )
+    assert "compare-pairs-002.html" in {p.name for p in write_document(compare, tmp_path)}
+    write_document(Document("c", Facts([]), stem="compare"), tmp_path)
+    assert not (tmp_path / "compare-pairs-002.html").exists()
+    assert (tmp_path / "report.html").exists()
+
+
+# ------------------------------------------------------------------ drill-down
+
+
+def test_the_index_gives_each_systems_outcome() -> None:
+    pair = {
+        "pair_id": "p1",
+        "family": "rollback",
+        "cells": [
+            {"label": "a", "failed": True, "na": True},
+            {"label": "b", "failed": False, "na": True},
+        ],
+        "passing": ["c"],
+    }
+    assert [_html.outcome(pair, s) for s in ("a", "b", "c", "d")] == ["fail", "NA", "pass", "-"]
+    drill = _small_drill(3)
+    html = _page(Document("t", Facts([]), sections=[Section("d", "d", [drill])]))
+    index = html.split('id="pair-index"', 1)[1].split("</table>", 1)[0]
+    systems = re.findall(r"<th>(.*?)</th>", index)[2:]
+    first = list(
+        dict.fromkeys(
+            [c["label"] for p in drill.pairs for c in p["cells"]]
+            + [s for p in drill.pairs for s in p["passing"]]
+        )
+    )
+    assert [re.sub(r"<[^>]+>", "", s) for s in systems] == [markupsafe.escape(s) for s in first]
+    ordered = DrillDown(drill.pairs, systems=samples.drilled_systems())
+    html = _page(Document("t", Facts([]), sections=[Section("d", "d", [ordered])]))
+    index = html.split('id="pair-index"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", index)[1:]
+    outcomes = [re.findall(r'class="label out-([\w-]+)"', row) for row in rows]
+    expected = [[_html.outcome(p, s) for s in samples.drilled_systems()] for p in drill.pairs]
+    assert outcomes == expected
+    assert {"fail", "NA", "pass"} <= {o for row in outcomes for o in row}
+
+
+# ----------------------------------------------------------------------- charts
+
+
+def _charts_of(doc: Document) -> list[Chart]:
+    return [b for s in doc.sections for b in s.blocks if isinstance(b, Chart)]
+
+
+def _legend(svg: str) -> list[str]:
+    group = svg.split('-legend">', 1)[1] if '-legend">' in svg else ""
+    return [
+        markupsafe.Markup(t).unescape() for t in re.findall(r"<text[^>]*>([^<]*)</text>", group)
+    ]
+
+
+def test_charts_render_without_any_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for chart in _charts_of(samples.realistic()):
+            svg = _charts.render(chart)
+            assert svg is not None
+            assert svg.startswith("<svg")
+
+
+def test_every_legend_names_every_series() -> None:
+    doc = samples.realistic()
+    expected = {
+        "headline-chart": ["current accuracy", "reveal accuracy", "joint J"],
+        "forest-chart": ["significant", "not significant"],
+        "transforms-chart": ["identity", "rename:2", "permute", "decoy"],
+        "taxonomy-chart": [name for _, name in samples.CAUSES],
+        "budget-chart": samples.CONDITIONS,
+        "families-chart": [],
+    }
+    for chart in _charts_of(doc):
+        svg = _charts.render(chart)
+        assert svg is not None
+        assert _legend(svg) == expected[chart.id], chart.id
+
+
+def test_svgs_are_inert_sized_and_unique() -> None:
+    doc = samples.realistic()
+    svgs = [_charts.render(c) for c in _charts_of(doc)]
+    ids: list[str] = []
+    for svg in svgs:
+        assert svg is not None
+        assert "<script" not in svg.lower()
+        assert "<metadata" not in svg
+        assert "Date" not in svg
+        assert not re.search(r'href="(?!#)', svg)
+        head = svg[: svg.index(">")]
+        assert re.search(r'width="\d+" height="\d+"', head)
+        assert "pt" not in head
+        assert 'class="chart"' in head
+        assert "min-width" in head
+        ids += re.findall(r'id="([^"]+)"', svg)
+        assert "text.parse_math" not in svg
+    assert len(ids) == len(set(ids))
+    assert [_charts.render(c) for c in _charts_of(samples.realistic())] == svgs
+
+
+def test_facets_are_stacked_with_every_title() -> None:
+    chart = next(c for c in _charts_of(samples.realistic()) if c.id == "forest-chart")
+    figure = _charts.draw(chart)
+    assert figure is not None
+    axes = [ax for ax in figure.axes if ax.get_title(loc="left")]
+    titles = [ax.get_title(loc="left").replace("\n", " ") for ax in axes]
+    assert titles == list(dict.fromkeys(chart.data["facet"]))
+    boxes = sorted((ax.get_position() for ax in axes), key=lambda b: -b.y1)
+    for upper, lower in itertools.pairwise(boxes):
+        assert lower.y1 < upper.y0  # one below the other, never side by side
+        assert math.isclose(lower.x0, upper.x0)
+
+
+def test_long_facet_titles_wrap_and_long_labels_are_cut() -> None:
+    frame = pd.DataFrame(
+        [
+            {
+                "facet": "f" * 40 + " " + "g" * 200,
+                "label": "x" * 300,
+                "value": 0.1,
+                "low": 0,
+                "high": 0.2,
+                "sig": True,
+            }
+        ]
+    )
+    chart = Chart(
+        "c",
+        "forest",
+        frame,
+        {
+            "label": "label",
+            "value": "value",
+            "low": "low",
+            "high": "high",
+            "filled": "sig",
+            "facet": "facet",
+        },
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = _charts.render(chart)
+    assert svg is not None
+    assert "x" * (_charts.LABEL_MAX - 3) + "..." in svg
+    assert "x" * _charts.LABEL_MAX not in svg
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert "f" * 40 in texts  # the facet title wrapped: its first line alone
+
+
+def test_coinciding_curves_are_dodged_and_distinct() -> None:
+    chart = next(c for c in _charts_of(samples.realistic()) if c.id == "budget-chart")
+    figure = _charts.draw(chart)
+    assert figure is not None
+    bars = [c for c in figure.axes[0].containers if isinstance(c, ErrorbarContainer)]
+    lines: list[Line2D] = [container.lines[0] for container in bars]
+    first, second = lines[0], lines[1]  # frontier and frontier_latest: the same values
+    assert np.asarray(first.get_ydata()).tolist() == np.asarray(second.get_ydata()).tolist()
+    assert np.asarray(first.get_xdata()).tolist() != np.asarray(second.get_xdata()).tolist()
+    styles = {(line.get_marker(), line.get_color(), line.get_linestyle()) for line in lines}
+    assert len(styles) == len(lines) == len(samples.CONDITIONS)
+
+
+@pytest.mark.parametrize("kind", ["dots", "forest", "heatmap", "bars", "stacked", "curve"])
+def test_every_kind_draws_sparse_and_odd_data(kind: str) -> None:
+    """One row, missing values, a dollar sign (no mathtext), a huge label: no warning."""
+    row = {"label": "$x^2$ " + "y" * 500, "series": "s", "x": 600, "facet": "f"}
+    row |= _proportion_row(m_n=0) | {
+        "value": math.nan,
+        "low": math.nan,
+        "high": math.nan,
+        "sig": None,
+        "text": None,
+        "part": math.nan,
+    }
+    choices: dict[str, dict[str, Any]] = {
+        "dots": {"label": "label", "series": [("m", "m")], "facet": "facet"},
+        "forest": {
+            "label": "label",
+            "value": "value",
+            "low": "low",
+            "high": "high",
+            "filled": "sig",
+        },
+        "heatmap": {"row": "label", "column": "series", "value": "value", "text": "text"},
+        "bars": {"group": "label", "series": "series", "prefix": "m"},
+        "stacked": {"label": "label", "parts": [("part", "part")]},
+        "curve": {"x": "x", "prefix": "m", "series": "label", "facet": "facet"},
+    }
+    options = choices[kind]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = _charts.render(Chart("c", kind, pd.DataFrame([row]), options))  # type: ignore[arg-type]
+    assert svg is not None
+    assert "$x^2$" in svg
+
+
+def test_a_chart_without_its_columns_says_which() -> None:
+    chart = Chart("c-bad", "dots", pd.DataFrame([{"name": "x"}]), {"series": [("m", "m")]})
+    with pytest.raises(ValueError, match="chart 'c-bad' \\(dots\\): no 'label'"):
+        _charts.render(chart)
