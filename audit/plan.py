@@ -74,7 +74,7 @@ def parse_budgets(text: str, option: str = "--budget") -> list[int]:
     budgets: list[int] = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
-            continue
+            raise PlanError(f"{option}: {text!r} has an empty item")
         try:
             value = int(item)
         except ValueError:
@@ -172,6 +172,9 @@ class RunPlan(BaseModel):
     repeats: int = 1
     llm: LLMStagePlan | None = None
     """The LLM stage (model writers and reader on a sample of pairs), if any."""
+    reference: str | None = None
+    """The condition every other is compared with, fixed before the run (preregistered);
+    None: the report compares with the best strict condition it finds."""
 
     @cached_property
     def cells(self) -> list[Cell]:

@@ -12,7 +12,7 @@ from compressors._chat import (
     ChatResponse,
     ChatUnavailableError,
 )
-from compressors._memory import dump, load, memory_bytes, pack
+from compressors._memory import Stream, dump, load, memory_bytes, pack, pack_positions
 from compressors._protocol import (
     ArchiveCompressor,
     ChunkView,
@@ -50,6 +50,7 @@ __all__ = [
     "InvalidParamsError",
     "Listing",
     "NoParams",
+    "Stream",
     "UnknownCompressorError",
     "available",
     "build",
@@ -59,6 +60,7 @@ __all__ = [
     "load",
     "memory_bytes",
     "pack",
+    "pack_positions",
     "parse_spec",
     "register",
     "resolve_class",

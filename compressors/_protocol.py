@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from compressors._chat import ChatClient
 from histories import MemoryAuditError, Record, RenderStyle, render_records
 
-CompressorKind = Literal["strict", "archive"]
+CompressorKind = Literal["strict", "archive", "probe"]
 
 
 class ChunkView:
@@ -28,13 +28,14 @@ class ChunkView:
     first use) the text of the pair's rendering, for writers that read text.
 
     A view is immutable, so the audit builds one per chunk of a pair and shows it to
-    every condition: what is derived from it on first use is derived once.
+    every condition: what is derived from it on first use is derived once.  ``seed``
+    picks a prose rendering's phrasings: one seed for the chunk, or one per record.
     """
 
     __slots__ = ("_lines", "_sizes", "_text", "records", "seed", "style")
 
     def __init__(
-        self, records: Sequence[Record], style: RenderStyle = "json", seed: int = 0
+        self, records: Sequence[Record], style: RenderStyle = "json", seed: int | Sequence[int] = 0
     ) -> None:
         self.records = tuple(records)
         self.style: RenderStyle = style
@@ -88,6 +89,11 @@ class Compressor(ABC):
     """True for conditions whose memory only an LLM can read (skipped by exact-only runs)."""
     budgeted: ClassVar[bool] = True
     """False for archives that ignore the byte budget (they are labelled extra storage)."""
+    order_invariant: ClassVar[bool] = False
+    """A claim the audit checks: the memory holds the same lines whatever order the log
+    arrived in (under every prefix permutation, the memory is the identity memory up to
+    line order).  Log order carries no meaning, so a condition whose design ignores it
+    should say so."""
     summary: ClassVar[str] = ""
     """One line for ``audit compressors``."""
     Params: ClassVar[type[BaseModel]] = NoParams

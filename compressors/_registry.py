@@ -137,6 +137,10 @@ def resolve_class(target: str) -> type[Compressor]:
             raise UnknownCompressorError(
                 f"{target}: cannot import {module_name!r}: {error}"
             ) from None
+        except Exception as error:  # the module itself is broken: name it, no traceback
+            raise UnknownCompressorError(
+                f"{target}: importing {module_name!r} raised {type(error).__name__}: {error}"
+            ) from error
         if not hasattr(module, attr):
             raise UnknownCompressorError(f"{target}: module {module_name!r} has no {attr!r}")
         return _check_class(getattr(module, attr), target)

@@ -29,7 +29,7 @@ from histories._io import (
     parse_pair_line,
     write_files_atomically,
 )
-from histories._labels import LabelScheme, RandomLabels, ReadableLabels
+from histories._labels import LabelScheme, RandomLabels, ReadableLabels, WordLabels
 from histories._pair import (
     BRANCHES,
     FUTURES,
@@ -80,6 +80,7 @@ from histories._transforms import (
     pair_labels,
     permute,
     record_labels,
+    relabel,
     rename,
     rename_record,
     task_labels,
@@ -140,6 +141,7 @@ __all__ = [
     "VariantName",
     "Variants",
     "WhenRecord",
+    "WordLabels",
     "apply_mapping",
     "build_pair",
     "check_pair",
@@ -161,6 +163,7 @@ __all__ = [
     "record_from_json",
     "record_labels",
     "referenced_keys",
+    "relabel",
     "rename",
     "rename_record",
     "render_records",

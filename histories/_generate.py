@@ -94,6 +94,14 @@ PRESETS: dict[str, GenerationConfig] = {
         families=list(PAPER_FAMILIES),
         pairs_per_family=4,
         distractors=32,
+        labels="words",
+        distractor_mix="plain",
+        preset="cca-pilot",
+    ),
+    "cca-pilot-paper": GenerationConfig(
+        families=list(PAPER_FAMILIES),
+        pairs_per_family=4,
+        distractors=32,
         labels="readable",
         distractor_mix="plain",
         preset="cca-pilot",
@@ -101,12 +109,17 @@ PRESETS: dict[str, GenerationConfig] = {
 }
 """Named configurations.
 
-``cca-pilot`` reproduces the pilot of arXiv 2609.20045: the six paper families x 4
-pairs, 2 variants, 32 shuffled distractors per prefix (plain literal sets, as the
-paper describes them).  Like the paper's data it
-uses readable identity labels under which every task key sorts before every
-distractor key (``key_*`` < ``noise_*``): an accident a compressor that breaks
-ties by identifier order silently exploits, and that the renaming audit exposes.
+``cca-pilot`` is the pilot of arXiv 2609.20045: the six paper families x 4 pairs, 2
+variants, 32 shuffled distractors per prefix (plain literal sets, as the paper
+describes them), with readable labels that do not tell task records from
+distractors (``words``: one distribution for both, in length, shape and order).
+
+``cca-pilot-paper`` is the same pilot with the paper's own label shape
+(``readable``): task keys ``key_*`` sort before distractor keys ``noise_*`` and task
+ids are shorter than distractor ids, accidents a naming shortcut exploits.  Its
+configuration is exactly the one earlier versions called ``cca-pilot`` (its
+``preset`` field included), so pair files and run directories made with them
+regenerate byte for byte.
 """
 
 

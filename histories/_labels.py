@@ -4,9 +4,13 @@ Two schemes exist because the audit must expose a naming shortcut:
 
 * ``RandomLabels`` (the default): keys and record ids are random strings, so task
   keys and distractor keys have no ordering relation a compressor could exploit.
-* ``ReadableLabels`` (the ``cca-pilot`` preset): readable names like the paper's
-  data, where every task key (``key_*``) sorts before every distractor key
-  (``noise_*``) and task record ids (``e*``) before distractor ids (``n*``).
+* ``WordLabels`` (the ``cca-pilot`` preset): readable names (``amber_kelp_3``,
+  ``r04172``) drawn from one distribution for task and distractor labels alike, so
+  neither their length, their prefix nor their order says which is which.
+* ``ReadableLabels`` (the ``cca-pilot-paper`` preset): the paper's shape, where every
+  task key (``key_*``) sorts before every distractor key (``noise_*``), task record
+  ids (``e*``) are shorter than distractor ids (``n*``), and both come first: the
+  accidents a naming shortcut exploits, kept to reproduce the paper.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from typing import Literal, Protocol, TypeVar
 
 T = TypeVar("T")
 
-LabelScheme = Literal["random", "readable"]
+LabelScheme = Literal["random", "words", "readable"]
 
-_WORDS = (
+WORDS = (
     "amber", "basalt", "cedar", "cobalt", "copper", "coral", "delta", "ember", "fern",
     "flint", "garnet", "harbor", "indigo", "ivory", "jade", "juniper", "kelp", "lumen",
     "maple", "marble", "meadow", "nickel", "onyx", "orchid", "pebble", "quartz", "raven",
@@ -86,7 +90,7 @@ class _ValueSource:
 
     def value(self) -> str:
         while True:
-            candidate = f"{pick(self._rng, _WORDS)}-{between(self._rng, 100, 999)}"
+            candidate = f"{pick(self._rng, WORDS)}-{between(self._rng, 100, 999)}"
             if candidate not in self._used:
                 self._used.add(candidate)
                 return candidate
@@ -154,6 +158,46 @@ class ReadableLabels(_ValueSource):
         return f"n{self._distractor_ids:03d}"
 
 
+class WordLabels(_ValueSource):
+    """Readable labels with no tell: every key is ``word_word_digit`` and every record
+    id ``r`` plus five random digits, task and distractor alike, from one distribution
+    (12,960 keys and 100,000 ids: room for any pair the generator builds)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        self._labels: set[str] = set()
+
+    def _key(self) -> str:
+        while True:
+            label = f"{pick(self._rng, WORDS)}_{pick(self._rng, WORDS)}_{between(self._rng, 0, 9)}"
+            if label not in self._labels:
+                self._labels.add(label)
+                return label
+
+    def _id(self) -> str:
+        while True:
+            label = f"r{between(self._rng, 0, 99_999):05d}"
+            if label not in self._labels:
+                self._labels.add(label)
+                return label
+
+    def task_key(self, role: str) -> str:
+        return self._key()
+
+    def task_id(self) -> str:
+        return self._id()
+
+    def distractor_key(self) -> str:
+        return self._key()
+
+    def distractor_id(self) -> str:
+        return self._id()
+
+
 def make_labels(scheme: LabelScheme, rng: random.Random) -> Labels:
     """The label maker for a scheme name."""
-    return ReadableLabels(rng) if scheme == "readable" else RandomLabels(rng)
+    if scheme == "readable":
+        return ReadableLabels(rng)
+    if scheme == "words":
+        return WordLabels(rng)
+    return RandomLabels(rng)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from histories._errors import MemoryAuditError
 from histories._interpreter import Answer, LogIndex
@@ -22,7 +22,7 @@ VariantName = Literal["A", "B"]
 FutureName = Literal["reveal", "override"]
 Branch = Literal["current", "reveal", "override"]
 RenderStyle = Literal["json", "log", "prose"]
-TransformKind = Literal["rename", "permute", "decoy"]
+TransformKind = Literal["rename", "permute", "decoy", "relabel"]
 
 VARIANTS: tuple[VariantName, VariantName] = ("A", "B")
 FUTURES: tuple[FutureName, FutureName] = ("reveal", "override")
@@ -96,11 +96,16 @@ class TransformInfo(_Model):
         return {new: old for old, new in self.mapping.items()}
 
 
+RESERVED_FAMILY = "all"
+"""No family may be called this: it names the all-families cell of every score."""
+
+
 class Pair(_Model):
     """One matched-prefix pair (one line of ``pairs.jsonl``)."""
 
     pair_id: PairId
     family: Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
+    """A family id; ``all`` is reserved (scores name the all-families cell so)."""
     query: list[Identifier] = Field(min_length=1, max_length=64)
     variants: Variants
     futures: Futures
@@ -113,6 +118,15 @@ class Pair(_Model):
     source_pair_id: PairId | None = None
     """The independent source pair this one was transformed from (None: it is a source)."""
     transform: TransformInfo | None = None
+
+    @field_validator("family")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value == RESERVED_FAMILY:
+            raise ValueError(
+                f"family {value!r} is reserved: the scores name the all-families cell so"
+            )
+        return value
 
     @property
     def source_id(self) -> str:

@@ -70,19 +70,29 @@ class RenderParseError(MemoryAuditError, ValueError):
 # --------------------------------------------------------------------------- rendering
 
 
-def render_records(records: Sequence[Record], style: RenderStyle, seed: int = 0) -> str:
+def render_records(
+    records: Sequence[Record], style: RenderStyle, seed: int | Sequence[int] = 0
+) -> str:
     """Render ``records`` one per line (joined by ``"\\n"``, no trailing newline).
 
     ``seed`` only matters for ``prose``: it picks the phrasings, so the same records
-    and seed always give the same text.
+    and seed always give the same text.  One seed per record (a sequence) phrases each
+    record on its own: the audit seeds a record by its identity in the source pair, so
+    a record shared by both variants, or renamed, is worded the same everywhere.
     """
     if style == "json":
         return "\n".join([record.canonical_json() for record in records])
     if style == "log":
         return "\n".join([_log_line(record) for record in records])
     if style == "prose":
-        rng = random.Random(seed)
-        return "\n".join([_prose_line(record, rng) for record in records])
+        if isinstance(seed, int):
+            rng = random.Random(seed)
+            return "\n".join([_prose_line(record, rng) for record in records])
+        if len(seed) != len(records):
+            raise ValueError(f"{len(seed)} phrasing seeds for {len(records)} records")
+        return "\n".join(
+            [_prose_line(record, random.Random(s)) for record, s in zip(records, seed, strict=True)]
+        )
     raise ValueError(f"unknown render style {style!r}; expected json, log or prose")
 
 

@@ -6,8 +6,12 @@
 * ``permute`` - the prefix log is reordered (both variants by the same slot order).
   Log order carries no meaning, so answers cannot change.
 * ``decoy``   - a renaming in which every distractor label sorts before every task
-  label: the opposite of the ``cca-pilot`` accident, so a compressor that breaks
-  ties by identifier order now keeps distractors first.
+  label: the opposite of the paper's accident (``cca-pilot-paper``), so a compressor
+  that breaks ties by identifier order now keeps distractors first.
+* ``relabel`` - a renaming that redraws every label with a new length and shape
+  (``k3x9qz``, ``amber_417``, ``cedar-onyx``, ``q42``), task and distractor labels from
+  one distribution: ``rename`` and ``decoy`` keep each label's length, so a shortcut on
+  label length survives them; it does not survive this.
 
 Every transformed pair is re-verified by E_q: gold answers are recomputed and must
 equal the transformed source gold, and the pair property must still hold.
@@ -21,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
 from histories._errors import MemoryAuditError
-from histories._labels import random_label
+from histories._labels import WORDS, between, pick, random_label
 from histories._pair import (
     VARIANTS,
     Futures,
@@ -38,7 +42,7 @@ from histories._pair import (
 )
 from histories._records import LABEL_FIELDS, Record, referenced_keys, replace_fields
 
-TRANSFORM_KINDS: tuple[str, ...] = ("identity", "rename", "permute", "decoy")
+TRANSFORM_KINDS: tuple[str, ...] = ("identity", "rename", "permute", "decoy", "relabel")
 _DISTRACTOR_FIRST = string.ascii_lowercase[:13]  # a-m
 _TASK_FIRST = string.ascii_lowercase[13:]  # n-z
 
@@ -202,6 +206,36 @@ def decoy(pair: Pair, index: int, seed: int = 0) -> Pair:
     return _verified(renamed.model_copy(update=_provenance(pair, "decoy", index, mapping)))
 
 
+def _reshaped_label(rng: random.Random) -> str:
+    """A label of a random shape and length: every label, task or distractor, key or
+    record id, is drawn from this one distribution."""
+    shape = between(rng, 0, 3)
+    if shape == 0:
+        return random_label(rng, between(rng, 3, 12))
+    if shape == 1:
+        return f"{pick(rng, WORDS)}_{between(rng, 0, 999)}"
+    if shape == 2:
+        return f"{pick(rng, WORDS)}-{pick(rng, WORDS)}"
+    return f"{pick(rng, string.ascii_lowercase)}{between(rng, 0, 999_999)}"
+
+
+def relabel(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """A renaming onto labels of new lengths and shapes (one distribution for all)."""
+    _require_source(pair)
+    rng = _rng(pair, "relabel", index, seed)
+    used: set[str] = set()
+    mapping: dict[str, str] = {}
+    for label in pair_labels(pair):
+        while True:
+            new = _reshaped_label(rng)
+            if new not in used:
+                used.add(new)
+                mapping[label] = new
+                break
+    renamed = apply_mapping(pair, mapping)
+    return _verified(renamed.model_copy(update=_provenance(pair, "relabel", index, mapping)))
+
+
 def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
     """The ``index``-th reordering of the prefix (same slot order for A and B), verified."""
     _require_source(pair)
@@ -225,8 +259,8 @@ def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
     return _verified(permuted.model_copy(update=_provenance(pair, "permute", index, {})))
 
 
-TransformName = Literal["identity", "rename", "permute", "decoy"]
-_APPLY = {"rename": rename, "permute": permute, "decoy": decoy}
+TransformName = Literal["identity", "rename", "permute", "decoy", "relabel"]
+_APPLY = {"rename": rename, "permute": permute, "decoy": decoy, "relabel": relabel}
 
 
 def transform(pair: Pair, kind: TransformName, count: int = 1, seed: int = 0) -> list[Pair]:

@@ -132,13 +132,15 @@ def _blocks(blocks: Sequence[Block]) -> list[str]:
 def render_markdown(doc: Document) -> str:
     """The short form of ``doc`` (its HTML page is named at the end)."""
     lines = [f"## {md(doc.title)}", "", *_blocks([doc.facts]), *_blocks(doc.summary)]
+    page = f"{md(doc.stem)}.html"
     for number, section in enumerate(doc.sections, start=1):
+        # every section keeps its number (the same as in the HTML), so a pointer to
+        # "section 6" means one thing in both forms
         body = _blocks(section.blocks) if section.markdown else []
-        if body:
-            lines += [f"### {number}. {md(section.title)}", "", *body]
-    lines += [
-        f"The full {md(doc.stem)} (charts, every table, per-pair drill-down) is "
-        f"{md(doc.stem)}.html next to this file.",
-        "",
-    ]
+        lines += [f"### {number}. {md(section.title)}", ""]
+        lines += body or [f"In {page} (charts, long tables or model output).", ""]
+    extras = ["charts", "every table"]
+    if any(isinstance(b, DrillDown) for s in doc.sections for b in s.blocks):
+        extras.append("the per-pair drill-down")
+    lines += [f"The full {md(doc.stem)} ({', '.join(extras)}) is {page} next to this file.", ""]
     return "\n".join(lines)

@@ -185,7 +185,7 @@ def test_every_cited_file_is_in_the_repository():
             if not (ROOT / name).exists()
             and not (ROOT / "docs" / name).exists()
             and not (path.parent / name).exists()
-            and not name.startswith(("report.", "compare.", "pairs-"))  # written files
+            and not name.startswith(("report.", "compare.", "replication.", "pairs-"))
         ]
         if outside or unresolved:
             missing[str(path.relative_to(ROOT))] = outside + unresolved
@@ -197,3 +197,61 @@ def test_the_citation_check_sees_a_file_outside():
         "ARCHITECTURE.md",
         "docs/method.md",
     }
+
+
+PY_CITATION = re.compile(r"(?<![\w/.-])((?:histories|compressors|audit|reports|tests|benchmarks|"
+                         r"scripts)/[\w/]+\.py)\b")  # fmt: skip
+DOTTED = re.compile(r"`((?:histories|compressors|audit|reports)(?:\.\w+)+)(?:\(\))?`")
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``a.b.c`` names a module, or an attribute of one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def test_every_cited_module_and_file_of_the_code_exists():
+    texts = [  # the tests are left out: they name files they make themselves
+        *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "README.md",
+        *package_files(),
+        *sorted((ROOT / "benchmarks").glob("*.py")),
+    ]
+    stale: dict[str, list[str]] = {}
+    for path in texts:
+        if path == Path(__file__).resolve():
+            continue
+        text = path.read_text(encoding="utf-8")
+        gone = [
+            name
+            for name in PY_CITATION.findall(text)
+            if not (ROOT / name).exists() and "NAME" not in name  # a placeholder
+        ]
+        gone += [
+            name
+            for name in DOTTED.findall(text)
+            if not resolves(name) and not name.endswith(".toml")  # a file, not a module
+        ]
+        if gone:
+            stale[str(path.relative_to(ROOT))] = gone
+    assert stale == {}
+
+
+def test_the_module_check_sees_a_stale_citation():
+    assert not resolves("audit._run.execute")
+    assert resolves("audit.engine.execute")
+    assert DOTTED.findall("see `audit._run.execute` and `audit.engine.execute()`") == [
+        "audit._run.execute",
+        "audit.engine.execute",
+    ]
+    assert PY_CITATION.findall("in audit/_report_data.py") == ["audit/_report_data.py"]

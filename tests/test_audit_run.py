@@ -18,7 +18,15 @@ from audit.rundir import RESULT_COLUMNS
 from compressors import deterministic_builtins, parse_spec
 
 runner = CliRunner()
-SMALL = ["--preset", "cca-pilot", "--transforms", "identity,rename:2", "--workers", "1", "--quiet"]
+SMALL = [
+    "--preset",
+    "cca-pilot-paper",
+    "--transforms",
+    "identity,rename:2",
+    "--workers",
+    "1",
+    "--quiet",
+]
 
 
 def run(*args: str):

@@ -93,7 +93,7 @@ def test_a_whole_backend_can_come_from_the_environment(
     assert config.backends["gpu"].chat_template_kwargs == {"thinking": True}
     assert config.for_role("writer") == ("gpu", config.backends["gpu"])
     assert set(config.backends) == {"gpu", LOCAL}
-    assert config.source == "defaults"
+    assert config.source == "the built-in defaults (no audit.toml)"
 
 
 @pytest.mark.parametrize(

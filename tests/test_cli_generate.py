@@ -30,7 +30,7 @@ def test_generate_pilot_writes_pairs_and_manifest(tmp_path: Path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["seed"] == 0
     assert manifest["config"]["distractors"] == 32
-    assert manifest["config"]["labels"] == "readable"
+    assert manifest["config"]["labels"] == "words"
     assert manifest["pairs_per_family"] == dict.fromkeys(
         ["rollback", "expiry", "choice_switch", "late_reference", "tombstone_replay",
          "mixed_alias_expiry"], 4)  # fmt: skip

@@ -106,6 +106,8 @@ def audit_run(config: Path, out: Path) -> Any:
             "1",
             "--llm-conditions",
             "frontier",
+            "--llm-transforms",
+            "identity",
             "--workers",
             "1",
             "--quiet",
@@ -306,7 +308,7 @@ def one_faulty_run(
         for e in summary["scores"]
         if e["reader"].split(":")[0] == BACKEND and e["family"] == "all"
     )
-    assert entry["reads"]["na"] == len(na)
+    assert entry["reads"]["na"]["k"] == len(na)
     # J is a bound exactly where NA leaves a pair block undecided (the other reads pass)
     blocks: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in faulty.values():
@@ -371,7 +373,7 @@ def test_no_retries_every_llm_read_is_na_and_J_is_bounds(
             reads = entry["reads"][branch]  # NA is a bound, never counted as 0
             assert reads["k"] == 0
             assert reads["k_high"] == reads["n"] > 0
-        assert entry["reads"]["na"] == sum(
+        assert entry["reads"]["na"]["k"] == sum(
             r["family"] == entry["family"] or entry["family"] == "all" for r in rows
         )
     # the exact reader's deterministic stage is unaffected

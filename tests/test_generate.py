@@ -7,8 +7,11 @@ the family registry, and the failure path when a family yields an unverifiable p
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
+import re
+import statistics
 import subprocess
 import sys
 from collections import Counter
@@ -292,9 +295,9 @@ def test_different_seeds_give_different_pairs(labels: str) -> None:
 # ---------------------------------------------------------------- the cca-pilot preset
 
 
-def test_cca_pilot_preset() -> None:
-    config = PRESETS["cca-pilot"]
-    assert config.preset == "cca-pilot"
+def test_cca_pilot_paper_preset() -> None:
+    config = PRESETS["cca-pilot-paper"]
+    assert config.preset == "cca-pilot"  # the configuration earlier versions called cca-pilot
     assert config.families == list(PAPER_SIX)
     assert config.pairs_per_family == 4
     assert config.distractors == 32
@@ -335,6 +338,46 @@ def test_cca_pilot_preset() -> None:
         assert max(task_ids) < min(distractor_ids), pair.pair_id
     # the distractors are shuffled in among the task records, not appended
     assert leading <= 2, f"{leading} of 48 prefixes start with all their task records"
+
+
+def test_cca_pilot_paper_regenerates_what_earlier_versions_called_cca_pilot() -> None:
+    # the sha256 of the cca-pilot dataset written by earlier versions (run directories
+    # record it): their drill-downs must still rebuild the same pairs
+    body = "".join(p.to_json() + "\n" for p in generate(PRESETS["cca-pilot-paper"]))
+    assert hashlib.sha256(body.encode()).hexdigest() == (
+        "694f8af83d65ff6464e4e5ac5429fe62cb5a3cb3cbe7d1e2b96d5cbfeca2c8a1"
+    )
+
+
+def test_cca_pilot_labels_do_not_tell_task_from_distractor() -> None:
+    config = PRESETS["cca-pilot"]
+    assert config.labels == "words"
+    assert config.model_dump(exclude={"labels", "preset"}) == PRESETS["cca-pilot-paper"].model_dump(
+        exclude={"labels", "preset"}
+    )
+    task_lengths: list[int] = []
+    distractor_lengths: list[int] = []
+    first = 0  # pairs whose task keys all sort before their distractor keys
+    for index, pair in enumerate(generate(config)):
+        _, draft = build_with_draft(pair.family, index % 4, config)
+        task_ids = {
+            r.id for r in (*draft.variant_a, *draft.variant_b, *draft.reveal, *draft.override)
+        }
+        task_keys = set(pair.task_keys)
+        all_keys = {k for r in pair.all_records() for k in referenced_keys(r)}
+        distractor_keys = all_keys - task_keys
+        ids = {r.id for r in pair.all_records()}
+        # one shape for every label: no prefix or form tells a task label
+        assert all(re.fullmatch(r"[a-z]+_[a-z]+_[0-9]", k) for k in all_keys), pair.pair_id
+        assert all(re.fullmatch(r"r[0-9]{5}", i) for i in ids), pair.pair_id
+        task_lengths += [len(k) for k in task_keys]
+        distractor_lengths += [len(k) for k in distractor_keys]
+        first += max(task_keys) < min(distractor_keys)
+        assert {len(i) for i in task_ids} == {len(i) for i in ids - task_ids} == {6}
+    # lengths from one distribution: the means differ by less than a character
+    mean = statistics.fmean
+    assert abs(mean(task_lengths) - mean(distractor_lengths)) < 1.0
+    assert first <= 2, f"{first} of 24 pairs sort every task key first"
 
 
 # ---------------------------------------------------------------- the registry

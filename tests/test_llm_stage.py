@@ -36,7 +36,8 @@ def write_config(tmp_path: Path, body: str = "") -> Path:
 
 
 LLM_ARGS = ["--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
-            "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "1", "--repeats", "1"]  # fmt: skip
+            "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "1", "--repeats", "1",
+            "--llm-transforms", "identity"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,7 @@ def test_unreachable_reader_gives_na_and_j_bounds(tmp_path):
         e for e in summary["scores"] if e["reader"].startswith("down") and e["family"] == "all"
     )
     assert entry["source pairs"]["joint_J"] == {"k": 0, "k_high": 1, "n": 1}
-    assert entry["reads"]["na"] == 6
+    assert entry["reads"]["na"]["k"] == 6
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""`audit compressors` listing and `audit new-compressor` scaffolding (audit/_plugins.py)."""
+"""`audit compressors` listing and `audit new-compressor` scaffolding (audit/plugins.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_listing_has_every_builtin_first_with_kind_writer_and_summary():
         assert row == CompressorInfo(
             name, cls.kind, "LLM" if cls.uses_llm else "deterministic", "built-in", cls.summary
         )
-    assert {r.kind for r in rows[: len(builtins)]} == {"strict", "archive"}
+    assert {r.kind for r in rows[: len(builtins)]} == {"strict", "archive", "probe"}
 
     wide = render_compressor_list(width=400).splitlines()
     for name, cls in builtins.items():

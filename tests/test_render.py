@@ -376,3 +376,30 @@ def test_parse_error_pickles() -> None:
     error = RenderParseError(4, "bad JSON")
     again = pickle.loads(pickle.dumps(error))
     assert (again.line, again.reason, str(again)) == (4, "bad JSON", "line 4: bad JSON")
+
+
+def test_prose_phrasing_follows_the_record_not_the_variant() -> None:
+    """A record both variants share, and the shared future, read the same in A and B;
+    a renamed pair is worded like its source (only the labels differ)."""
+    from audit.engine import phrasing_seeds, plan_variant
+    from histories import PRESETS, generate, rename
+
+    config = PRESETS["cca-pilot"].model_copy(update={"render": "prose"})
+    for pair in generate(config)[::4]:
+        lines: dict[str, dict[str, str]] = {}
+        for variant in ("A", "B"):
+            prefix, futures = plan_variant(pair, variant)
+            chunks = [*prefix, *(c for chunks in futures.values() for c in chunks)]
+            found: dict[str, str] = {}
+            for view, _, _ in chunks:
+                for record, line in zip(view.records, view.text.split("\n"), strict=True):
+                    found[record.canonical_line] = line
+            lines[variant] = found
+        shared = lines["A"].keys() & lines["B"].keys()
+        assert len(shared) > 30  # the distractors and the futures
+        assert all(lines["A"][k] == lines["B"][k] for k in shared)
+        renamed = rename(pair, 0)
+        for records, renamed_records in zip(
+            pair.variants.A.chunks, renamed.variants.A.chunks, strict=True
+        ):
+            assert phrasing_seeds(pair, records) == phrasing_seeds(renamed, renamed_records)

@@ -39,7 +39,7 @@ def real_run(tmp_path_factory) -> Path:
     result = run(
         "run",
         "--preset",
-        "cca-pilot",
+        "cca-pilot-paper",
         "--conditions",
         "frontier,frontier_latest,tail",
         "--transforms",
@@ -251,7 +251,7 @@ def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
     result = run(
         "run",
         "--preset",
-        "cca-pilot",
+        "cca-pilot-paper",
         "--conditions",
         "frontier,frontier_alpha",
         "--transforms",

@@ -143,7 +143,8 @@ def test_every_block_kind_renders_in_markdown() -> None:
     assert "### 1. Tables" in text
     assert "### 2. Charts" in text
     assert "### 3. Facts" in text
-    assert "Pairs" not in text  # a section left out of the short form
+    # a section left out of the short form keeps its number, and says where it is
+    assert "### 4. Pairs\n\nIn report.html (charts, long tables or model output)." in text
     assert "<svg" not in text
     assert "A chart" not in text
     assert "notes come first" not in text
@@ -169,7 +170,7 @@ def test_markdown_leaves_out_collapsed_and_long_form_tables() -> None:
     )
     text = _markdown.render_markdown(doc)
     assert "shown-nowhere" not in text
-    assert "Section" not in text
+    assert "### 1. Section\n\nIn report.html" in text  # numbered as in the HTML, pointing there
     html = _page(doc)
     assert html.count("shown-nowhere") == 2
     assert "<details><summary>the table (1 rows)</summary>" in html

@@ -130,8 +130,8 @@ def test_api_key_is_sent_and_never_stored_or_shown(
 
         common = [
             "--conditions", "frontier", "--transforms", "identity", "--llm-sample", "1",
-            "--repeats", "1", "--llm-conditions", "frontier", "--workers", "1", "--quiet",
-            "--config", str(config),
+            "--repeats", "1", "--llm-conditions", "frontier", "--llm-transforms", "identity",
+            "--workers", "1", "--quiet", "--config", str(config),
         ]  # fmt: skip
         run = cli("run", "--reader", "secret", "--out", str(tmp_path / "run"), *common)
         assert run.exit_code == 0, texts

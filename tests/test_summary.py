@@ -88,8 +88,9 @@ def oracle(
                 hi = all(v in (1, None) for v in values)
                 pairs.setdefault(source, []).append((lo, hi))
             name = metric.name
-            entry[f"{name}_pairs_k"] = sum(all(lo for lo, _ in b) for b in pairs.values())
-            entry[f"{name}_pairs_k_high"] = sum(all(hi for _, hi in b) for b in pairs.values())
+            worst = any if metric.failure else all  # a collision counts on any block
+            entry[f"{name}_pairs_k"] = sum(worst(lo for lo, _ in b) for b in pairs.values())
+            entry[f"{name}_pairs_k_high"] = sum(worst(hi for _, hi in b) for b in pairs.values())
             entry[f"{name}_pairs_n"] = len(pairs)
             entry[f"{name}_blocks_k"] = sum(lo for b in pairs.values() for lo, _ in b)
             entry[f"{name}_blocks_k_high"] = sum(hi for b in pairs.values() for _, hi in b)
@@ -112,8 +113,12 @@ def oracle(
         overflow = [r["overflow"] for r in members if r["overflow"] is not None]
         entry["over_budget_reads_k"] = sum(o > 0 for o in overflow)
         entry["over_budget_reads_n"] = len(overflow)
-        sizes = [r["memory_bytes"] for r in members if r["memory_bytes"] is not None]
-        entry["mean_memory_bytes"] = round(sum(sizes) / len(sizes), 1) if sizes else math.nan
+        by_pair: dict[str, list[int]] = {}
+        for r in members:
+            if r["memory_bytes"] is not None:
+                by_pair.setdefault(r["source_pair_id"], []).append(r["memory_bytes"])
+        means = [sum(v) / len(v) for v in by_pair.values()]  # the mean of pair means
+        entry["mean_memory_bytes"] = round(sum(means) / len(means), 1) if means else math.nan
         out[key] = entry
     return out
 

@@ -13,12 +13,14 @@ from histories._transforms import (
     invert,
     pair_labels,
     permute,
+    relabel,
     rename,
     task_labels,
     transform,
 )
 
-PILOT = generate(PRESETS["cca-pilot"])
+PILOT = generate(PRESETS["cca-pilot-paper"])
+"""The paper's pilot, with its label shape (task labels sort first and are shorter)."""
 
 pair_params = st.builds(
     lambda family, seed, labels: build_pair(
@@ -28,7 +30,7 @@ pair_params = st.builds(
     ),
     st.sampled_from(sorted(FAMILIES)),
     st.integers(0, 10_000),
-    st.sampled_from(["random", "readable"]),
+    st.sampled_from(["random", "readable", "words"]),
 )
 
 
@@ -169,3 +171,49 @@ def test_a_changed_copy_of_a_record_never_keeps_its_cached_line():
         assert same == record
         assert same.canonical_line == record.canonical_line
     assert record == SetRecord(id="a", key="k", value="v", rev=1)  # the cache is not a field
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=pair_params, index=st.integers(0, 50))
+def test_relabel_is_a_bijection_onto_new_lengths_that_commutes_with_eq(pair, index):
+    relabelled = relabel(pair, index)
+    mapping = relabelled.transform.mapping
+    assert relabelled.transform.kind == "relabel"
+    assert set(mapping) == set(pair_labels(pair))
+    assert len(set(mapping.values())) == len(mapping)  # bijective
+    for variant in ("A", "B"):
+        for branch in ("current", "reveal", "override"):
+            expected = {
+                mapping[k]: v for k, v in resolve(pair.history(variant, branch), pair.query).items()
+            }
+            assert resolve(relabelled.history(variant, branch), relabelled.query) == expected
+            assert relabelled.gold.of(variant).of(branch) == expected
+    assert invert(relabelled) == pair
+    assert relabel(pair, index) == relabelled  # deterministic by seed
+
+
+def test_relabel_draws_every_label_from_one_distribution():
+    # on the paper's pilot task ids (e01) are shorter than distractor ids (n001); after
+    # relabelling, lengths are redrawn and no longer say which records are the task's
+    same_length = 0
+    task_shorter = 0
+    for pair in PILOT:
+        task = task_labels(pair)
+        for index in range(5):
+            mapping = relabel(pair, index).transform.mapping
+            same_length += sum(len(new) == len(old) for old, new in mapping.items())
+            ids = [r.id for r in pair.all_records()]
+            task_ids = [mapping[i] for i in ids if i in task]
+            other_ids = [mapping[i] for i in ids if i not in task]
+            mean_task = sum(map(len, task_ids)) / len(task_ids)
+            mean_other = sum(map(len, other_ids)) / len(other_ids)
+            task_shorter += mean_task < mean_other
+    labels = sum(len(pair_labels(p)) for p in PILOT) * 5
+    assert same_length < labels * 0.25  # lengths change (rename keeps every one)
+    assert 0.25 < task_shorter / (len(PILOT) * 5) < 0.75  # no side is systematically shorter
+
+
+def test_relabel_uses_several_shapes():
+    mapping = relabel(PILOT[0], 0).transform.mapping
+    shapes = {("_" in label, "-" in label, label[1:].isdigit()) for label in mapping.values()}
+    assert len(shapes) >= 3

@@ -203,7 +203,8 @@ def _rows(run_dir: Path) -> list[dict[str, str]]:
 
 RUN_ARGS = ["--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
             "--reader", "vllm", "--llm-conditions", "frontier", "--llm-sample", "1",
-            "--repeats", "1", "--workers", "1", "--quiet"]  # fmt: skip
+            "--repeats", "1", "--llm-transforms", "identity", "--workers", "1",
+            "--quiet"]  # fmt: skip
 
 
 def test_vllm_cpu_backend_end_to_end(vllm_server: VllmServer, tmp_path: Path) -> None:

@@ -283,7 +283,7 @@ class BackendsConfig(BaseSettings):
     cache_path: Path | None = None
     """The response cache database (default ``<cache_dir>/responses.sqlite``)."""
 
-    _source: str = PrivateAttr(default="defaults")
+    _source: str = PrivateAttr(default="the built-in defaults (no audit.toml)")
     _env_file: Path | None = PrivateAttr(default=None)
 
     @property
@@ -425,7 +425,7 @@ def load_config(
         if not toml.is_file():
             raise BackendConfigError("configuration file not found", source=str(toml))
     dotenv = Path(env_file) if env_file is not None and Path(env_file).is_file() else None
-    source = str(toml) if toml is not None else "defaults"
+    source = str(toml) if toml is not None else "the built-in defaults (no audit.toml)"
     _check_variable_names(dotenv, environ)
     try:
         with _toml(toml):

@@ -30,13 +30,24 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 class GuardedGroup(TyperGroup):
-    """A command group whose commands' ``MemoryAuditError`` becomes one clean line."""
+    """A command group whose commands' ``MemoryAuditError`` becomes one clean line, and
+    so does a file the system refuses (a path that cannot be created, a full disk, no
+    permission): that is the machine's answer, not a bug."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except MemoryAuditError as error:
             fail(str(error), error.exit_code)
+        except OSError as error:
+            fail(os_error_text(error), 1)
+
+
+def os_error_text(error: OSError) -> str:
+    """``PATH: reason``, naming both files of a rename."""
+    reason = error.strerror or str(error)
+    names = [str(n) for n in (error.filename, error.filename2) if n is not None]
+    return f"{' -> '.join(names)}: {reason}" if names else reason
 
 
 def new_app(name: str, help_text: str) -> typer.Typer:

@@ -67,24 +67,27 @@ def _print_exact(console: Console, summary: dict[str, Any]) -> None:
         table.add_column(column, justify="left" if column == "condition" else "right")
     for transform in others:
         table.add_column(f"reveal\n@{transform}", justify="right")
-    table.add_column("equivariance\nviolations (pairs)", justify="right")
+    table.add_column("equivariance\nviolations\n(pairs, rename)", justify="right")
     by_key = {(e["condition"], e["budget"], e["transform"]): e for e in entries}
+    kinds = summary.get("kinds", {})
+    marks = {"archive": " (ceiling)", "probe": " (probe)"}
     for (condition, budget, transform), entry in by_key.items():
         if transform != "identity" and "identity" in transforms:
             continue
         pairs = entry["source pairs"]
-        cells = [condition, str(budget), _fmt(pairs["current"]), _fmt(pairs["reveal"]),
+        name = condition + marks.get(kinds.get(condition, "strict"), "")
+        cells = [name, str(budget), _fmt(pairs["current"]), _fmt(pairs["reveal"]),
                  _fmt(pairs["override"]), _fmt(pairs["joint_J"]),
                  _fmt(pairs["late_reference_adequacy"]), _fmt(pairs["collision"])]  # fmt: skip
-        violations = {"k": 0, "n": 0}
         for other in others:
             moved = by_key.get((condition, budget, other))
             cells.append(_fmt(moved["blocks"]["reveal"]) if moved else "-")
-            if moved:
-                found = moved["equivariance_violations"]["source pairs"]
-                violations["k"] = max(violations["k"], found["k"])
-                violations["n"] = max(violations["n"], found["n"])
-        cells.append(_fmt(violations))
+        # equivariance under the same-length renamings; relabel changes label lengths, so
+        # a budgeted memory may keep other records there (the report shows it apart)
+        renamed = by_key.get((condition, budget, "rename")) or by_key.get(
+            (condition, budget, "decoy")
+        )
+        cells.append(_fmt(renamed["equivariance_violations"]["source pairs"]) if renamed else "-")
         table.add_row(*cells)
     console.print(table)
 
@@ -129,6 +132,13 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
     console = Console(width=max(Console().width, 160))
     _print_exact(console, summary)
     _print_llm(console, summary)
+    for match in summary.get("probe_matches", []):
+        console.print(
+            f"[bold yellow]warning[/]: this audit cannot tell {match['condition']} from a "
+            f"naming heuristic at {match['budget']} B: the probe {match['probe']} does as well "
+            f"on joint J under every transform ({', '.join(match['transforms'])}); add a "
+            "transform that breaks it (relabel) before trusting its score."
+        )
     for flag in summary["selection"]:
         if flag["warn"] and flag["misleading"]:
             who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"
@@ -138,7 +148,46 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
                 f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
                 f"{', '.join(flag['misleading'])}."
             )
+    raised = sum(
+        e["outcomes (reads)"].get("error", 0) for e in summary["scores"] if e["family"] == "all"
+    )
+    if raised:
+        console.print(
+            f"[bold red]{raised} reads failed because a compressor raised[/]: the tracebacks "
+            f"are in {run_dir}/run.log"
+        )
     console.print(
         f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "
         f"{seconds:.1f} s; results in {run_dir}/ (results.csv, results.parquet, summary.json)"
     )
+
+
+def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
+    """Per system: joint J per seed, pooled, and whether the seeds agree."""
+    console = Console(width=max(Console().width, 120))
+    seeds = sorted({s for row in rows for s in row["joint_J"]["per_seed"]}, key=int)
+    table = Table(
+        title="Replication: joint J at identity, k/n source pairs per generation seed and pooled",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("condition")
+    table.add_column("budget", justify="right")
+    for seed in seeds:
+        table.add_column(f"seed {seed}", justify="right")
+    table.add_column("pooled [95 % Wilson]", justify="right")
+    table.add_column("seeds agree?\n(heterogeneity p)", justify="right")
+    for row in rows:
+        if row["reader"] != "exact":
+            continue
+        joint = row["joint_J"]
+        pooled = joint["pooled"]
+        interval = f" [{pooled['low']:.2f}, {pooled['high']:.2f}]" if pooled["n"] else ""
+        p = joint["heterogeneity_p"]
+        agree = "-" if p is None else (f"no, p {p:.3g}" if p < 0.05 else f"yes, p {p:.2f}")
+        table.add_row(
+            row["condition"], str(row["budget"]),
+            *(_fmt(joint["per_seed"].get(seed)) for seed in seeds),
+            _fmt(pooled) + interval, agree,
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"replication of {len(seeds)} seeds in {root}/ (replication.json, seed-N/)")

@@ -30,11 +30,16 @@ def report_command(
     ] = 200,
 ) -> None:
     """Write report.html, report.md and the summary tables (CSV) for a stored run."""
-    from audit.reportdata import Options, build_report
-    from audit.rundir import REPORT_DIR, load_run
+    from audit.reportdata import Options, build_replication, build_report
+    from audit.rundir import CONFIG_FILE, REPLICATION_FILE, REPORT_DIR, load_run
     from reports import write_document
 
     started = time.perf_counter()
+    if (run_dir / REPLICATION_FILE).exists() and not (run_dir / CONFIG_FILE).exists():
+        target = out or run_dir / REPORT_DIR
+        write_document(build_replication(run_dir), target)
+        typer.echo(f"wrote {target / 'replication.html'} and replication.md (a replication)")
+        return
     run = load_run(run_dir)  # RunDataError: one line
     options = Options(
         seed=seed, resamples=resamples, reference=reference, pairwise=pairwise, max_pairs=max_pairs
@@ -74,7 +79,12 @@ def compare_command(
 
     if len(run_dirs) < 2:
         fail("give at least two run directories")
+    resolved = [path.resolve() for path in run_dirs]
+    if len(set(resolved)) != len(resolved):
+        fail("a run directory is given twice: compare different runs")
     runs = [load_run(path) for path in run_dirs]  # RunDataError: one line
+    if reference is not None and reference not in set(runs[0].results["condition"].astype(str)):
+        fail(f"--reference: no condition {reference!r} in the baseline run {run_dirs[0]}")
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     data = build_compare(runs, Options(seed=seed, resamples=resamples, reference=reference))
     paths = write_document(data, target)

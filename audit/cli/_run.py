@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -10,9 +11,11 @@ from typing import Annotated, Any
 import typer
 
 from audit.cli._common import fail
+from audit.errors import PlanError
 from audit.plan import (
     LLMStagePlan,
     RunPlan,
+    TransformSpec,
     parse_budgets,
     parse_conditions,
     parse_transforms,
@@ -20,11 +23,10 @@ from audit.plan import (
 from compressors import ConditionSpec, build, deterministic_builtins, parse_spec
 from histories import PRESETS, Pair
 
-DEFAULT_TRANSFORMS = "identity,rename:40,permute:40"
-BARE_LLM_CONDITIONS = "structured_high:max_tokens=160,frontier"
-"""The default audit's LLM stage (1 pair, 1 repeat): one model-written record log, one
-deterministic memory, both read by the model; a 135M model on 2 cores needs minutes
-for even this much (every writer call is one per chunk)."""
+DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40"
+DEFAULT_LLM_TRANSFORMS = "identity,relabel:1"
+"""The LLM stage's instances: each sampled pair as it is and relabelled once, so LLM
+writers and readers face the same naming check as the deterministic stage."""
 DEFAULT_LLM_CONDITIONS = (
     "prose_high,prose_off,structured_high,direct_prose,frontier,frontier_latest,full"
 )
@@ -38,7 +40,7 @@ def run_audit(
         typer.Option(help="Comma list of conditions (name[:k=v], or package.module:Class)."),
     ] = None,
     transforms: Annotated[
-        str, typer.Option(help="identity, rename:K, permute:K, decoy:K (comma list).")
+        str, typer.Option(help="identity, rename:K, permute:K, relabel:K, decoy:K (comma list).")
     ] = DEFAULT_TRANSFORMS,
     budget: Annotated[
         str, typer.Option(help="Memory budgets in UTF-8 bytes (comma list).")
@@ -73,18 +75,40 @@ def run_audit(
     schema: Annotated[
         bool, typer.Option(help="Ask the reader for its envelope via JSON schema.")
     ] = True,
-    *,
-    ctx: typer.Context,
+    llm_transforms: Annotated[
+        str,
+        typer.Option(help="Transforms of the LLM stage's pairs (comma list)."),
+    ] = DEFAULT_LLM_TRANSFORMS,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            help="The condition every other is compared with, fixed before the run "
+            "(preregistered; stored in config.json). Default: the best strict condition."
+        ),
+    ] = None,
+    seeds: Annotated[
+        str | None,
+        typer.Option(
+            help="Replicate on datasets generated with each of these seeds (comma list; "
+            "a preset only): one run directory per seed, then per-seed and pooled scores."
+        ),
+    ] = None,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 
-    With no options at all this is the default audit: the cca-pilot pairs, every
-    deterministic condition under identity + 40 renamings + 40 permutations through
-    the exact reader, and an LLM stage with the embedded local model.
+    With no options this is the default audit: the cca-pilot pairs, every deterministic
+    condition and shortcut probe under identity + 40 renamings + 40 permutations + 40
+    relabellings, read by the exact interpreter (seconds, no model).  LLM reads are an
+    opt-in: --reader local and --writer local for the embedded model, --config for vLLM.
     """
-    from audit.cli._console import print_summary, progress_bar
-    from audit.engine import execute
-    from audit.rundir import default_run_dir, file_source, named_run_dir, preset_source
+    from audit.cli._console import print_replication
+    from audit.rundir import (
+        default_run_dir,
+        file_source,
+        named_run_dir,
+        preset_source,
+        seed_run_dir,
+    )
 
     if preset is not None and pairs is not None:
         fail("give --preset or --pairs, not both")
@@ -97,18 +121,105 @@ def run_audit(
         if conditions is not None
         else [parse_spec(label) for label in deterministic_builtins()]
     )
-    versions = {spec.label: build(spec).label for spec in specs}
+    built = {spec.label: build(spec) for spec in specs}
+    for label, compressor in built.items():
+        if compressor.uses_llm or compressor.needs_llm_reader:
+            role = "writes with" if compressor.uses_llm else "can only be read by"
+            raise PlanError(
+                f"--conditions: {label} {role} a model: give it in --llm-conditions, with "
+                "--writer and --reader (local is the embedded model)"
+            )
+    versions = {label: compressor.label for label, compressor in built.items()}
+    if reference is not None and reference not in versions:
+        raise PlanError(
+            f"--reference: {reference!r} is not one of the run's conditions ({', '.join(versions)})"
+        )
 
-    if pairs is not None:
-        source, pair_list, digest = file_source(pairs)
-    else:
-        preset_name = preset or "cca-pilot"
-        if preset_name not in PRESETS:
-            fail(f"unknown preset {preset_name!r}; known: {', '.join(PRESETS)}")
-        source, pair_list, digest = preset_source(preset_name)
+    generation_seeds = parse_seeds(seeds) if seeds is not None else [None]
+    if pairs is not None and seeds is not None:
+        fail("--seeds generates a dataset per seed: give a --preset, not --pairs")
+    preset_name = preset or "cca-pilot"
+    if pairs is None and preset_name not in PRESETS:
+        fail(f"unknown preset {preset_name!r}; known: {', '.join(PRESETS)}")
+    root = out or (named_run_dir(name) if name is not None else default_run_dir())
+    summaries: dict[int, dict[str, Any]] = {}
+    for generation_seed in generation_seeds:
+        if pairs is not None:
+            source, pair_list, digest = file_source(pairs)
+        else:
+            source, pair_list, digest = preset_source(preset_name, generation_seed)
+        run_dir = root if generation_seed is None else seed_run_dir(root, generation_seed)
+        summary = _run_one(
+            run_dir, source, pair_list, digest, specs, versions, budgets,
+            transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
+            repeats, llm_sample, llm_conditions, schema, llm_transforms,
+        )  # fmt: skip
+        if generation_seed is not None:
+            summaries[generation_seed] = summary
+    if summaries:
+        print_replication(write_replication(root, summaries), root)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 1,2,3``: distinct integer generation seeds, at least two."""
+    try:
+        found = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise PlanError(f"--seeds: {text!r} is not a comma list of integers") from None
+    if len(set(found)) != len(found):
+        raise PlanError("--seeds: a seed is listed twice")
+    if len(found) < 2:
+        raise PlanError("--seeds: a replication needs at least two seeds")
+    return found
+
+
+def write_replication(root: Path, summaries: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """replication.json in the replication's parent directory; returns its rows."""
+    from audit.rundir import REPLICATION_FILE, write_atomically
+    from audit.scoring import replicate
+
+    rows = replicate(summaries)
+    payload = {"seeds": sorted(summaries), "systems": rows}
+    write_atomically(root / REPLICATION_FILE, json.dumps(payload, indent=2) + "\n")
+    return rows
+
+
+def _run_one(
+    run_dir: Path,
+    source: dict[str, Any],
+    pair_list: list[Pair],
+    digest: str,
+    specs: list[ConditionSpec],
+    versions: dict[str, str],
+    budgets: list[int],
+    transform_specs: list[TransformSpec],
+    seed: int,
+    reference: str | None,
+    workers: int,
+    quiet: bool,
+    reader: str | None,
+    writer: str | None,
+    config_file: Path | None,
+    repeats: int,
+    llm_sample: int,
+    llm_conditions: str | None,
+    schema: bool,
+    llm_transforms: str,
+) -> dict[str, Any]:
+    """One run directory: its plan, its execution, its summary printed."""
+    from audit.cli._console import print_summary, progress_bar
+    from audit.engine import execute
 
     llm_stage, open_llm = _llm_stage_options(
-        ctx, reader, writer, config_file, repeats, llm_sample, llm_conditions, schema, pair_list
+        reader,
+        writer,
+        config_file,
+        repeats,
+        llm_sample,
+        llm_conditions,
+        schema,
+        pair_list,
+        parse_transforms(llm_transforms, "--llm-transforms"),
     )
     plan = RunPlan(
         llm=llm_stage,
@@ -119,18 +230,18 @@ def run_audit(
         budgets=budgets,
         transforms=transform_specs,
         seed=seed,
+        reference=reference,
     )
-    run_dir = out or (named_run_dir(name) if name is not None else default_run_dir())
     started = time.perf_counter()
     with progress_bar(len(pair_list), enabled=not quiet) as advance:
         summary = execute(
             run_dir, plan, pair_list, workers=workers, progress=advance, open_clients=open_llm
         )
     print_summary(summary, run_dir, time.perf_counter() - started)
+    return summary
 
 
 def _llm_stage_options(
-    ctx: typer.Context | None,
     reader: str | None,
     writer: str | None,
     config_file: Path | None,
@@ -139,16 +250,11 @@ def _llm_stage_options(
     llm_conditions: str | None,
     schema: bool,
     pairs: list[Pair],
+    transforms: list[TransformSpec],
 ) -> tuple[LLMStagePlan | None, Any]:
-    """The LLM stage plan and a client opener; (None, None) when there is no LLM stage.
-
-    There is one when --reader or --writer is given, and in the bare default audit.
-    """
-    sources = [ctx.get_parameter_source(p) for p in ctx.params] if ctx is not None else []
-    bare = ctx is not None and all(s is None or s.name == "DEFAULT" for s in sources)
-    if bare:  # the default audit: a small, stated LLM sample on the embedded model
-        reader, writer = "local", "local"
-        llm_sample, llm_conditions, repeats = 1, BARE_LLM_CONDITIONS, 1
+    """The LLM stage plan and a client opener; (None, None) when there is no LLM stage:
+    there is one only when --reader or --writer names a backend (``local`` is the
+    embedded model)."""
     if reader is None and writer is None:
         if llm_conditions:
             fail("--llm-conditions needs --reader and/or --writer")
@@ -180,6 +286,7 @@ def _llm_stage_options(
         conditions=specs,
         sample=min(llm_sample, len(pairs)),
         repeats=repeats,
+        transforms=transforms,
         use_schema=schema,
     )
     cache_path = backends.resolved_cache_path()

@@ -156,7 +156,7 @@ def _run_instance(
         streamed = {
             v: stream_variant(compressor, pair, v, budget, memo, plans[v]) for v in VARIANTS
         }
-    except Exception:
+    except (Exception, SystemExit):  # a plugin that exits is a compressor that raised
         trace = traceback.format_exc()
         rows.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")
         shared = rows.shared(pair, label, compressor, budget, reader="exact")
@@ -166,6 +166,11 @@ def _run_instance(
     query = tuple(pair.query)
     identity_instance = pair.transform is None
     mapping = pair.transform.mapping if pair.transform else None
+    check_order = (
+        compressor.order_invariant
+        and pair.transform is not None
+        and (pair.transform.kind == "permute")
+    )
     values: list[list[Any]] = []
     for variant in VARIANTS:
         for branch in BRANCHES:
@@ -183,6 +188,10 @@ def _run_instance(
             equivariant: int | None = None
             if identity_instance:
                 identity[(variant, branch)] = memory
+            elif check_order and (variant, branch) in identity:
+                # a condition that claims order invariance keeps the same lines
+                source = identity[(variant, branch)]
+                equivariant = int(sorted(memory.split("\n")) == sorted(source.split("\n")))
             elif mapping and (variant, branch) in identity:
                 source = identity[(variant, branch)]
                 if renamed is not None and _same_records(source, memory, renamed):

@@ -22,10 +22,15 @@ from compressors import ArchiveCompressor, ChunkView, Compressor
 from histories import BRANCHES, FUTURES, Branch, Pair, Record, VariantName
 
 
-def chunk_seed(pair: Pair, variant: str, index: int) -> int:
-    """The phrasing seed of a chunk (prose renderings); the source id, so a renamed
-    pair is phrased like its source."""
-    return zlib.crc32(f"{pair.source_id}/{variant}/{index}".encode())
+def phrasing_seeds(pair: Pair, records: Sequence[Record]) -> tuple[int, ...]:
+    """The phrasing seed of each record of a prose rendering: the record's identity in
+    the source pair (its id there, and the source pair's id), so a record both variants
+    share, and the shared future, read identically in A and B, and a renamed or
+    relabelled pair is worded like its source."""
+    inverse = pair.transform.inverse_mapping() if pair.transform and pair.transform.mapping else {}
+    return tuple(
+        zlib.crc32(f"{pair.source_id}/{inverse.get(r.id, r.id)}".encode()) for r in records
+    )
 
 
 ChunkPlan = tuple[ChunkView, tuple[int, ...], int]
@@ -41,8 +46,11 @@ def plan_variant(pair: Pair, variant: VariantName) -> VariantPlan:
     """The chunks one variant streams: worked out once per pair instance, shared by
     every condition streaming it."""
 
+    prose = pair.render == "prose"
+
     def chunk(records: Sequence[Record], index: int) -> ChunkPlan:
-        view = ChunkView(records, pair.render, chunk_seed(pair, variant, index))
+        seed = phrasing_seeds(pair, records) if prose else 0
+        view = ChunkView(records, pair.render, seed)
         return (view, tuple(map(id, view.records)), index)
 
     prefix = pair.variants.of(variant).chunks

@@ -8,6 +8,14 @@ same for ``audit compare``.  Numbers come from ``audit.scoring``; files from
 
 from audit.reportdata._compare import build_compare
 from audit.reportdata._context import Options, ReportContext
+from audit.reportdata._replication import build_replication
 from audit.reportdata._report import SECTIONS, build_report
 
-__all__ = ["SECTIONS", "Options", "ReportContext", "build_compare", "build_report"]
+__all__ = [
+    "SECTIONS",
+    "Options",
+    "ReportContext",
+    "build_compare",
+    "build_replication",
+    "build_report",
+]

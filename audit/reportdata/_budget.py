@@ -36,7 +36,7 @@ def build(ctx: ReportContext) -> Section:
         Column("joint_J", "joint J (source pairs)", "proportion"),
         Column("adequacy", "adequacy (source pairs)", "proportion"),
     ]
-    table = Table("budget-table", columns, frame, csv="budget.csv", collapsed=True, markdown=False)
+    table = Table("budget-table", columns, frame, csv="budget.csv", collapsed=True, markdown=True)
     if len(budgets) < 2:
         text = ", ".join(str(b) for b in budgets)
         return Section(

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-import math
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from audit.reportdata._comparisons import COMPARISON_COLUMNS, comparison_row, with_holm
-from audit.reportdata._context import Options, pair_values
-from audit.rundir import RunData
-from audit.scoring import paired_comparison, score_results, wilson_arrays
-from reports import Bullets, Chart, Code, Column, Document, Facts, Paragraph, Section, Table
+from audit.reportdata._context import Options, pair_bounds, pair_values, proportion_columns
+from audit.rundir import RunData, load_source_pairs
+from audit.scoring import paired_comparison, score_results
+from reports import (
+    Bullets,
+    Chart,
+    Code,
+    Column,
+    Document,
+    Facts,
+    Inline,
+    Paragraph,
+    Section,
+    Table,
+)
 
 RunSystem = tuple[str, str, str, int]
 """(run label, reader, condition, budget)."""
@@ -28,31 +39,62 @@ def _labels(runs: Sequence[RunData]) -> list[str]:
     return labels
 
 
+def pair_identities(run: RunData) -> tuple[dict[str, str], str | None]:
+    """Each source pair id of a run -> the sha256 of the pair itself, so runs are paired
+    on the same histories, not on ids that different seeds or files reuse; and a note
+    when the pairs cannot be rebuilt (then ids stand in, only within one dataset)."""
+    source = load_source_pairs(run)
+    if source.note is not None:
+        return {}, source.note
+    return {
+        pid: hashlib.sha256(pair.to_json().encode()).hexdigest()
+        for pid, pair in source.pairs.items()
+    }, None
+
+
 def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Document:
-    """Systems across runs on their shared source pairs: paired deltas of joint J at identity."""
+    """Systems across runs on the source pairs they share (the same histories, by
+    content): paired deltas of joint J at identity, every reader with every reader."""
     options = options or Options()
     labels = _labels(runs)
     values: dict[RunSystem, dict[str, float]] = {}
+    bounds: dict[RunSystem, dict[str, tuple[int, int]]] = {}
     families: dict[str, str] = {}
-    reader_kinds: dict[tuple[str, str], str] = {}
     order: list[RunSystem] = []
+    notes: list[str] = []
+    digests = {
+        lab: run.raw_config.get("pairs_sha256") for lab, run in zip(labels, runs, strict=True)
+    }
+    one_dataset = len(set(digests.values())) == 1 and None not in digests.values()
     for label, run in zip(labels, runs, strict=True):
         scores = score_results(run.results, run.conditions)
+        identities, note = pair_identities(run)
+        if note is not None:
+            if not one_dataset:
+                notes.append(
+                    f"{label}: left out: its pairs cannot be rebuilt ({note}), so which of "
+                    "its pairs are the same histories as another run's is unknown"
+                )
+                continue
+            notes.append(f"{label}: pairs not rebuilt ({note}); paired by id within one dataset")
         for pid, family in scores.families.items():
-            families.setdefault(pid, family)
-        kinds = run.results.drop_duplicates("reader")
-        for reader, kind in zip(
-            kinds["reader"].astype(str), kinds["reader_kind"].astype(str), strict=True
-        ):
-            reader_kinds[(label, reader)] = kind
+            families.setdefault(identities.get(pid, pid), family)
         per_system = pair_values(scores, "joint_J")
+        per_system_bounds = pair_bounds(scores, "joint_J")
         for system in scores.systems:
             if system in per_system:
-                values[(label, *system)] = per_system[system]
-                order.append((label, *system))
+                key = (label, *system)
+                values[key] = {
+                    identities.get(pid, pid): value for pid, value in per_system[system].items()
+                }
+                bounds[key] = {
+                    identities.get(pid, pid): b for pid, b in per_system_bounds[system].items()
+                }
+                order.append(key)
+    included = list(dict.fromkeys(key[0] for key in order)) or labels
     shared = (
         set.intersection(
-            *(set().union(*(set(v) for k, v in values.items() if k[0] == lab)) for lab in labels)
+            *(set().union(*(set(v) for k, v in values.items() if k[0] == lab)) for lab in included)
         )
         if values
         else set()
@@ -60,40 +102,33 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
     systems = []
     for key in order:
         label, reader, condition, budget = key
-        kept = [values[key][p] for p in sorted(shared) if p in values[key]]
-        kept = [v for v in kept if not math.isnan(v)]
-        k, n = int(sum(kept)), len(kept)
-        low, high = wilson_arrays([k], [n])
-        systems.append(
-            {
-                "run": label,
-                "reader": reader,
-                "condition": condition,
-                "budget": budget,
-                "joint_J_k": k,
-                "joint_J_k_high": k,
-                "joint_J_n": n,
-                "joint_J_rate": k / n if n else math.nan,
-                "joint_J_low": float(low[0]),
-                "joint_J_high": float(high[0]),
-            }
-        )
-    baseline = labels[0]
+        shared_bounds = [bounds[key][p] for p in sorted(shared) if p in bounds[key]]
+        row = {"run": label, "reader": reader, "condition": condition, "budget": budget}
+        row.update(
+            proportion_columns(
+                "joint_J",
+                {
+                    "joint_J_pairs_k": sum(lo for lo, _ in shared_bounds),
+                    "joint_J_pairs_k_high": sum(hi for _, hi in shared_bounds),
+                    "joint_J_pairs_n": len(shared_bounds),
+                },
+            )
+        )  # the same counting as the report's: NA gives bounds, never a smaller n
+        systems.append(row)
+    baseline = included[0]
     rows = []
     for key in order:
         label, reader, condition, budget = key
         if label == baseline:
             continue
-        kind = reader_kinds.get((label, reader), reader)
-        candidates = [
+        candidates = [  # every reader of the baseline: backends against each other and exact
             other
             for other in order
             if other[0] == baseline
             and other[3] == budget
-            and reader_kinds.get((baseline, other[1]), other[1]) == kind
             and other[2] == (options.reference or condition)
         ]
-        for ref in candidates[:1]:
+        for ref in candidates:
             result = paired_comparison(
                 {p: v for p, v in values[ref].items() if p in shared},
                 {p: v for p, v in values[key].items() if p in shared},
@@ -116,18 +151,14 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
                 condition_b=condition,
                 reader_a=ref[1],
                 reader_b=reader,
-                label=f"{row['b']} vs {row['a']}",
+                label=f"{row['b']} minus {row['a']}",
             )
             rows.append(row)
     comparisons = with_holm(pd.DataFrame(rows))
-    notes = []
-    digests = {
-        lab: run.raw_config.get("pairs_sha256") for lab, run in zip(labels, runs, strict=True)
-    }
-    if len(set(digests.values())) > 1:
+    if not one_dataset:
         notes.append(
-            "the runs were made on different pair sets (pairs_sha256 differs): compared only on "
-            "source pair ids they share; make sure equal ids mean equal pairs"
+            "the runs were made on different pair sets: they are compared on the pairs whose "
+            "histories are identical (matched by content, not by id)"
         )
     notes.append(
         f"{len(shared)} source pairs shared by all runs; every rate and test below uses only them"
@@ -135,7 +166,8 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
     method = (
         f"baseline: {baseline}; each system of another run against the baseline's "
         + (f"{options.reference!r}" if options.reference else "same condition")
-        + " at the same budget and reader kind; unit: the source pair shared by all runs "
+        + " at the same budget, read by every reader of the baseline (an LLM backend against "
+        "another and against the exact reader); unit: the source pair shared by all runs "
         "(passes when joint J passes on every block of it at identity); exact McNemar on the "
         "discordant pairs, Holm-corrected across every comparison in this table; delta "
         f"intervals: cluster bootstrap within family ({options.resamples} resamples, seed "
@@ -158,6 +190,15 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
     return _document(
         labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method
     )
+
+
+def _listed(labels: list[str]) -> list[Inline]:
+    """Run labels as code, separated by commas."""
+    out: list[Inline] = []
+    for index, label in enumerate(labels):
+        out += [", "] if index else []
+        out.append(Code(label))
+    return out
 
 
 def _document(
@@ -218,7 +259,7 @@ def _document(
         )
     return Document(
         title="memory audit: comparison of " + ", ".join(labels),
-        facts=Facts([("runs", [Code(label) for label in labels])]),
+        facts=Facts([("runs", _listed(labels))]),
         summary=[Bullets(notes)],
         sections=[
             Section("runs", "Runs", [Table("runs-table", run_columns, runs)]),

@@ -30,7 +30,7 @@ COMPARISON_COLUMNS = [
     ),
     Column("p_value", "McNemar p", "pvalue"),
     Column("p_holm", "Holm p", "pvalue"),
-    Column("significant", "", "flag", flag_text="p < 0.05 after Holm"),
+    Column("significant", "significant?", "flag", flag_text="p < 0.05 after Holm"),
 ]
 
 
@@ -86,9 +86,10 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
         if options.pairwise:
             pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
         else:
-            reference = options.reference if options.reference in names else None
-            if reference is None:
-                reference = max(names, key=lambda c: (rate(c), -names.index(c)))
+            reference = ctx.reference if ctx.reference in names else None
+            if reference is None:  # the best strict condition: never a ceiling or a probe
+                strict = [c for c in names if ctx.scores.kinds.get(c, "strict") == "strict"]
+                reference = max(strict or names, key=lambda c: (rate(c), -names.index(c)))
             pairs = [(reference, c) for c in names if c != reference]
         for a, b in pairs:
             system_a: System = (reader, a, budget)
@@ -103,7 +104,7 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
             )
             row = comparison_row(reader, budget, a, b, result)
             row["facet"] = f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "")
-            row["label"] = f"{b} vs {a}"
+            row["label"] = f"{b} minus {a}"
             rows.append(row)
     return with_holm(pd.DataFrame(rows))
 
@@ -113,9 +114,11 @@ def method_note(ctx: ReportContext) -> str:
     what = (
         "every two conditions"
         if options.pairwise
-        else f"each condition against {options.reference!r}"
-        if options.reference
-        else "each condition against the best by joint J (per reader and budget)"
+        else f"each condition against {ctx.reference!r}"
+        + (" (preregistered: fixed in the run's plan)" if ctx.preregistered else "")
+        if ctx.reference
+        else "each condition against the best strict condition by joint J (per reader and "
+        "budget; archives and probes are never the reference)"
     )
     return (
         f"{what}; unit: the source pair (it passes when joint J passes on every block of it "

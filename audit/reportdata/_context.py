@@ -44,6 +44,27 @@ class ReportContext:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def reference(self) -> str | None:
+        """The condition every other is compared with: ``--reference`` of the report,
+        else the one fixed in the run's plan before it ran, else None (the best)."""
+        if self.options.reference is not None:
+            return self.options.reference
+        plan = self.run.plan
+        return plan.reference if plan is not None else None
+
+    @property
+    def preregistered(self) -> bool:
+        plan = self.run.plan
+        return (
+            plan is not None
+            and plan.reference is not None
+            and (self.options.reference in (None, plan.reference))
+        )
+
+    def kind(self, condition: str) -> str:
+        return self.scores.kinds.get(condition, "strict")
+
+    @property
     def several_readers(self) -> bool:
         return len({s[0] for s in self.scores.systems}) > 1
 
@@ -64,9 +85,15 @@ class ReportContext:
         return {"reader": reader, "condition": condition, "budget": budget}
 
     def label(self, system: System) -> str:
-        """A system as one label: condition, budget and (with several readers) reader."""
+        """A system as one label: condition, budget and (with several readers) reader;
+        an archive is marked a ceiling, a probe the floor."""
         reader, condition, budget = system
         text = f"{condition} @ {budget} B"
+        kind = self.kind(condition)
+        if kind == "archive":
+            text += " [ceiling]"
+        elif kind == "probe":
+            text += " [probe]"
         return f"{text} ({reader})" if self.several_readers else text
 
     def identity_cell(self, system: System, family: str = "all") -> dict[str, Any] | None:
@@ -102,24 +129,29 @@ def proportion_columns(
     }
 
 
+def pair_bounds(
+    scores: Scores, metric: str, transform: str = IDENTITY
+) -> dict[System, dict[str, tuple[int, int]]]:
+    """Per system: each source pair's pass on ``metric``, NA as fail and NA as pass."""
+    frame = scores.pairs.get(metric)
+    out: dict[System, dict[str, tuple[int, int]]] = {}
+    if frame is None or frame.empty:
+        return out
+    frame = frame[frame["transform"] == transform]
+    for reader, condition, budget, pair, low, high in zip(
+        frame["reader"], frame["condition"], frame["budget"], frame["source_pair_id"],
+        frame["every_lo"], frame["every_hi"], strict=True,
+    ):  # fmt: skip
+        out.setdefault((reader, condition, int(budget)), {})[pair] = (int(low), int(high))
+    return out
+
+
 def pair_values(
     scores: Scores, metric: str, transform: str = IDENTITY
 ) -> dict[System, dict[str, float]]:
     """Per system: each source pair's pass (1.0), fail (0.0) or undetermined (NaN, NA
     bounds disagree) on ``metric``: the unit of every paired comparison."""
-    frame = scores.pairs.get(metric)
-    out: dict[System, dict[str, float]] = {}
-    if frame is None or frame.empty:
-        return out
-    frame = frame[frame["transform"] == transform]
-    determined = np.where(frame["every_lo"] == frame["every_hi"], frame["every_lo"], np.nan)
-    for reader, condition, budget, pair, value in zip(
-        frame["reader"],
-        frame["condition"],
-        frame["budget"],
-        frame["source_pair_id"],
-        determined,
-        strict=True,
-    ):
-        out.setdefault((reader, condition, int(budget)), {})[pair] = float(value)
-    return out
+    return {
+        system: {pair: float(lo) if lo == hi else np.nan for pair, (lo, hi) in pairs.items()}
+        for system, pairs in pair_bounds(scores, metric, transform).items()
+    }

@@ -37,6 +37,7 @@ def failure_frame(ctx: ReportContext) -> pd.DataFrame:
         tuple(cast(tuple[Any, ...], k)): int(v) for k, v in counted.items()
     }
     rows = []
+    lenient = any(m.name == "joint_J_lenient" for m in ctx.scores.metrics)
     for system in ctx.scores.systems:
         reader, condition, budget = system
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
@@ -46,7 +47,8 @@ def failure_frame(ctx: ReportContext) -> pd.DataFrame:
             row[f"cause_{cause}"] = cause_counts.get((reader, condition, budget, cause), 0)
         cell = ctx.identity_cell(system)
         row.update(proportion_columns("joint_J", cell))
-        row.update(proportion_columns("joint_J_lenient", cell))
+        if lenient:  # only where an LLM reader read: the exact reader has one score
+            row.update(proportion_columns("joint_J_lenient", cell))
         rows.append(row)
     return pd.DataFrame(rows)
 

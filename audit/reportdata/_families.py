@@ -55,7 +55,7 @@ def build(ctx: ReportContext) -> Section:
                 "source pairs / pairs of that family.",
             ),
             Table(
-                "families-table", columns, frame, csv="families.csv", collapsed=True, markdown=False
+                "families-table", columns, frame, csv="families.csv", collapsed=True, markdown=True
             ),
         ],
     )

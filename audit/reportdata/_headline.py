@@ -13,26 +13,27 @@ from audit.scoring import IDENTITY, bootstrap_mean, cluster_bootstrap, selection
 from reports import Chart, Column, Section, Table
 
 HEADLINE_METRICS = ("current", "reveal", "override", "joint_J", "adequacy", "collision")
+ROLES = {
+    "strict": "",
+    "archive": "ceiling: re-reads the raw history",
+    "probe": "floor: a naming or order heuristic",
+}
+"""What a condition's kind means for reading its row."""
 
 
 def headline_frame(ctx: ReportContext) -> pd.DataFrame:
     """One row per system at identity: proportions (source pairs), J's bootstrap
     interval, mean memory bytes, ranks by current and by reveal accuracy."""
     options = ctx.options
-    identity = ctx.run.results[ctx.run.results["transform"] == IDENTITY]
-    sizes = (
-        identity.groupby(
-            ["reader", "condition", "budget", "family", "source_pair_id"], observed=True
-        )["memory_bytes"]
-        .mean()
-        .reset_index()
-    )
+    sizes = ctx.scores.pair_bytes
+    sizes = sizes[(sizes["transform"] == IDENTITY) & sizes["mean_memory_bytes"].notna()]
     j_pairs = ctx.scores.pairs["joint_J"]
     j_pairs = j_pairs[j_pairs["transform"] == IDENTITY]
     rows = []
     for system in ctx.scores.systems:
         cell = ctx.identity_cell(system)
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
+        row["role"] = ROLES[ctx.kind(system[1])]
         for metric in HEADLINE_METRICS:
             row.update(proportion_columns(metric, cell))
         reader, condition, budget = system
@@ -69,12 +70,12 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
             & (sizes["condition"] == condition)
             & (sizes["budget"] == budget)
         ]
-        values = mine["memory_bytes"].dropna()
+        values = mine["mean_memory_bytes"]
         if len(values):
-            row["memory_bytes_mean"] = float(values.mean())
+            row["memory_bytes_mean"] = float(cell["mean_memory_bytes"]) if cell else math.nan
             row["memory_bytes_low"], row["memory_bytes_high"] = bootstrap_mean(
                 values.to_numpy(),
-                mine.loc[values.index, "family"].astype(str).tolist(),
+                mine["family"].astype(str).tolist(),
                 resamples=options.resamples,
                 seed=options.seed,
                 key=f"bytes/{system}",
@@ -123,6 +124,13 @@ def build(ctx: ReportContext) -> Section:
     frame = headline_frame(ctx)
     columns = [
         Column("condition", "condition", "label"),
+        Column(
+            "role",
+            "role",
+            "text",
+            help="archives are ceilings (extra storage) and probes the floor (they know "
+            "nothing of semantics): neither is ever the best condition or the reference",
+        ),
         Column("budget", "budget (B)", "integer"),
         *([Column("reader", "reader", "label")] if ctx.several_readers else []),
         Column(
@@ -173,7 +181,7 @@ def build(ctx: ReportContext) -> Section:
             interval_label="boot",
         ),
         Column("ranks", "rank now / after reveal", "text"),
-        Column("rank_differs", "", "flag", flag_text="ranked differently"),
+        Column("rank_differs", "ranked differently?", "flag", flag_text="ranked differently"),
     ]
     blocks: list[Any] = [
         Table(

@@ -29,8 +29,8 @@ SECTIONS: list[Callable[[ReportContext], Section]] = [
     _failures.build,
     _budget.build,
     _costs.build,
-    _drilldown.build,
     _method.build,
+    _drilldown.build,
 ]
 """The report's sections, in order: a new section is one module and one line here."""
 

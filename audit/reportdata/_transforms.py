@@ -20,7 +20,7 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
     options = ctx.options
     gaps = {
         (g["reader"], g["condition"], g["budget"], g["transform"]): g
-        for g in shortcut_gaps(ctx.scores)
+        for g in shortcut_gaps(ctx.scores, resamples=options.resamples, seed=options.seed)
     }
     reveal_pairs = ctx.scores.pairs["reveal"]
     rows = []
@@ -34,7 +34,7 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
                 "label": ctx.label(system),
                 "transform": transform,
             }
-            row.update(proportion_columns("reveal", cell))
+            row.update(proportion_columns("reveal_every", cell, "reveal_pairs"))
             row.update(proportion_columns("reveal_blocks", cell, "reveal_blocks"))
             row.update(proportion_columns("adequacy", cell))
             row.update(proportion_columns("late_reference_adequacy", cell))
@@ -59,15 +59,18 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
             gap = gaps.get((*system, transform), {})
             for name in (
                 "reveal_gap_blocks",
+                "reveal_gap_low",
+                "reveal_gap_high",
+                "reveal_gap_p",
                 "reveal_gap_pairs",
                 "adequacy_gap_pairs",
                 "late_reference_adequacy_gap_pairs",
             ):
                 value = gap.get(name)
                 row[name] = np.nan if value is None else value
-            for unit, short in (("pairs", "pairs"), ("reads", "reads")):
-                row[f"equivariance_{short}_k"] = int(cell[f"equivariance_violation_{unit}_k"])
-                row[f"equivariance_{short}_n"] = int(cell[f"equivariance_violation_{unit}_n"])
+            for unit in ("pairs", "reads"):
+                name = f"equivariance_violation_{unit}"
+                row[f"{name}_k"], row[f"{name}_n"] = int(cell[f"{name}_k"]), int(cell[f"{name}_n"])
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -104,10 +107,19 @@ def build(ctx: ReportContext) -> Section:
             "reveal_gap_blocks",
             "gap (blocks)",
             "signed",
-            help="identity rate minus this transform's block rate: the typical loss",
+            interval=("reveal_gap_low", "reveal_gap_high"),
+            interval_label="boot",
+            help="identity rate minus this transform's block rate: the typical loss, with a "
+            "cluster-bootstrap interval over source pairs",
         ),
         Column(
-            "reveal",
+            "reveal_gap_p",
+            "gap p",
+            "pvalue",
+            help="two-sided sign-flip permutation test of the per-pair gaps",
+        ),
+        Column(
+            "reveal_every",
             "reveal on every instance (source pairs)",
             "proportion",
             help="source pairs passing the reveal future on every instance: the worst case",
@@ -120,12 +132,12 @@ def build(ctx: ReportContext) -> Section:
         ),
         Column("late_reference_adequacy", "late-ref adequacy (source pairs)", "proportion"),
         Column(
-            "equivariance_pairs",
+            "equivariance_violation_pairs",
             "equivariance violations (source pairs)",
             "count",
             help="C(rename(H)) != rename(C(H)) on some read of the pair",
         ),
-        Column("equivariance_reads", "equivariance violations (reads)", "count"),
+        Column("equivariance_violation_reads", "equivariance violations (reads)", "count"),
     ]
     moved = frame[frame["transform"] != IDENTITY]
     return Section(
@@ -136,7 +148,12 @@ def build(ctx: ReportContext) -> Section:
                 "Under a transform, a block is one transformed instance (and repeat) of a "
                 "source pair. The shortcut gap is the identity rate minus the transformed "
                 "rate: positive when the condition did worse once labels or order changed. "
-                "Equivariance: C(rename(H)) == rename(C(H)).",
+                "Equivariance, C(rename(H)) == rename(C(H)), is checked per read under every "
+                "renaming; under relabel labels change length, so a budgeted memory may "
+                "rightly keep other records there, and only rename and decoy are a strict "
+                "test. Under permute, a condition that claims order invariance (it says so "
+                "in audit compressors) must keep the same lines whatever the order: its "
+                "violations are counted here too.",
                 muted=True,
             ),
             Table("transforms-table", columns, frame, csv="transforms.csv"),

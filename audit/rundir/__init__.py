@@ -35,6 +35,7 @@ from audit.rundir._layout import (
     CONFIG_FILE,
     COSTS_FILE,
     LOG_FILE,
+    REPLICATION_FILE,
     REPORT_DIR,
     RESULTS_CSV,
     RESULTS_PARQUET,
@@ -42,6 +43,7 @@ from audit.rundir._layout import (
     SUMMARY_FILE,
     default_run_dir,
     named_run_dir,
+    seed_run_dir,
     write_atomically,
 )
 from audit.rundir._load import (
@@ -80,6 +82,7 @@ __all__ = [
     "LEGACY_ZDICT",
     "LOG_FILE",
     "OUTCOMES",
+    "REPLICATION_FILE",
     "REPORT_DIR",
     "RESULTS_CSV",
     "RESULTS_PARQUET",
@@ -125,6 +128,7 @@ __all__ = [
     "read_costs",
     "rebuild_pairs",
     "results_table",
+    "seed_run_dir",
     "store_format",
     "table_bytes",
     "table_from_bytes",

@@ -30,6 +30,13 @@ LOG_FILE = "run.log"
 """Tracebacks of compressors that raised."""
 REPORT_DIR = "report"
 """Where ``audit report`` writes by default."""
+REPLICATION_FILE = "replication.json"
+"""In the parent of a replication (``audit run --seeds``): per seed and pooled scores."""
+
+
+def seed_run_dir(parent: Path, seed: int) -> Path:
+    """The run directory of one generation seed of a replication."""
+    return parent / f"seed-{seed}"
 
 
 def write_atomically(path: Path, data: bytes | str) -> None:

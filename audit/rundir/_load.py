@@ -27,6 +27,7 @@ from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, rea
 from audit.rundir._layout import CONFIG_FILE, RESULTS_CSV, RESULTS_PARQUET, STORE_FILE
 from audit.rundir._pairs import rebuild_pairs
 from audit.rundir._store import STORE_FORMAT, MemoryBlocks, concat_results, job_tables, store_format
+from compressors import builtins
 from histories import Pair
 
 IDENTITY = "identity"
@@ -133,6 +134,12 @@ def label_readers(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _builtin_kind(label: str) -> str:
+    """A condition's kind by its built-in name (``strict`` for anything else)."""
+    found = builtins().get(label.split(":")[0])
+    return str(found.kind) if found is not None else "strict"
+
+
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
     """Types and defaults: numeric scores (empty = NA), reader labels, categories; a
     frame from any results file (an older layout's included) comes out the same."""
@@ -153,6 +160,8 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     for column, value in defaults.items():
         if column not in df:
             df[column] = value
+    if "kind" not in df:  # runs made before the column: the built-ins' own kinds
+        df["kind"] = df["condition"].astype(str).map(_builtin_kind)
     for column in NUMERIC:
         if column in df:
             df[column] = pd.to_numeric(df[column], errors="coerce")

@@ -24,9 +24,12 @@ def pairs_sha256(pairs: Sequence[Pair]) -> str:
     return digest.hexdigest()
 
 
-def preset_source(name: str) -> tuple[dict[str, Any], list[Pair], str]:
-    """A preset's source entry, its pairs and their sha256 (``KeyError`` if unknown)."""
+def preset_source(name: str, seed: int | None = None) -> tuple[dict[str, Any], list[Pair], str]:
+    """A preset's source entry, its pairs and their sha256 (``KeyError`` if unknown);
+    ``seed`` generates the preset's dataset with another seed (a replication)."""
     generation = PRESETS[name]
+    if seed is not None:
+        generation = generation.model_copy(update={"seed": seed})
     pairs = generate(generation)
     source = {"preset": name, "generation": generation.model_dump(mode="json")}
     return source, pairs, pairs_sha256(pairs)
@@ -36,7 +39,9 @@ def file_source(path: Path) -> tuple[dict[str, Any], list[Pair], str]:
     """A pair file's source entry, its pairs and the file's sha256
     (``histories.PairFileError`` names the line and field of a bad file)."""
     pairs = load_pairs(path)
-    return {"file": str(path)}, pairs, hashlib.sha256(path.read_bytes()).hexdigest()
+    # the absolute path: a report or a resume from another directory still finds it
+    source = {"file": str(path.resolve())}
+    return source, pairs, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def rebuild_pairs(source: Mapping[str, Any], directory: Path) -> tuple[list[Pair], str]:

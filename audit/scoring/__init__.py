@@ -18,6 +18,8 @@ from audit.scoring._metrics import (
     Metric,
     Unit,
 )
+from audit.scoring._probes import probe_matches
+from audit.scoring._replication import REPLICATED, heterogeneity_p, replicate
 from audit.scoring._selection import selection_warnings
 from audit.scoring._stats import (
     ALPHA,
@@ -39,7 +41,7 @@ from audit.scoring._summary import UNIT_NOTES, cell_entry, summarize, summary_of
 from audit.scoring._table import CELL, GROUP, PAIR_KEYS, SYSTEM, Scores, score_results
 
 SCORED_COLUMNS = (
-    "condition", "budget", "transform", "reader", "reader_model", "family", "branch",
+    "condition", "kind", "budget", "transform", "reader", "reader_model", "family", "branch",
     "variant", "pair_id", "source_pair_id", "repeat", "outcome", "correct",
     "correct_lenient", "adequate", "collision", "equivariant", "overflow", "memory_bytes",
 )  # fmt: skip
@@ -59,6 +61,7 @@ __all__ = [
     "LENIENT_METRICS",
     "METRICS",
     "PAIR_KEYS",
+    "REPLICATED",
     "SCORED_COLUMNS",
     "SYSTEM",
     "UNITS",
@@ -72,10 +75,13 @@ __all__ = [
     "bootstrap_mean",
     "cell_entry",
     "cluster_bootstrap",
+    "heterogeneity_p",
     "holm",
     "mcnemar_exact",
     "paired_comparison",
+    "probe_matches",
     "proportion",
+    "replicate",
     "score_results",
     "selection_warnings",
     "shortcut_gaps",

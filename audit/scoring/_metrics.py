@@ -18,6 +18,8 @@ An NA read is unknown, so a block with NA is computed twice, NA as fail and NA a
 pass, and the two results are **bounds**.  A source pair passes when **every** one of
 its blocks passes (at identity with one repeat there is one block); the share of its
 blocks that pass is its block pass rate.  Repeats are never folded by majority vote.
+The source-pair figure is the worst case either way: for a failure (a collision) a
+source pair counts when **any** of its blocks does.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class Metric:
     description: str
     family: str | None = None
     """Only this family's pairs count (late-reference adequacy)."""
+    failure: bool = False
+    """The score counts a failure (a collision): a source pair then counts when *any* of
+    its blocks does, so the source-pair figure stays the worst case."""
 
 
 METRICS: tuple[Metric, ...] = (
@@ -83,7 +88,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "collision", "collision", "collision", ("current",), "exclude",
         "the two variants' memories are byte-identical after the prefix: at most one of "
-        "them can be right after the reveal",
+        "them can be right after the reveal", failure=True,
     ),
 )  # fmt: skip
 LENIENT_METRICS: tuple[Metric, ...] = (

@@ -17,6 +17,7 @@ import pandas as pd
 
 from audit.scoring._gaps import shortcut_gaps
 from audit.scoring._metrics import UNITS
+from audit.scoring._probes import probe_matches
 from audit.scoring._selection import selection_warnings
 from audit.scoring._table import CELL, Scores, score_results
 
@@ -46,7 +47,7 @@ def cell_entry(scores: Scores, cell: dict[str, Any]) -> dict[str, Any]:
             if f"{metric.name}_{suffix}_n" in cell
         }
         entry[unit] = found
-    entry["reads"]["na"] = int(cell["na_reads"])
+    entry["reads"]["na"] = {"k": int(cell["na_reads"]), "n": int(cell["n_reads"])}
     entry["reads"]["over_budget"] = _kn(cell, "over_budget_reads")
     entry["equivariance_violations"] = {
         "source pairs": _kn(cell, "equivariance_violation_pairs"),
@@ -69,7 +70,8 @@ def summarize(
     """``summary.json`` of a normalized results frame."""
     if df.empty:
         return {"run": meta, "units": UNIT_NOTES, "n_reads": 0, "n_source_pairs": 0,
-                "scores": [], "shortcut_gaps": [], "selection": []}  # fmt: skip
+                "scores": [], "shortcut_gaps": [], "selection": [], "probe_matches": [],
+                "kinds": {}}  # fmt: skip
     scores = score_results(df, conditions or ())
     return summary_of(scores, meta, len(df), int(df["source_pair_id"].nunique()))
 
@@ -83,4 +85,6 @@ def summary_of(scores: Scores, meta: dict[str, Any], n_reads: int, n_pairs: int)
         "scores": [cell_entry(scores, cell) for cell in scores.records()],
         "shortcut_gaps": shortcut_gaps(scores),
         "selection": selection_warnings(scores),
+        "probe_matches": probe_matches(scores),
+        "kinds": scores.kinds,
     }

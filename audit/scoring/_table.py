@@ -6,7 +6,7 @@
 * ``pairs[metric]``: one row per (reader, condition, budget, transform, source pair):
   its family; ``blocks_lo`` / ``blocks_hi`` (blocks passing, NA as fail / as pass) of
   ``blocks`` (the pair's instances x repeats); ``every_lo`` / ``every_hi`` (1 when
-  every block passes);
+  every block passes; for a failure metric, a collision, when any block counts);
 * ``cells``: one row per (reader, condition, budget, transform, family), family
   ``all`` included, with, for every metric ``m``, ``m_pairs_k``, ``m_pairs_k_high``,
   ``m_pairs_n`` (source pairs passing every block), ``m_blocks_k``, ``m_blocks_k_high``,
@@ -29,7 +29,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from audit.scoring._metrics import ALL, IDENTITY, LENIENT_METRICS, METRICS, Metric
+from audit.scoring._metrics import ALL, BY_NAME, IDENTITY, LENIENT_METRICS, METRICS, Metric
 
 SYSTEM = ["reader", "condition", "budget"]
 GROUP = [*SYSTEM, "transform"]
@@ -149,7 +149,16 @@ def _pair_counts(layout: _Layout, metric: Metric) -> _PairCounts:
     )
 
 
-def _pair_frame(layout: _Layout, counts: _PairCounts) -> pd.DataFrame:
+def _worst(counts: _PairCounts, failure: bool) -> tuple[Any, Any]:
+    """Per pair, NA as fail and as pass: the worst case over its blocks (every block
+    passes; for a failure metric, any block fails)."""
+    seen = counts.blocks > 0
+    if failure:
+        return seen & (counts.lo > 0), seen & (counts.hi > 0)
+    return seen & (counts.lo == counts.blocks), seen & (counts.hi == counts.blocks)
+
+
+def _pair_frame(layout: _Layout, counts: _PairCounts, failure: bool) -> pd.DataFrame:
     present = np.flatnonzero(counts.blocks > 0)
     out = layout.df.iloc[layout.first_row_of_pair[present]][PAIR_KEYS].reset_index(drop=True)
     for key in PAIR_KEYS:
@@ -157,8 +166,9 @@ def _pair_frame(layout: _Layout, counts: _PairCounts) -> pd.DataFrame:
     out["blocks_lo"] = counts.lo[present].astype(np.int64)
     out["blocks_hi"] = counts.hi[present].astype(np.int64)
     out["blocks"] = counts.blocks[present].astype(np.int64)
-    out["every_lo"] = (out["blocks_lo"] == out["blocks"]).astype(np.int64)
-    out["every_hi"] = (out["blocks_hi"] == out["blocks"]).astype(np.int64)
+    every_lo, every_hi = _worst(counts, failure)
+    out["every_lo"] = every_lo[present].astype(np.int64)
+    out["every_hi"] = every_hi[present].astype(np.int64)
     return out
 
 
@@ -171,7 +181,8 @@ class _PairFrames(Mapping[str, pd.DataFrame]):
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name not in self._frames:
-            self._frames[name] = _pair_frame(self._layout, self._counts[name])
+            failure = BY_NAME[name].failure
+            self._frames[name] = _pair_frame(self._layout, self._counts[name], failure)
         return self._frames[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -195,6 +206,11 @@ class Scores:
     """source pair id -> family."""
     metrics: tuple[Metric, ...]
     """The metrics scored (the lenient ones only where an LLM reader read)."""
+    pair_bytes: pd.DataFrame
+    """One row per (system, transform, family, source pair): ``mean_memory_bytes``."""
+    kinds: dict[str, str]
+    """condition -> its kind: ``strict`` (a contestant), ``archive`` (re-reads the raw
+    history: a ceiling, extra storage) or ``probe`` (a shortcut heuristic: the floor)."""
     _by_key: dict[tuple[Any, ...], dict[str, Any]] | None = field(default=None, repr=False)
 
     def cell(
@@ -208,6 +224,11 @@ class Scores:
     def records(self) -> list[dict[str, Any]]:
         """Every cell as a dict, in table order."""
         return cast(list[dict[str, Any]], self.cells.to_dict("records"))
+
+    def contestants(self) -> list[tuple[str, str, int]]:
+        """The systems of strict conditions: archives are ceilings and probes the floor,
+        neither is ever the best condition or the default reference."""
+        return [s for s in self.systems if self.kinds.get(s[1], "strict") == "strict"]
 
     def transforms(self) -> list[str]:
         """The transforms present, identity first."""
@@ -230,8 +251,7 @@ def score_results(df: pd.DataFrame, conditions: Sequence[str] = ()) -> Scores:
     all_counts: dict[str, _PairCounts] = {}
     for metric in metrics:
         counts = all_counts[metric.name] = _pair_counts(layout, metric)
-        every_lo = (counts.blocks > 0) & (counts.lo == counts.blocks)
-        every_hi = (counts.blocks > 0) & (counts.hi == counts.blocks)
+        every_lo, every_hi = _worst(counts, metric.failure)
         name = metric.name
         columns[f"{name}_pairs_k"] = layout.per_cell_of_pairs(every_lo)
         columns[f"{name}_pairs_k_high"] = layout.per_cell_of_pairs(every_hi)
@@ -273,7 +293,29 @@ def score_results(df: pd.DataFrame, conditions: Sequence[str] = ()) -> Scores:
         for c in condition_order
         if (r, c, b) in present
     ]
-    return Scores(cells, _PairFrames(layout, all_counts), systems, families, metrics)
+    kinds: dict[str, str] = {}
+    if "kind" in df:
+        found = df[["condition", "kind"]].drop_duplicates("condition")
+        kinds = dict(zip(found["condition"].astype(str), found["kind"].astype(str), strict=True))
+    pair_keys = df.iloc[layout.first_row_of_pair][PAIR_KEYS].reset_index(drop=True)
+    for key in PAIR_KEYS:
+        pair_keys[key] = pair_keys[key].astype(np.int64 if key == "budget" else str)
+    pair_bytes = pair_keys.assign(mean_memory_bytes=pair_mean_bytes(layout))
+    return Scores(
+        cells, _PairFrames(layout, all_counts), systems, families, metrics, pair_bytes, kinds
+    )
+
+
+def pair_mean_bytes(layout: _Layout) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Per pair: the mean memory bytes over its reads with a memory (NaN: none).  A
+    cell's mean memory bytes is the mean of its source pairs' means: the same unit as
+    every other score, and the mean its bootstrap interval resamples."""
+    size = layout.numbers("memory_bytes")
+    rows = ~np.isnan(size) & (layout.pair >= 0)
+    total = np.bincount(layout.pair[rows], size[rows], layout.n_pairs)
+    count = np.bincount(layout.pair[rows], minlength=layout.n_pairs)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def _read_facts(layout: _Layout) -> dict[str, Any]:
@@ -282,10 +324,10 @@ def _read_facts(layout: _Layout) -> dict[str, Any]:
     df = layout.df
     equivariant = layout.numbers("equivariant")
     overflow = layout.numbers("overflow")
-    size = layout.numbers("memory_bytes")
     outcome, outcome_names = _named_codes(df["outcome"])
     facts: dict[str, Any] = {
         "n_source_pairs": layout.per_cell_of_pairs(np.ones(layout.n_pairs)),
+        "n_reads": layout.per_cell(np.ones(len(df))),
         "na_reads": layout.per_cell(outcome == outcome_names.get("na", -2)),
         "over_budget_reads_k": layout.per_cell(overflow > 0),
         "over_budget_reads_n": layout.per_cell(~np.isnan(overflow)),
@@ -297,10 +339,13 @@ def _read_facts(layout: _Layout) -> dict[str, Any]:
     any_checked = np.bincount(layout.pair[checked], minlength=layout.n_pairs) > 0
     facts["equivariance_violation_pairs_k"] = layout.per_cell_of_pairs(violated > 0)
     facts["equivariance_violation_pairs_n"] = layout.per_cell_of_pairs(any_checked)
-    sized = ~np.isnan(size)
+    means = pair_mean_bytes(layout)
+    measured = ~np.isnan(means)
     with np.errstate(invalid="ignore", divide="ignore"):
         facts["mean_memory_bytes"] = np.round(
-            layout.per_cell(np.where(sized, size, 0.0)) / layout.per_cell(sized), 1
+            layout.per_cell_of_pairs(np.where(measured, means, 0.0))
+            / layout.per_cell_of_pairs(measured),
+            1,
         )
     for name, code in sorted(outcome_names.items()):
         if name not in ("nan", "None", ""):

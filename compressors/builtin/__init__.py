@@ -7,6 +7,7 @@ from compressors.builtin import (
     frontier,
     full,
     llm_writers,
+    probes,
     tail,
     type_pin,
 )
@@ -25,8 +26,13 @@ ORDER = (
     "bm25",
     "dependency_closure",
     "direct_prose",
+    "probe_shortest",
+    "probe_lexicographic",
+    "probe_newest",
+    "probe_random",
 )
-"""How listings and default runs order the built-ins: strict first, then archives."""
+"""How listings and default runs order the built-ins: strict first, then archives,
+then the shortcut probes (the floor)."""
 
 __all__ = [
     "ORDER",
@@ -36,6 +42,7 @@ __all__ = [
     "frontier",
     "full",
     "llm_writers",
+    "probes",
     "tail",
     "type_pin",
 ]

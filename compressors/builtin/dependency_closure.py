@@ -48,6 +48,7 @@ def full_closure(
 @register
 class DependencyClosure(ArchiveCompressor):
     name = "dependency_closure"
+    order_invariant = True
     summary = "archive: records in the query's dependency closure over the raw history"
 
     def recall(

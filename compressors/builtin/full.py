@@ -17,6 +17,7 @@ from histories import Record
 @register
 class Full(ArchiveCompressor):
     name = "full"
+    order_invariant = True
     summary = "archive: the whole raw history at answer time (unbudgeted ceiling)"
     budgeted = False
 
