@@ -1,4 +1,4 @@
-"""Exact power of the exact McNemar test and the pairs a comparison needs.
+"""Exact power of the exact McNemar test, the pairs a comparison needs, and `audit power`.
 
 Reference values come from closed forms (with every discordant pair one way, the
 power is a binomial tail), from a brute-force enumeration of every table that
@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binom, norm
+from typer.testing import CliRunner
 
+from audit.cli import app
 from audit.scoring import (
     MAX_PAIRS,
     PairedTable,
@@ -24,6 +26,8 @@ from audit.scoring import (
     pairs_needed,
     power,
 )
+
+runner = CliRunner()
 
 
 def brute_force_power(n: int, delta: float, psi: float, level: float) -> float:
@@ -198,3 +202,56 @@ def test_pairs_needed_is_the_first_n_that_reaches_the_target(delta, spare, m, ta
     n = pairs_needed(delta, psi, comparisons=m, target=target)
     assert power(n, delta, psi, comparisons=m) >= target
     assert n == 1 or power(n - 1, delta, psi, comparisons=m) < target
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+
+def run(*args: str):
+    return runner.invoke(app, ["power", *args])
+
+
+def test_cli_prints_power_and_detectable_difference_for_given_pairs():
+    result = run("--effect", "0.2", "--comparisons", "3", "--pairs", "24")
+    assert result.exit_code == 0, result.output
+    assert "0.05 / 3 comparisons = 0.01667 per test" in result.output
+    assert "power with 24 source pairs: 18.9%" in result.output
+    assert "smallest effect detected with 80% power: 0.354" in result.output
+
+
+def test_cli_prints_the_pairs_needed():
+    result = run("--effect", "0.2", "--comparisons", "3")
+    assert result.exit_code == 0, result.output
+    assert "source pairs needed for 80% power: 44" in result.output
+    result = run("--effect", "0.2", "--discordance", "0.3", "--comparisons", "3", "--power", "0.9")
+    assert result.exit_code == 0, result.output
+    expected = pairs_needed(0.2, 0.3, comparisons=3, target=0.9)
+    assert f"source pairs needed for 90% power: {expected}" in result.output
+
+
+def test_cli_says_when_more_pairs_dip_below_the_target():
+    result = run("--effect", "0.5", "--discordance", "1")
+    assert result.exit_code == 0, result.output
+    assert "needed for 80% power: 30" in result.output
+    assert "31 pairs give 77.1%" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--effect", "1.5"], "--effect must be in (0, 1]"),
+        (["--effect", "0"], "--effect must be in (0, 1]"),
+        (["--effect", "0.3", "--discordance", "0.2"], "--discordance must be in [--effect, 1]"),
+        (["--effect", "0.3", "--comparisons", "0"], "--comparisons must be at least 1"),
+        (["--effect", "0.3", "--alpha", "1"], "--alpha must be in (0, 1)"),
+        (["--effect", "0.3", "--power", "1.2"], "--power must be in (0, 1)"),
+        (["--effect", "0.3", "--pairs", "0"], "--pairs must be at least 1"),
+        (["--effect", "0.005", "--discordance", "0.9"], "more than 20,000 source pairs"),
+    ],
+)
+def test_cli_refuses_bad_values_in_one_line(args, message):
+    result = run(*args)
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.output
+    assert message in errors[0]
