@@ -11,10 +11,15 @@ from scipy.stats import binomtest
 
 from audit.rundir import normalize
 from audit.scoring import (
+    BOOTSTRAP_POOLED,
+    BOOTSTRAP_WITHIN,
+    MIN_STRATUM_CLUSTERS,
     PairedTable,
     bootstrap_mean,
     cluster_bootstrap,
+    cluster_bootstrap_interval,
     holm,
+    is_degenerate,
     mcnemar_exact,
     paired_comparison,
     proportion,
@@ -103,12 +108,61 @@ def test_cluster_bootstrap_is_seeded_and_covers_the_estimate():
     assert first[0] <= k.sum() / n.sum() <= first[1]
 
 
-def test_cluster_bootstrap_resamples_within_family():
-    # family a all pass, family b all fail, equal sizes: every resample keeps the
-    # family sizes, so the rate is exactly 1/2 every time
-    k = [1.0] * 5 + [0.0] * 5
-    families = ["a"] * 5 + ["b"] * 5
-    assert cluster_bootstrap(k, [1.0] * 10, families) == (0.5, 0.5)
+PILOT_FAMILIES = [f"family{i // 4}" for i in range(24)]  # the pilot: 6 families x 4 pairs
+
+
+def test_cluster_bootstrap_of_the_pilot_is_not_a_point():
+    # 8/24 as two all-pass families and four all-fail ones: resampling within families
+    # of 4 gave [0.33, 0.33]; small families are resampled together instead
+    found = cluster_bootstrap_interval([1.0] * 8 + [0.0] * 16, [1.0] * 24, PILOT_FAMILIES)
+    assert found.method == BOOTSTRAP_POOLED
+    assert not found.degenerate
+    assert found.low < 1 / 3 < found.high
+    assert (found.low, found.high) == pytest.approx((0.1667, 0.5417), abs=0.05)
+    # families of 4 are resampled together even when mixed (2 of 4 passing in each)
+    mixed = cluster_bootstrap_interval([1.0, 1.0, 0.0, 0.0] * 6, [1.0] * 24, PILOT_FAMILIES)
+    assert mixed.method == BOOTSTRAP_POOLED
+
+
+@pytest.mark.parametrize("k", range(1, 24))
+def test_cluster_bootstrap_never_collapses_for_0_lt_k_lt_n(k: int):
+    # passes packed into as few families as possible: the worst case for strata
+    found = cluster_bootstrap_interval([1.0] * k + [0.0] * (24 - k), [1.0] * 24, PILOT_FAMILIES)
+    assert found.high > found.low
+    assert not found.degenerate
+
+
+def test_cluster_bootstrap_resamples_within_large_families():
+    # two families of 10, 8/10 and 2/10: stratifying keeps the family mix fixed, so
+    # the interval is narrower than the pooled one, which lets the mix vary
+    size = MIN_STRATUM_CLUSTERS
+    k = [1.0] * 8 + [0.0] * 2 + [1.0] * 2 + [0.0] * 8
+    families = ["a"] * size + ["b"] * size
+    within = cluster_bootstrap_interval(k, [1.0] * 20, families, key="w")
+    pooled = cluster_bootstrap_interval(k, [1.0] * 20, ["one"] * 20, key="w")
+    assert within.method == BOOTSTRAP_WITHIN
+    assert pooled.method == BOOTSTRAP_POOLED
+    assert within.high - within.low < pooled.high - pooled.low
+    # one family short of the threshold: pooled
+    short = cluster_bootstrap_interval(k[1:], [1.0] * 19, families[1:], key="w")
+    assert short.method == BOOTSTRAP_POOLED
+
+
+def test_cluster_bootstrap_leaves_homogeneous_large_families_for_the_pooled_draw():
+    # all-pass and all-fail families of 10: every within-family resample gives 1/2
+    k = [1.0] * 10 + [0.0] * 10
+    found = cluster_bootstrap_interval(k, [1.0] * 20, ["a"] * 10 + ["b"] * 10)
+    assert found.method == BOOTSTRAP_POOLED
+    assert found.low < 0.5 < found.high
+    assert cluster_bootstrap(k, [1.0] * 20, ["a"] * 10 + ["b"] * 10) == (found.low, found.high)
+
+
+def test_is_degenerate_only_when_the_values_differ():
+    assert is_degenerate(0.5, 0.5, [1.0, 0.0])
+    assert not is_degenerate(1.0, 1.0, [1.0, 1.0, 1.0])  # 24/24 resampled: honestly a point
+    assert not is_degenerate(0.2, 0.8, [1.0, 0.0])
+    assert not is_degenerate(math.nan, math.nan, [1.0, 0.0])
+    assert not is_degenerate(0.5, 0.5, [1.0])
 
 
 def test_cluster_bootstrap_weights_clusters_by_their_trials():

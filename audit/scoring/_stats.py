@@ -13,9 +13,14 @@ most of a second, and ``audit run`` needs none of it):
 * Holm: ``statsmodels.stats.multitest.multipletests(method="holm")``;
 * cluster bootstrap: numpy (``numpy.random.Generator``, seeded).  ``scipy.stats.bootstrap``
   resamples observations of one sample, not clusters within strata, so it does not
-  fit; resampling here draws, *within each family*, as many source pairs as the
-  family has, with replacement, and recomputes the statistic (sum of successes over
-  sum of trials of the drawn pairs).  Percentile intervals.
+  fit; resampling here draws source pairs with replacement and recomputes the
+  statistic (sum of successes over sum of trials of the drawn pairs); percentile
+  intervals.  Pairs are drawn *within each family* only when every family has at
+  least ``MIN_STRATUM_CLUSTERS`` pairs, otherwise from all pairs together
+  (``cluster_bootstrap_interval`` says why).
+
+Every interval can be checked for degeneracy (``is_degenerate``): zero width although
+the values it summarizes differ, which no 95 % interval should claim.
 
 NA (infrastructure failures of an LLM reader) is never scored as 0: a value that
 depends on an NA read is computed twice, NA as fail and NA as pass, and the two
@@ -36,6 +41,12 @@ ALPHA = 0.05
 """Two-sided level of every interval (95 %) and test."""
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
+MIN_STRATUM_CLUSTERS = 10
+"""The cluster bootstrap resamples within strata only when every stratum has this many."""
+
+BOOTSTRAP_WITHIN = "bootstrap within family"
+BOOTSTRAP_POOLED = "bootstrap pooled"
+"""What made an interval (``Interval.method``)."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -122,6 +133,111 @@ def _cell_seed(seed: int, key: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(key.encode("utf-8"))) % 2**63
 
 
+def is_degenerate(low: float, high: float, values: Sequence[float] | FloatArray) -> bool:
+    """True for a zero-width interval over values that are not all equal.
+
+    Such an interval claims certainty the data do not have (a bootstrap over
+    homogeneous strata, say); the report flags it instead of printing [x, x].  An
+    interval over identical values (24/24 resampled) is zero-width honestly: False.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not (math.isfinite(low) and math.isfinite(high)) or v.size < 2:
+        return False
+    return bool(high - low <= 1e-12 and np.ptp(v) > 0)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval, what made it, and whether it is degenerate (``is_degenerate``)."""
+
+    low: float
+    high: float
+    method: str
+    degenerate: bool
+
+
+def _percentile_bootstrap(
+    k: FloatArray,
+    n: FloatArray,
+    strata: npt.NDArray[np.object_] | None,
+    resamples: int,
+    seed: int,
+    alpha: float,
+) -> tuple[float, float]:
+    """Percentile interval of sum(k)/sum(n) over clusters drawn with replacement.
+
+    ``strata`` None draws all clusters together; otherwise each stratum is drawn at
+    its own size.
+    """
+    rng = np.random.default_rng(seed)
+    groups = (
+        [np.arange(k.size)]
+        if strata is None
+        else [np.flatnonzero(strata == s) for s in sorted(set(strata.tolist()))]
+    )
+    num = np.zeros(resamples)
+    den = np.zeros(resamples)
+    for members in groups:
+        picked = members[rng.integers(0, members.size, size=(resamples, members.size))]
+        num += k[picked].sum(axis=1)
+        den += n[picked].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = num / den
+    stats = stats[np.isfinite(stats)]
+    if stats.size == 0:
+        return (math.nan, math.nan)
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return (float(low), float(high))
+
+
+def cluster_bootstrap_interval(
+    successes: Sequence[float] | FloatArray,
+    trials: Sequence[float] | FloatArray,
+    strata: Sequence[str],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    key: str = "",
+    alpha: float = ALPHA,
+) -> Interval:
+    """Percentile interval of sum(successes)/sum(trials), resampling clusters (source pairs).
+
+    One entry per cluster: its successes and trials (instances or reads it
+    contributes; 1 and 1 for a pass/fail pair).  ``key`` names the cell so every
+    cell has its own reproducible stream (the same seed and key give the same
+    interval whatever else is computed).  nan bounds when there is nothing to resample.
+
+    Strata (the family of each pair) are kept at their sizes only when every one has
+    at least ``MIN_STRATUM_CLUSTERS`` pairs and the stratified interval is not
+    degenerate; otherwise pairs are resampled from all families together.  Why: a
+    within-family bootstrap sees only within-family variation, estimated from m pairs
+    with a (m - 1)/m shrinkage and at most C(2m - 1, m) distinct resamples (35 for the
+    pilot's m = 4; 92,378 for m = 10).  Families differ in difficulty by design, so a
+    family of 4 pass/fail pairs is often all-pass or all-fail and contributes no
+    variance at all: 8/24 as two passing and four failing families gave [0.33, 0.33].
+    Pooled resampling also lets the family mix vary, adding the between-family
+    variance: wider, and honest when a handful of families stands for the space of
+    failure modes.  From 10 pairs a family, stratification removes between-family
+    noise the design fixed, and the degeneracy check catches the homogeneous case.
+    """
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    if k.size == 0 or k.size != n.size or k.size != len(strata) or n.sum() <= 0:
+        return Interval(math.nan, math.nan, BOOTSTRAP_POOLED, False)
+    stream = _cell_seed(seed, key)
+    labels = np.asarray(strata, dtype=object)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(n > 0, k / n, np.nan)
+    _, sizes = np.unique(labels.astype(str), return_counts=True)
+    if sizes.size > 1 and sizes.min() >= MIN_STRATUM_CLUSTERS:
+        low, high = _percentile_bootstrap(k, n, labels, resamples, stream, alpha)
+        if not is_degenerate(low, high, rates):
+            return Interval(low, high, BOOTSTRAP_WITHIN, False)
+    low, high = _percentile_bootstrap(k, n, None, resamples, stream, alpha)
+    return Interval(low, high, BOOTSTRAP_POOLED, is_degenerate(low, high, rates))
+
+
 def cluster_bootstrap(
     successes: Sequence[float] | FloatArray,
     trials: Sequence[float] | FloatArray,
@@ -132,36 +248,11 @@ def cluster_bootstrap(
     key: str = "",
     alpha: float = ALPHA,
 ) -> tuple[float, float]:
-    """Percentile interval of sum(successes)/sum(trials), resampling clusters within strata.
-
-    One entry per cluster (a source pair): its successes and trials (instances or
-    reads it contributes; 1 and 1 for a pass/fail pair).  ``strata`` (the family of
-    each pair) are kept at their sizes: each resample draws, per family, as many
-    pairs as that family has, with replacement.  ``key`` names the cell so every
-    cell has its own reproducible stream (the same seed and key give the same
-    interval whatever else is computed).  (nan, nan) when there is nothing to resample.
-    """
-    k = np.asarray(successes, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
-    if k.size == 0 or k.size != n.size or k.size != len(strata) or n.sum() <= 0:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(_cell_seed(seed, key))
-    labels = np.asarray(strata, dtype=object)
-    num = np.zeros(resamples)
-    den = np.zeros(resamples)
-    for stratum in sorted(set(labels.tolist())):
-        members = np.flatnonzero(labels == stratum)
-        draws = rng.integers(0, members.size, size=(resamples, members.size))
-        picked = members[draws]
-        num += k[picked].sum(axis=1)
-        den += n[picked].sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        stats = num / den
-    stats = stats[np.isfinite(stats)]
-    if stats.size == 0:
-        return (math.nan, math.nan)
-    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
-    return (float(low), float(high))
+    """(low, high) of ``cluster_bootstrap_interval``: (nan, nan) when nothing to resample."""
+    found = cluster_bootstrap_interval(
+        successes, trials, strata, resamples=resamples, seed=seed, key=key, alpha=alpha
+    )
+    return (found.low, found.high)
 
 
 def bootstrap_mean(
