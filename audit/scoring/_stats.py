@@ -17,7 +17,11 @@ most of a second, and ``audit run`` needs none of it):
   statistic (sum of successes over sum of trials of the drawn pairs); percentile
   intervals.  Pairs are drawn *within each family* only when every family has at
   least ``MIN_STRATUM_CLUSTERS`` pairs, otherwise from all pairs together
-  (``cluster_bootstrap_interval`` says why).
+  (``cluster_bootstrap_interval`` says why);
+* paired differences: Newcombe's hybrid score interval (``newcombe_paired``), not a
+  bootstrap: a bootstrap of 24 pass/fail differences is too coarse to trust, and
+  collapses to a point when families are homogeneous;
+* power and the minimum detectable difference of the exact McNemar test: ``_power``.
 
 Every interval can be checked for degeneracy (``is_degenerate``): zero width although
 the values it summarizes differ, which no 95 % interval should claim.
@@ -37,6 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from audit.scoring._power import DEFAULT_TARGET, minimum_detectable_difference
+
 ALPHA = 0.05
 """Two-sided level of every interval (95 %) and test."""
 DEFAULT_RESAMPLES = 2000
@@ -46,7 +52,8 @@ MIN_STRATUM_CLUSTERS = 10
 
 BOOTSTRAP_WITHIN = "bootstrap within family"
 BOOTSTRAP_POOLED = "bootstrap pooled"
-"""What made an interval (``Interval.method``)."""
+NEWCOMBE = "Newcombe hybrid score"
+"""What made an interval (``Interval.method``, ``PairedComparison.interval_method``)."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -312,6 +319,40 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
     return [float(x) for x in adjusted]
 
 
+def newcombe_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for the paired difference, B's rate minus A's.
+
+    Newcombe (1998), "Improved confidence intervals for the difference between
+    binomial proportions based on paired data", Statistics in Medicine 17:2635,
+    method 10: the Wilson intervals of the two pass rates, combined through their
+    correlation phi with Newcombe's correction (a positive ad - bc is reduced by n/2,
+    not below 0; phi = 0 when a margin is empty).  Why this one: it never has zero
+    width for n > 0, stays inside [-1, 1], needs no resampling, and covers close to
+    95 % in small samples (Newcombe's evaluation; ours, by exact enumeration at
+    n = 24, in ``tests/test_stats.py``, which also checks the published examples).
+    (nan, nan) without pairs.
+    """
+    n = table.n
+    if n == 0:
+        return (math.nan, math.nan)
+    k_b, k_a = table.both + table.only_b, table.both + table.only_a
+    rate_b, rate_a = k_b / n, k_a / n
+    low_b, high_b = wilson(k_b, n, alpha)
+    low_a, high_a = wilson(k_a, n, alpha)
+    margins = k_b * (n - k_b) * k_a * (n - k_a)
+    cross = float(table.both * table.neither - table.only_a * table.only_b)
+    if cross > 0:
+        cross = max(cross - n / 2, 0.0)
+    phi = cross / math.sqrt(margins) if margins > 0 else 0.0
+    # square and add the half-widths that move the difference down (B down, A up) and up
+    down_b, up_a = rate_b - low_b, high_a - rate_a
+    up_b, down_a = high_b - rate_b, rate_a - low_a
+    below = math.sqrt(max(down_b**2 - 2 * phi * down_b * up_a + up_a**2, 0.0))
+    above = math.sqrt(max(up_b**2 - 2 * phi * up_b * down_a + down_a**2, 0.0))
+    delta = rate_b - rate_a
+    return (max(-1.0, delta - below), min(1.0, delta + above))
+
+
 @dataclass(frozen=True)
 class PairedComparison:
     """B minus A on the source pairs where both are determined."""
@@ -321,11 +362,42 @@ class PairedComparison:
     """Pass rate of B minus pass rate of A (nan when no shared pair)."""
     low: float
     high: float
-    """Cluster-bootstrap interval of the delta (pairs resampled within family)."""
+    """95 % Newcombe hybrid score interval of the delta (``newcombe_paired``; formerly a
+    within-family cluster bootstrap, which collapsed to a point on the pilot)."""
     p_value: float
     """Exact McNemar, two-sided (nan when no shared pair)."""
     excluded: int
     """Pairs present in only one of the two, or undetermined (NA) in either."""
+    interval_method: str = NEWCOMBE
+    """What made ``low``/``high``."""
+    degenerate: bool = False
+    """The interval has zero width although the pairs' differences vary (never, for
+    Newcombe with n > 0; kept so the report can say so whatever made the interval)."""
+    min_detectable: float = math.nan
+    """Smallest |delta| the exact McNemar test detects with 80 % power on these n pairs
+    at alpha / comparisons, with the observed discordance (``_power``); nan when no
+    effect is detectable or there are no pairs."""
+    underpowered: bool = False
+    """|delta| < ``min_detectable`` (or nothing detectable): too few pairs to tell an
+    effect this size from none; a miss here is not evidence of no difference."""
+
+
+def detectable_difference(
+    table: PairedTable,
+    comparisons: int = 1,
+    alpha: float = ALPHA,
+    target: float = DEFAULT_TARGET,
+) -> float:
+    """Minimum detectable |delta| for a comparison's n and observed discordance.
+
+    The discordance is max(|delta|, observed share of discordant pairs): what this
+    comparison showed, raised where a larger effect would force more discordant pairs.
+    Level alpha / comparisons (the number of comparisons in the report's table).
+    """
+    if table.n == 0:
+        return math.nan
+    observed = (table.only_a + table.only_b) / table.n
+    return minimum_detectable_difference(table.n, observed, alpha, comparisons, target)
 
 
 def paired_comparison(
@@ -336,8 +408,17 @@ def paired_comparison(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     key: str = "",
+    comparisons: int = 1,
+    target: float = DEFAULT_TARGET,
 ) -> PairedComparison:
-    """Compare pass/fail per source pair: {pair id: 1.0 pass, 0.0 fail, nan undetermined}."""
+    """Compare pass/fail per source pair: {pair id: 1.0 pass, 0.0 fail, nan undetermined}.
+
+    The interval is Newcombe's (``newcombe_paired``): ``resamples``, ``seed`` and
+    ``key`` are accepted for the callers of the bootstrap it replaced and unused.
+    ``comparisons`` (the number of comparisons in the table, for alpha / m) and
+    ``target`` set the minimum detectable difference and the underpowered flag.
+    """
+    del resamples, seed, key  # the Newcombe interval is deterministic
     ids = sorted(
         pid
         for pid in a.keys() & b.keys()
@@ -355,7 +436,18 @@ def paired_comparison(
     if not ids:
         return PairedComparison(table, math.nan, math.nan, math.nan, math.nan, excluded)
     diff = vb.astype(np.float64) - va.astype(np.float64)
-    low, high = bootstrap_mean(
-        diff, [family[pid] for pid in ids], resamples=resamples, seed=seed, key=key
+    delta = float(diff.mean())
+    low, high = newcombe_paired(table)
+    detectable = detectable_difference(table, comparisons, ALPHA, target)
+    return PairedComparison(
+        table,
+        delta,
+        low,
+        high,
+        mcnemar_exact(table),
+        excluded,
+        interval_method=NEWCOMBE,
+        degenerate=is_degenerate(low, high, diff),
+        min_detectable=detectable,
+        underpowered=not abs(delta) >= detectable,
     )
-    return PairedComparison(table, float(diff.mean()), low, high, mcnemar_exact(table), excluded)
