@@ -34,6 +34,7 @@ first n that reaches the target.  At the default discordance it is monotone.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -52,6 +53,7 @@ Discordance = float | Callable[[float], float] | None
 """``psi`` for a search over effects: None (= |delta|), a floor, or a function of |delta|."""
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 _TOLERANCE = 1e-6
 """Precision of the minimum detectable difference (an effect, on the 0..1 scale)."""
 
@@ -80,28 +82,41 @@ def _discordance(delta: float, psi: float | None) -> float:
     return float(psi)
 
 
-def _rejection_probability(max_d: int, q: float, level: float) -> FloatArray:
-    """P(the exact test rejects | d discordant pairs) for d = 0..max_d, B ~ Bin(d, q).
+@functools.lru_cache(maxsize=32)
+def _critical_values(max_d: int, level: float) -> IntArray:
+    """c_d for d = 0..max_d: the test rejects when min(B, d - B) <= c_d.
 
-    The rejection region is symmetric, min(B, d - B) <= c_d, with c_d the largest c
-    such that 2 P(Bin(d, 1/2) <= c) <= level (-1 when even B = 0 is not significant).
+    c_d is the largest c with 2 P(Bin(d, 1/2) <= c) <= level (-1 when even B = 0 is
+    not significant).  It does not depend on the effect, so a search over effects
+    computes it once (cached; read-only).
     """
     from scipy.stats import binom  # type: ignore[import-untyped]
 
     d = np.arange(max_d + 1)
     c = binom.ppf(level / 2, d, 0.5)  # smallest c with P(<= c) >= level / 2
-    c = np.where(2 * binom.cdf(c, d, 0.5) <= level, c, c - 1)
+    critical: IntArray = np.where(2 * binom.cdf(c, d, 0.5) <= level, c, c - 1).astype(np.int64)
+    critical.setflags(write=False)
+    return critical
+
+
+def _rejection_probability(d: IntArray, critical: IntArray, q: float) -> FloatArray:
+    """P(the exact test rejects | d discordant pairs), B ~ Bin(d, q), for each d."""
+    from scipy.stats import binom
+
+    c = critical[d]
     tails = binom.cdf(c, d, q) + binom.sf(d - c - 1, d, q)
     return np.asarray(np.where(c >= 0, tails, 0.0), dtype=np.float64)
 
 
-def _power_curve(ns: npt.ArrayLike, psi: float, reject: FloatArray) -> FloatArray:
-    """Exact power for each n of ``ns``: E[reject[D]], D ~ Bin(n, psi).
+def _power_curve(
+    ns: npt.ArrayLike, psi: float, reject: Callable[[IntArray], FloatArray]
+) -> FloatArray:
+    """Exact power for each n of ``ns``: E[reject(D)], D ~ Bin(n, psi).
 
-    ``reject`` is ``_rejection_probability`` up to at least max(ns).  The binomial
-    weights are summed over D within 12 standard deviations (+ 20) of its mean, where
-    all but < 1e-19 of the mass lies; log-gamma tables make a block of consecutive n
-    one vectorized step (``pairs_needed`` scans thousands of n).
+    ``reject(d)`` is P(the test rejects | d discordant pairs).  The binomial weights
+    are summed over D within 12 standard deviations (+ 20) of its mean, where all but
+    < 1e-19 of the mass lies; log-gamma tables make a block of consecutive n one
+    vectorized step (``pairs_needed`` scans thousands of n).
     """
     from scipy.special import gammaln  # type: ignore[import-untyped]
 
@@ -109,7 +124,7 @@ def _power_curve(ns: npt.ArrayLike, psi: float, reject: FloatArray) -> FloatArra
     if psi <= 0:
         return np.zeros(n.shape)
     if psi >= 1:  # every pair discordant: D = n
-        return np.asarray(reject[n], dtype=np.float64)
+        return reject(n)
     top = int(n.max())
     spread = 12 * math.sqrt(top * psi * (1 - psi)) + 20
     low = max(0, math.floor(int(n.min()) * psi - spread))
@@ -121,8 +136,7 @@ def _power_curve(ns: npt.ArrayLike, psi: float, reject: FloatArray) -> FloatArra
     by_n = log_factorial[n + pad] + n * math.log1p(-psi)
     by_d = d * math.log(psi / (1 - psi)) - log_factorial[d + pad]
     log_pmf = by_n[:, None] + by_d[None, :] - log_factorial[n[:, None] - d[None, :] + pad]
-    weights = np.exp(log_pmf)
-    return np.asarray(np.clip(weights @ reject[low : high + 1], 0.0, 1.0), dtype=np.float64)
+    return np.asarray(np.clip(np.exp(log_pmf) @ reject(d), 0.0, 1.0), dtype=np.float64)
 
 
 def _favouring(delta: float, psi: float) -> float:
@@ -147,8 +161,10 @@ def power(
         raise ValueError(f"n must be a whole number of source pairs >= 1, got {n}")
     level = alpha_per_test(alpha, comparisons)
     discordance = _discordance(delta, psi)
-    reject = _rejection_probability(int(n), _favouring(delta, discordance), level)
-    return float(_power_curve([int(n)], discordance, reject)[0])
+    critical = _critical_values(1 << int(n).bit_length(), level)  # cached for nearby n
+    q = _favouring(delta, discordance)
+    curve = _power_curve([int(n)], discordance, lambda d: _rejection_probability(d, critical, q))
+    return float(curve[0])
 
 
 def _discordance_of(psi: Discordance) -> Callable[[float], float]:
@@ -225,14 +241,15 @@ def pairs_needed(
         raise ValueError(f"the target power must be in (0, 1), got {target}")
     level = alpha_per_test(alpha, comparisons)
     discordance = _discordance(delta, psi)
-    favouring = _favouring(delta, discordance)
-    reject = _rejection_probability(1024, favouring, level)
+    q = _favouring(delta, discordance)
+    table = np.zeros(0)
     start, block = 1, 64
     while start <= MAX_PAIRS:
         stop = min(start + block, MAX_PAIRS + 1)
-        if stop > reject.size:  # grow the table of rejection probabilities by doubling
-            reject = _rejection_probability(min(2 * stop, MAX_PAIRS), favouring, level)
-        curve = _power_curve(np.arange(start, stop), discordance, reject)
+        if stop > table.size:  # rejection probabilities for every d, grown by doubling
+            size = min(max(1024, 2 * stop), MAX_PAIRS + 1)
+            table = _rejection_probability(np.arange(size), _critical_values(size, level), q)
+        curve = _power_curve(np.arange(start, stop), discordance, table.__getitem__)
         reached = np.flatnonzero(curve >= target)
         if reached.size:
             return start + int(reached[0])
