@@ -189,13 +189,14 @@ def minimum_detectable_difference(
     """Smallest |delta| that n source pairs detect with power >= ``target``; nan if none.
 
     The discordance is a function of the effect, because a larger effect forces more
-    discordant pairs: ``psi`` None means psi = |delta| (most favourable: the answer is
-    a lower bound); a number means psi = max(|delta|, psi), the observed discordance
-    of a comparison, raised where the effect itself exceeds it; a function gives psi
-    for each |delta| (it must return a value in [|delta|, 1]).  Power grows with
-    |delta| at fixed psi (the two-sided region's power rises as B's probability moves
-    away from 1/2) and with psi = |delta|, so the answer is found by bisection.  nan
-    when even delta = 1 is not detected (too few pairs for the exact test to reject).
+    discordant pairs: ``psi`` None means psi = |delta| (most favourable in practice:
+    the answer is then a lower bound, see the module note); a number means
+    psi = max(|delta|, psi), the observed discordance of a comparison, raised where
+    the effect itself exceeds it; a function gives psi for each |delta| (it must
+    return a value in [|delta|, 1]).  Power grows with |delta| at fixed psi (the
+    two-sided region's power rises as B's probability moves away from 1/2) and with
+    psi = |delta|, so the answer is found by bisection.  nan when even delta = 1 is
+    not detected (too few pairs for the exact test to reject).
     """
     if not 0 < target < 1:
         raise ValueError(f"the target power must be in (0, 1), got {target}")
@@ -231,9 +232,10 @@ def pairs_needed(
 ) -> int:
     """Smallest number of source pairs whose exact McNemar power reaches ``target``.
 
-    ``psi`` is the discordance at this effect (default |delta|: the answer is then a
-    lower bound over every discordance).  Scans n = 1, 2, ... (power is not monotone
-    in n, so no bisection), in vectorized blocks; raises ValueError beyond MAX_PAIRS.
+    ``psi`` is the discordance at this effect (default |delta|: the answer is then,
+    in practice, a lower bound over every discordance; see the module note).  Scans
+    n = 1, 2, ... (power is not monotone in n, so no bisection), in vectorized
+    blocks; raises ValueError beyond MAX_PAIRS.
     """
     if delta == 0:
         raise ValueError("the effect must be non-zero: no number of pairs detects 0")
