@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import binomtest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.stats import binomtest, multinomial, norm
 
 from audit.rundir import normalize
 from audit.scoring import (
+    BOOTSTRAP_POOLED,
+    BOOTSTRAP_WITHIN,
+    MIN_STRATUM_CLUSTERS,
+    NEWCOMBE,
     PairedTable,
     bootstrap_mean,
     cluster_bootstrap,
+    cluster_bootstrap_interval,
+    detectable_difference,
     holm,
+    is_degenerate,
     mcnemar_exact,
+    minimum_detectable_difference,
+    newcombe_paired,
     paired_comparison,
     proportion,
     score_results,
@@ -103,12 +116,61 @@ def test_cluster_bootstrap_is_seeded_and_covers_the_estimate():
     assert first[0] <= k.sum() / n.sum() <= first[1]
 
 
-def test_cluster_bootstrap_resamples_within_family():
-    # family a all pass, family b all fail, equal sizes: every resample keeps the
-    # family sizes, so the rate is exactly 1/2 every time
-    k = [1.0] * 5 + [0.0] * 5
-    families = ["a"] * 5 + ["b"] * 5
-    assert cluster_bootstrap(k, [1.0] * 10, families) == (0.5, 0.5)
+PILOT_FAMILIES = [f"family{i // 4}" for i in range(24)]  # the pilot: 6 families x 4 pairs
+
+
+def test_cluster_bootstrap_of_the_pilot_is_not_a_point():
+    # 8/24 as two all-pass families and four all-fail ones: resampling within families
+    # of 4 gave [0.33, 0.33]; small families are resampled together instead
+    found = cluster_bootstrap_interval([1.0] * 8 + [0.0] * 16, [1.0] * 24, PILOT_FAMILIES)
+    assert found.method == BOOTSTRAP_POOLED
+    assert not found.degenerate
+    assert found.low < 1 / 3 < found.high
+    assert (found.low, found.high) == pytest.approx((0.1667, 0.5417), abs=0.05)
+    # families of 4 are resampled together even when mixed (2 of 4 passing in each)
+    mixed = cluster_bootstrap_interval([1.0, 1.0, 0.0, 0.0] * 6, [1.0] * 24, PILOT_FAMILIES)
+    assert mixed.method == BOOTSTRAP_POOLED
+
+
+@pytest.mark.parametrize("k", range(1, 24))
+def test_cluster_bootstrap_never_collapses_for_0_lt_k_lt_n(k: int):
+    # passes packed into as few families as possible: the worst case for strata
+    found = cluster_bootstrap_interval([1.0] * k + [0.0] * (24 - k), [1.0] * 24, PILOT_FAMILIES)
+    assert found.high > found.low
+    assert not found.degenerate
+
+
+def test_cluster_bootstrap_resamples_within_large_families():
+    # two families of 10, 8/10 and 2/10: stratifying keeps the family mix fixed, so
+    # the interval is narrower than the pooled one, which lets the mix vary
+    size = MIN_STRATUM_CLUSTERS
+    k = [1.0] * 8 + [0.0] * 2 + [1.0] * 2 + [0.0] * 8
+    families = ["a"] * size + ["b"] * size
+    within = cluster_bootstrap_interval(k, [1.0] * 20, families, key="w")
+    pooled = cluster_bootstrap_interval(k, [1.0] * 20, ["one"] * 20, key="w")
+    assert within.method == BOOTSTRAP_WITHIN
+    assert pooled.method == BOOTSTRAP_POOLED
+    assert within.high - within.low < pooled.high - pooled.low
+    # one family short of the threshold: pooled
+    short = cluster_bootstrap_interval(k[1:], [1.0] * 19, families[1:], key="w")
+    assert short.method == BOOTSTRAP_POOLED
+
+
+def test_cluster_bootstrap_leaves_homogeneous_large_families_for_the_pooled_draw():
+    # all-pass and all-fail families of 10: every within-family resample gives 1/2
+    k = [1.0] * 10 + [0.0] * 10
+    found = cluster_bootstrap_interval(k, [1.0] * 20, ["a"] * 10 + ["b"] * 10)
+    assert found.method == BOOTSTRAP_POOLED
+    assert found.low < 0.5 < found.high
+    assert cluster_bootstrap(k, [1.0] * 20, ["a"] * 10 + ["b"] * 10) == (found.low, found.high)
+
+
+def test_is_degenerate_only_when_the_values_differ():
+    assert is_degenerate(0.5, 0.5, [1.0, 0.0])
+    assert not is_degenerate(1.0, 1.0, [1.0, 1.0, 1.0])  # 24/24 resampled: honestly a point
+    assert not is_degenerate(0.2, 0.8, [1.0, 0.0])
+    assert not is_degenerate(math.nan, math.nan, [1.0, 0.0])
+    assert not is_degenerate(0.5, 0.5, [1.0])
 
 
 def test_cluster_bootstrap_weights_clusters_by_their_trials():
@@ -145,6 +207,174 @@ def test_paired_comparison_without_shared_pairs():
     assert math.isnan(result.delta)
     assert math.isnan(result.p_value)
     assert result.excluded == 2
+
+
+def test_paired_comparison_of_the_pilot_has_a_newcombe_interval():
+    # A passes all 24, B the 8 pairs of two families: delta -16/24.  The within-family
+    # bootstrap gave -0.67 [-0.67, -0.67]; a pooled one about [-0.83, -0.46]
+    families = {f"p{i}": PILOT_FAMILIES[i] for i in range(24)}
+    a = dict.fromkeys(families, 1.0)
+    b = {pid: 1.0 if i < 8 else 0.0 for i, pid in enumerate(families)}
+    result = paired_comparison(a, b, families, comparisons=3)
+    assert result.delta == pytest.approx(-2 / 3)
+    assert result.interval_method == NEWCOMBE
+    assert not result.degenerate
+    assert (result.low, result.high) == newcombe_paired(result.table)
+    assert (result.low, result.high) == pytest.approx((-0.8203, -0.4240), abs=1e-4)
+    # the interval no longer depends on resampling
+    assert paired_comparison(a, b, families, seed=7, resamples=10, key="x") == paired_comparison(
+        a, b, families
+    )
+
+
+def test_paired_comparison_flags_an_underpowered_difference():
+    families = {f"p{i}": PILOT_FAMILIES[i] for i in range(24)}
+    a = dict.fromkeys(families, 0.0)
+    b = {pid: 1.0 if i < 3 else 0.0 for i, pid in enumerate(families)}  # +3/24
+    small = paired_comparison(a, b, families, comparisons=3)
+    observed = 3 / 24
+    expected = minimum_detectable_difference(24, observed, comparisons=3)
+    assert small.min_detectable == pytest.approx(expected)
+    assert small.min_detectable == detectable_difference(small.table, comparisons=3)
+    assert small.delta < small.min_detectable
+    assert small.underpowered
+    # more comparisons, a stricter alpha: a larger detectable difference
+    assert paired_comparison(a, b, families, comparisons=6).min_detectable > expected
+    b = {pid: 1.0 if i < 20 else 0.0 for i, pid in enumerate(families)}  # +20/24
+    large = paired_comparison(a, b, families, comparisons=3)
+    assert large.min_detectable <= large.delta
+    assert not large.underpowered
+
+
+def test_paired_comparison_with_too_few_pairs_to_reject_is_underpowered():
+    families = {f"p{i}": "f" for i in range(4)}
+    result = paired_comparison(dict.fromkeys(families, 0.0), dict.fromkeys(families, 1.0), families)
+    assert math.isnan(result.min_detectable)  # 4 of 4 discordant: p = 0.125
+    assert result.underpowered
+
+
+# ------------------------------------------------------------- Newcombe's paired interval
+# Published 95 % intervals of Newcombe (1998) method 10, as transcribed with their sources
+# by the R package ratesci (tests/testthat/test3.R, "MOVER_newc", moverbase "wilson").
+# Cells (a, b, c, d) = (both, only the first, only the second, neither); the difference is
+# first minus second, which here is B minus A.
+PUBLISHED = [
+    ((20, 12, 2, 16), (0.0562, 0.3292), 4),  # Newcombe 1998, Statistics in Medicine 17:2635
+    ((1, 1, 7, 12), (-0.507, -0.026), 3),  # Fagerland, Lydersen, Laake 2014, Stat Med 33:2850
+    ((8, 3, 1, 2), (-0.1574, 0.4136), 4),  # Tang, Li, Tang 2010, Stat Methods Med Res 21:361
+    ((7, 25, 2, 68), (0.133, 0.318), 3),  # Chang et al 2024, J Applied Statistics 51:139
+]
+
+
+@pytest.mark.parametrize(("cells", "interval", "digits"), PUBLISHED)
+def test_newcombe_matches_published_examples(cells, interval, digits):
+    a, b, c, d = cells
+    low, high = newcombe_paired(PairedTable(both=a, only_a=c, only_b=b, neither=d))
+    assert (round(low, digits), round(high, digits)) == interval
+
+
+def _wilson_by_root(k: int, n: int, z: float) -> tuple[float, float]:
+    """Wilson limits as the roots of (k/n - p)^2 = z^2 p (1 - p) / n (no statsmodels)."""
+    p = k / n
+
+    def score(x: float) -> float:
+        return (p - x) ** 2 - z * z * x * (1 - x) / n
+
+    low = 0.0 if k == 0 else brentq(score, 0.0, p - 1e-15, xtol=1e-14)
+    high = 1.0 if k == n else brentq(score, p + 1e-15, 1.0, xtol=1e-14)
+    return low, high
+
+
+def _newcombe_by_paper(
+    e: int, f: int, g: int, h: int, alpha: float = 0.05, corrected: bool = True
+) -> tuple[float, float]:
+    """Method 10 written again in the paper's cells: e both, f first only, g second only."""
+    n = e + f + g + h
+    z = norm.ppf(1 - alpha / 2)
+    p1, p2 = (e + f) / n, (e + g) / n
+    l2, u2 = _wilson_by_root(e + f, n, z)
+    l3, u3 = _wilson_by_root(e + g, n, z)
+    product = (e + f) * (g + h) * (e + g) * (f + h)
+    if product == 0:
+        phi = 0.0
+    elif corrected and e * h > f * g:
+        phi = max(e * h - f * g - n / 2, 0) / math.sqrt(product)
+    else:
+        phi = (e * h - f * g) / math.sqrt(product)
+    dl2, du2, dl3, du3 = p1 - l2, u2 - p1, p2 - l3, u3 - p2
+    delta = math.sqrt(dl2**2 - 2 * phi * dl2 * du3 + du3**2)
+    epsilon = math.sqrt(du2**2 - 2 * phi * du2 * dl3 + dl3**2)
+    return p1 - p2 - delta, p1 - p2 + epsilon
+
+
+def test_the_independent_implementation_matches_both_published_variants():
+    # with Newcombe's n/2 correction of phi: method 10; without it, the variant
+    # ratesci checks against Newcombe's (0.0618, 0.3242) for the same table
+    corrected = _newcombe_by_paper(20, 12, 2, 16)
+    plain = _newcombe_by_paper(20, 12, 2, 16, corrected=False)
+    assert tuple(round(x, 4) for x in corrected) == (0.0562, 0.3292)
+    assert tuple(round(x, 4) for x in plain) == (0.0618, 0.3242)
+
+
+def test_newcombe_equals_an_independent_implementation_on_every_small_table():
+    checked = 0
+    for n in range(1, 11):
+        for e, f, g in itertools.product(range(n + 1), repeat=3):
+            h = n - e - f - g
+            if h < 0:
+                continue
+            ours = newcombe_paired(PairedTable(both=e, only_a=g, only_b=f, neither=h))
+            assert ours == pytest.approx(_newcombe_by_paper(e, f, g, h), abs=1e-9), (e, f, g, h)
+            checked += 1
+    assert checked == 1000
+
+
+@settings(max_examples=200, deadline=None)
+@given(cells=st.tuples(*[st.integers(0, 30)] * 4).filter(lambda c: sum(c) > 0))
+def test_newcombe_holds_the_estimate_and_never_has_zero_width(cells):
+    table = PairedTable(*cells)
+    low, high = newcombe_paired(table)
+    delta = (table.only_b - table.only_a) / table.n
+    assert -1.0 <= low <= delta <= high <= 1.0
+    assert high - low > 1e-6
+    # swapping the conditions mirrors the interval
+    mirrored = newcombe_paired(PairedTable(table.both, table.only_b, table.only_a, table.neither))
+    assert mirrored == pytest.approx((-high, -low), abs=1e-12)
+
+
+# Coverage settings (both, only_a, only_b, neither): a 20-point gap on the pilot's 24
+# pairs, and a 10-point gap with many discordant pairs on 40.
+COVERAGE = [(24, (0.3, 0.05, 0.25, 0.4)), (40, (0.3, 0.2, 0.1, 0.4))]
+
+
+@pytest.mark.parametrize(("n", "probabilities"), COVERAGE)
+def test_newcombe_covers_95_percent_by_simulation(n, probabilities):
+    rng = np.random.default_rng(20261130)
+    tables = rng.multinomial(n, probabilities, size=3000)
+    truth = probabilities[2] - probabilities[1]
+    found: dict[tuple[int, ...], bool] = {}
+    for row in map(tuple, tables):
+        if row not in found:
+            low, high = newcombe_paired(PairedTable(*row))
+            found[row] = low <= truth <= high
+    coverage = np.mean([found[tuple(row)] for row in tables])
+    assert 0.93 <= coverage <= 0.97
+
+
+def test_newcombe_covers_95_percent_exactly_on_24_pairs():
+    # every one of the 2,925 tables of 24 pairs, weighted by its probability
+    tables = [
+        (a, b, c, 24 - a - b - c)
+        for a in range(25)
+        for b in range(25 - a)
+        for c in range(25 - a - b)
+    ]
+    intervals = np.array([newcombe_paired(PairedTable(*t)) for t in tables])
+    for probabilities in [(0.3, 0.05, 0.25, 0.4), (0.2, 0.15, 0.15, 0.5), (0.5, 0.0, 0.2, 0.3)]:
+        truth = probabilities[2] - probabilities[1]
+        covered = (intervals[:, 0] <= truth) & (truth <= intervals[:, 1])
+        coverage = multinomial.pmf(tables, 24, probabilities)[covered].sum()
+        assert 0.94 <= coverage <= 0.97
 
 
 # --------------------------------------------------- pair-level scores with NA (LLM rows)

@@ -14,6 +14,7 @@ from audit.cli._backends import backends_app, cache_app
 from audit.cli._common import fail, new_app, report_bug
 from audit.cli._generate import generate, list_families, pairs_app
 from audit.cli._plugins import list_compressors, new_compressor
+from audit.cli._power import power_command
 from audit.cli._report import compare_command, report_command
 from audit.cli._run import run_audit
 
@@ -25,6 +26,7 @@ app.command("report")(report_command)
 app.command("compare")(compare_command)
 app.command("generate")(generate)
 app.command("families")(list_families)
+app.command("power")(power_command)
 app.add_typer(pairs_app, name="pairs")
 app.command("compressors")(list_compressors)
 app.command("new-compressor")(new_compressor)

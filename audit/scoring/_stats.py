@@ -13,9 +13,18 @@ most of a second, and ``audit run`` needs none of it):
 * Holm: ``statsmodels.stats.multitest.multipletests(method="holm")``;
 * cluster bootstrap: numpy (``numpy.random.Generator``, seeded).  ``scipy.stats.bootstrap``
   resamples observations of one sample, not clusters within strata, so it does not
-  fit; resampling here draws, *within each family*, as many source pairs as the
-  family has, with replacement, and recomputes the statistic (sum of successes over
-  sum of trials of the drawn pairs).  Percentile intervals.
+  fit; resampling here draws source pairs with replacement and recomputes the
+  statistic (sum of successes over sum of trials of the drawn pairs); percentile
+  intervals.  Pairs are drawn *within each family* only when every family has at
+  least ``MIN_STRATUM_CLUSTERS`` pairs, otherwise from all pairs together
+  (``cluster_bootstrap_interval`` says why);
+* paired differences: Newcombe's hybrid score interval (``newcombe_paired``), not a
+  bootstrap: a bootstrap of 24 pass/fail differences is too coarse to trust, and
+  collapses to a point when families are homogeneous;
+* power and the minimum detectable difference of the exact McNemar test: ``_power``.
+
+Every interval can be checked for degeneracy (``is_degenerate``): zero width although
+the values it summarizes differ, which no 95 % interval should claim.
 
 NA (infrastructure failures of an LLM reader) is never scored as 0: a value that
 depends on an NA read is computed twice, NA as fail and NA as pass, and the two
@@ -32,10 +41,19 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from audit.scoring._power import DEFAULT_TARGET, minimum_detectable_difference
+
 ALPHA = 0.05
 """Two-sided level of every interval (95 %) and test."""
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
+MIN_STRATUM_CLUSTERS = 10
+"""The cluster bootstrap resamples within strata only when every stratum has this many."""
+
+BOOTSTRAP_WITHIN = "bootstrap within family"
+BOOTSTRAP_POOLED = "bootstrap pooled"
+NEWCOMBE = "Newcombe hybrid score"
+"""What made an interval (``Interval.method``, ``PairedComparison.interval_method``)."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -122,6 +140,111 @@ def _cell_seed(seed: int, key: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(key.encode("utf-8"))) % 2**63
 
 
+def is_degenerate(low: float, high: float, values: Sequence[float] | FloatArray) -> bool:
+    """True for a zero-width interval over values that are not all equal.
+
+    Such an interval claims certainty the data do not have (a bootstrap over
+    homogeneous strata, say); the report flags it instead of printing [x, x].  An
+    interval over identical values (24/24 resampled) is zero-width honestly: False.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not (math.isfinite(low) and math.isfinite(high)) or v.size < 2:
+        return False
+    return bool(high - low <= 1e-12 and np.ptp(v) > 0)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval, what made it, and whether it is degenerate (``is_degenerate``)."""
+
+    low: float
+    high: float
+    method: str
+    degenerate: bool
+
+
+def _percentile_bootstrap(
+    k: FloatArray,
+    n: FloatArray,
+    strata: npt.NDArray[np.object_] | None,
+    resamples: int,
+    seed: int,
+    alpha: float,
+) -> tuple[float, float]:
+    """Percentile interval of sum(k)/sum(n) over clusters drawn with replacement.
+
+    ``strata`` None draws all clusters together; otherwise each stratum is drawn at
+    its own size.
+    """
+    rng = np.random.default_rng(seed)
+    groups = (
+        [np.arange(k.size)]
+        if strata is None
+        else [np.flatnonzero(strata == s) for s in sorted(set(strata.tolist()))]
+    )
+    num = np.zeros(resamples)
+    den = np.zeros(resamples)
+    for members in groups:
+        picked = members[rng.integers(0, members.size, size=(resamples, members.size))]
+        num += k[picked].sum(axis=1)
+        den += n[picked].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stats = num / den
+    stats = stats[np.isfinite(stats)]
+    if stats.size == 0:
+        return (math.nan, math.nan)
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return (float(low), float(high))
+
+
+def cluster_bootstrap_interval(
+    successes: Sequence[float] | FloatArray,
+    trials: Sequence[float] | FloatArray,
+    strata: Sequence[str],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    key: str = "",
+    alpha: float = ALPHA,
+) -> Interval:
+    """Percentile interval of sum(successes)/sum(trials), resampling clusters (source pairs).
+
+    One entry per cluster: its successes and trials (instances or reads it
+    contributes; 1 and 1 for a pass/fail pair).  ``key`` names the cell so every
+    cell has its own reproducible stream (the same seed and key give the same
+    interval whatever else is computed).  nan bounds when there is nothing to resample.
+
+    Strata (the family of each pair) are kept at their sizes only when every one has
+    at least ``MIN_STRATUM_CLUSTERS`` pairs and the stratified interval is not
+    degenerate; otherwise pairs are resampled from all families together.  Why: a
+    within-family bootstrap sees only within-family variation, estimated from m pairs
+    with a (m - 1)/m shrinkage and at most C(2m - 1, m) distinct resamples (35 for the
+    pilot's m = 4; 92,378 for m = 10).  Families differ in difficulty by design, so a
+    family of 4 pass/fail pairs is often all-pass or all-fail and contributes no
+    variance at all: 8/24 as two passing and four failing families gave [0.33, 0.33].
+    Pooled resampling also lets the family mix vary, adding the between-family
+    variance: wider, and honest when a handful of families stands for the space of
+    failure modes.  From 10 pairs a family, stratification removes between-family
+    noise the design fixed, and the degeneracy check catches the homogeneous case.
+    """
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    if k.size == 0 or k.size != n.size or k.size != len(strata) or n.sum() <= 0:
+        return Interval(math.nan, math.nan, BOOTSTRAP_POOLED, False)
+    stream = _cell_seed(seed, key)
+    labels = np.asarray(strata, dtype=object)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(n > 0, k / n, np.nan)
+    _, sizes = np.unique(labels.astype(str), return_counts=True)
+    if sizes.size > 1 and sizes.min() >= MIN_STRATUM_CLUSTERS:
+        low, high = _percentile_bootstrap(k, n, labels, resamples, stream, alpha)
+        if not is_degenerate(low, high, rates):
+            return Interval(low, high, BOOTSTRAP_WITHIN, False)
+    low, high = _percentile_bootstrap(k, n, None, resamples, stream, alpha)
+    return Interval(low, high, BOOTSTRAP_POOLED, is_degenerate(low, high, rates))
+
+
 def cluster_bootstrap(
     successes: Sequence[float] | FloatArray,
     trials: Sequence[float] | FloatArray,
@@ -132,36 +255,11 @@ def cluster_bootstrap(
     key: str = "",
     alpha: float = ALPHA,
 ) -> tuple[float, float]:
-    """Percentile interval of sum(successes)/sum(trials), resampling clusters within strata.
-
-    One entry per cluster (a source pair): its successes and trials (instances or
-    reads it contributes; 1 and 1 for a pass/fail pair).  ``strata`` (the family of
-    each pair) are kept at their sizes: each resample draws, per family, as many
-    pairs as that family has, with replacement.  ``key`` names the cell so every
-    cell has its own reproducible stream (the same seed and key give the same
-    interval whatever else is computed).  (nan, nan) when there is nothing to resample.
-    """
-    k = np.asarray(successes, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
-    if k.size == 0 or k.size != n.size or k.size != len(strata) or n.sum() <= 0:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(_cell_seed(seed, key))
-    labels = np.asarray(strata, dtype=object)
-    num = np.zeros(resamples)
-    den = np.zeros(resamples)
-    for stratum in sorted(set(labels.tolist())):
-        members = np.flatnonzero(labels == stratum)
-        draws = rng.integers(0, members.size, size=(resamples, members.size))
-        picked = members[draws]
-        num += k[picked].sum(axis=1)
-        den += n[picked].sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        stats = num / den
-    stats = stats[np.isfinite(stats)]
-    if stats.size == 0:
-        return (math.nan, math.nan)
-    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
-    return (float(low), float(high))
+    """(low, high) of ``cluster_bootstrap_interval``: (nan, nan) when nothing to resample."""
+    found = cluster_bootstrap_interval(
+        successes, trials, strata, resamples=resamples, seed=seed, key=key, alpha=alpha
+    )
+    return (found.low, found.high)
 
 
 def bootstrap_mean(
@@ -221,6 +319,40 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
     return [float(x) for x in adjusted]
 
 
+def newcombe_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for the paired difference, B's rate minus A's.
+
+    Newcombe (1998), "Improved confidence intervals for the difference between
+    binomial proportions based on paired data", Statistics in Medicine 17:2635,
+    method 10: the Wilson intervals of the two pass rates, combined through their
+    correlation phi with Newcombe's correction (a positive ad - bc is reduced by n/2,
+    not below 0; phi = 0 when a margin is empty).  Why this one: it never has zero
+    width for n > 0, stays inside [-1, 1], needs no resampling, and covers close to
+    95 % in small samples (Newcombe's evaluation; ours, by exact enumeration at
+    n = 24, in ``tests/test_stats.py``, which also checks the published examples).
+    (nan, nan) without pairs.
+    """
+    n = table.n
+    if n == 0:
+        return (math.nan, math.nan)
+    k_b, k_a = table.both + table.only_b, table.both + table.only_a
+    rate_b, rate_a = k_b / n, k_a / n
+    low_b, high_b = wilson(k_b, n, alpha)
+    low_a, high_a = wilson(k_a, n, alpha)
+    margins = k_b * (n - k_b) * k_a * (n - k_a)
+    cross = float(table.both * table.neither - table.only_a * table.only_b)
+    if cross > 0:
+        cross = max(cross - n / 2, 0.0)
+    phi = cross / math.sqrt(margins) if margins > 0 else 0.0
+    # square and add the half-widths that move the difference down (B down, A up) and up
+    down_b, up_a = rate_b - low_b, high_a - rate_a
+    up_b, down_a = high_b - rate_b, rate_a - low_a
+    below = math.sqrt(max(down_b**2 - 2 * phi * down_b * up_a + up_a**2, 0.0))
+    above = math.sqrt(max(up_b**2 - 2 * phi * up_b * down_a + down_a**2, 0.0))
+    delta = rate_b - rate_a
+    return (max(-1.0, delta - below), min(1.0, delta + above))
+
+
 @dataclass(frozen=True)
 class PairedComparison:
     """B minus A on the source pairs where both are determined."""
@@ -230,11 +362,42 @@ class PairedComparison:
     """Pass rate of B minus pass rate of A (nan when no shared pair)."""
     low: float
     high: float
-    """Cluster-bootstrap interval of the delta (pairs resampled within family)."""
+    """95 % Newcombe hybrid score interval of the delta (``newcombe_paired``; formerly a
+    within-family cluster bootstrap, which collapsed to a point on the pilot)."""
     p_value: float
     """Exact McNemar, two-sided (nan when no shared pair)."""
     excluded: int
     """Pairs present in only one of the two, or undetermined (NA) in either."""
+    interval_method: str = NEWCOMBE
+    """What made ``low``/``high``."""
+    degenerate: bool = False
+    """The interval has zero width although the pairs' differences vary (never, for
+    Newcombe with n > 0; kept so the report can say so whatever made the interval)."""
+    min_detectable: float = math.nan
+    """Smallest |delta| the exact McNemar test detects with 80 % power on these n pairs
+    at alpha / comparisons, with the observed discordance (``_power``); nan when no
+    effect is detectable or there are no pairs."""
+    underpowered: bool = False
+    """|delta| < ``min_detectable`` (or nothing detectable): too few pairs to tell an
+    effect this size from none; a miss here is not evidence of no difference."""
+
+
+def detectable_difference(
+    table: PairedTable,
+    comparisons: int = 1,
+    alpha: float = ALPHA,
+    target: float = DEFAULT_TARGET,
+) -> float:
+    """Minimum detectable |delta| for a comparison's n and observed discordance.
+
+    The discordance is max(|delta|, observed share of discordant pairs): what this
+    comparison showed, raised where a larger effect would force more discordant pairs.
+    Level alpha / comparisons (the number of comparisons in the report's table).
+    """
+    if table.n == 0:
+        return math.nan
+    observed = (table.only_a + table.only_b) / table.n
+    return minimum_detectable_difference(table.n, observed, alpha, comparisons, target)
 
 
 def paired_comparison(
@@ -245,8 +408,17 @@ def paired_comparison(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     key: str = "",
+    comparisons: int = 1,
+    target: float = DEFAULT_TARGET,
 ) -> PairedComparison:
-    """Compare pass/fail per source pair: {pair id: 1.0 pass, 0.0 fail, nan undetermined}."""
+    """Compare pass/fail per source pair: {pair id: 1.0 pass, 0.0 fail, nan undetermined}.
+
+    The interval is Newcombe's (``newcombe_paired``): ``resamples``, ``seed`` and
+    ``key`` are accepted for the callers of the bootstrap it replaced and unused.
+    ``comparisons`` (the number of comparisons in the table, for alpha / m) and
+    ``target`` set the minimum detectable difference and the underpowered flag.
+    """
+    del resamples, seed, key  # the Newcombe interval is deterministic
     ids = sorted(
         pid
         for pid in a.keys() & b.keys()
@@ -264,7 +436,18 @@ def paired_comparison(
     if not ids:
         return PairedComparison(table, math.nan, math.nan, math.nan, math.nan, excluded)
     diff = vb.astype(np.float64) - va.astype(np.float64)
-    low, high = bootstrap_mean(
-        diff, [family[pid] for pid in ids], resamples=resamples, seed=seed, key=key
+    delta = float(diff.mean())
+    low, high = newcombe_paired(table)
+    detectable = detectable_difference(table, comparisons, ALPHA, target)
+    return PairedComparison(
+        table,
+        delta,
+        low,
+        high,
+        mcnemar_exact(table),
+        excluded,
+        interval_method=NEWCOMBE,
+        degenerate=is_degenerate(low, high, diff),
+        min_detectable=detectable,
+        underpowered=not abs(delta) >= detectable,
     )
-    return PairedComparison(table, float(diff.mean()), low, high, mcnemar_exact(table), excluded)

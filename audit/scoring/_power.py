@@ -1,0 +1,274 @@
+"""Power of the exact McNemar test on source pairs: how many pairs a comparison needs.
+
+Two conditions are compared on the same n source pairs, each pair passing or failing
+under each condition.  A pair is *discordant* when exactly one condition passes it:
+with probability ``p10`` only the first (in ``PairedComparison``: only B), with
+probability ``p01`` only the second.  The audit's test is the exact McNemar test: a
+two-sided binomial test of B = 1/2 on the discordant pairs (``_stats.mcnemar_exact``).
+Its power is computed **exactly**, by enumeration, never by a normal approximation
+(which flatters n = 24):
+
+* the effect is ``delta = p10 - p01`` (the difference in pass rates), the
+  discordance ``psi = p10 + p01`` (so ``psi >= |delta|``);
+* D ~ Bin(n, psi) discordant pairs; given D = d, B ~ Bin(d, p10 / psi) of them favour
+  the first condition;
+* the test rejects when its p-value, ``min(1, 2 P(Bin(d, 1/2) <= min(B, d - B)))``,
+  the same arithmetic as statsmodels' exact McNemar, is <= alpha / m.
+
+With m comparisons in a table each test gets alpha / m: Bonferroni, the first
+(strictest) step of the Holm correction the report applies.  Holm rejects whatever
+Bonferroni rejects, so this power is a slight underestimate for a comparison under
+Holm, never an overestimate.  By default ``psi = |delta|``: every discordant pair
+goes the same way.  That is the most favourable discordance in practice (more
+discordance adds noise faster than it adds pairs; on a grid of effects 0.05..1,
+1..10 comparisons, it always needed the fewest pairs for 80 % power), so the pairs
+needed are then a lower bound, and the power an upper bound wherever it is 50 % or
+more with over 10 pairs.  Below that (tiny designs, powers near alpha) the exact
+test's discreteness can make more discordance a few points more powerful.
+
+Power is not monotone in n: the exact test is discrete, so one more pair can lower
+the power a little (the "saw-tooth"; Chernick and Liu 2002, The American
+Statistician 56:149).  ``pairs_needed`` therefore scans n upwards and returns the
+first n that reaches the target.  At the default discordance it is monotone.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+DEFAULT_ALPHA = 0.05
+"""Family-wise level before the division by the number of comparisons (as ``_stats.ALPHA``)."""
+DEFAULT_TARGET = 0.8
+"""Power the minimum detectable difference and the pairs needed are computed for."""
+MAX_PAIRS = 20_000
+"""``pairs_needed`` scans up to here (about a second); an audit needing more is answered
+'more than 20,000', which is all the answer a generated-pairs audit needs."""
+
+Discordance = float | Callable[[float], float] | None
+"""``psi`` for a search over effects: None (= |delta|), a floor, or a function of |delta|."""
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+_TOLERANCE = 1e-6
+"""Precision of the minimum detectable difference (an effect, on the 0..1 scale)."""
+
+
+def alpha_per_test(alpha: float = DEFAULT_ALPHA, comparisons: int = 1) -> float:
+    """Bonferroni level of one test among ``comparisons`` (Holm's first step)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if comparisons < 1 or int(comparisons) != comparisons:
+        raise ValueError(f"comparisons must be a whole number >= 1, got {comparisons}")
+    return alpha / comparisons
+
+
+def _discordance(delta: float, psi: float | None) -> float:
+    """psi for one effect: |delta| by default; it may not be below |delta| or above 1."""
+    size = abs(delta)
+    if not size <= 1:
+        raise ValueError(f"the effect must be in [-1, 1], got {delta}")
+    if psi is None:
+        return size
+    if not size <= psi <= 1:
+        raise ValueError(
+            f"the discordance must be in [|effect|, 1] = [{size:g}, 1], got {psi}"
+            " (every pair that changes the pass rate is discordant)"
+        )
+    return float(psi)
+
+
+@functools.lru_cache(maxsize=32)
+def _critical_values(max_d: int, level: float) -> IntArray:
+    """c_d for d = 0..max_d: the test rejects when min(B, d - B) <= c_d.
+
+    c_d is the largest c with 2 P(Bin(d, 1/2) <= c) <= level (-1 when even B = 0 is
+    not significant).  It does not depend on the effect, so a search over effects
+    computes it once (cached; read-only).
+    """
+    from scipy.stats import binom  # type: ignore[import-untyped]
+
+    d = np.arange(max_d + 1)
+    c = binom.ppf(level / 2, d, 0.5)  # smallest c with P(<= c) >= level / 2
+    critical: IntArray = np.where(2 * binom.cdf(c, d, 0.5) <= level, c, c - 1).astype(np.int64)
+    critical.setflags(write=False)
+    return critical
+
+
+def _rejection_probability(d: IntArray, critical: IntArray, q: float) -> FloatArray:
+    """P(the exact test rejects | d discordant pairs), B ~ Bin(d, q), for each d."""
+    from scipy.stats import binom
+
+    c = critical[d]
+    tails = binom.cdf(c, d, q) + binom.sf(d - c - 1, d, q)
+    return np.asarray(np.where(c >= 0, tails, 0.0), dtype=np.float64)
+
+
+def _power_curve(
+    ns: npt.ArrayLike, psi: float, reject: Callable[[IntArray], FloatArray]
+) -> FloatArray:
+    """Exact power for each n of ``ns``: E[reject(D)], D ~ Bin(n, psi).
+
+    ``reject(d)`` is P(the test rejects | d discordant pairs).  The binomial weights
+    are summed over D within 12 standard deviations (+ 20) of its mean, where all but
+    < 1e-19 of the mass lies; log-gamma tables make a block of consecutive n one
+    vectorized step (``pairs_needed`` scans thousands of n).
+    """
+    from scipy.special import gammaln  # type: ignore[import-untyped]
+
+    n = np.asarray(ns, dtype=np.int64)
+    if psi <= 0:
+        return np.zeros(n.shape)
+    if psi >= 1:  # every pair discordant: D = n
+        return reject(n)
+    top = int(n.max())
+    spread = 12 * math.sqrt(top * psi * (1 - psi)) + 20
+    low = max(0, math.floor(int(n.min()) * psi - spread))
+    high = min(top, math.ceil(top * psi + spread))
+    d = np.arange(low, high + 1)
+    # log C(n, d) + d log psi + (n - d) log(1 - psi), with log((n - d)!) = +inf for d > n
+    pad = max(0, high - int(n.min()))
+    log_factorial = np.concatenate([np.full(pad, np.inf), gammaln(np.arange(top + 1) + 1.0)])
+    by_n = log_factorial[n + pad] + n * math.log1p(-psi)
+    by_d = d * math.log(psi / (1 - psi)) - log_factorial[d + pad]
+    log_pmf = by_n[:, None] + by_d[None, :] - log_factorial[n[:, None] - d[None, :] + pad]
+    return np.asarray(np.clip(np.exp(log_pmf) @ reject(d), 0.0, 1.0), dtype=np.float64)
+
+
+def _favouring(delta: float, psi: float) -> float:
+    """P(a discordant pair favours the better condition) = p10 / psi."""
+    return 0.5 if psi <= 0 else (psi + abs(delta)) / (2 * psi)
+
+
+def power(
+    n: int,
+    delta: float,
+    psi: float | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    comparisons: int = 1,
+) -> float:
+    """Exact power of the two-sided exact McNemar test on n source pairs.
+
+    ``delta = p10 - p01`` (its sign does not matter: the test is two-sided), ``psi =
+    p10 + p01`` (default |delta|, the most favourable discordance), level alpha /
+    ``comparisons``.  24 pairs, delta 0.2, 3 comparisons: 0.189.
+    """
+    if n < 1 or int(n) != n:
+        raise ValueError(f"n must be a whole number of source pairs >= 1, got {n}")
+    level = alpha_per_test(alpha, comparisons)
+    discordance = _discordance(delta, psi)
+    critical = _critical_values(1 << int(n).bit_length(), level)  # cached for nearby n
+    q = _favouring(delta, discordance)
+    curve = _power_curve([int(n)], discordance, lambda d: _rejection_probability(d, critical, q))
+    return float(curve[0])
+
+
+def _discordance_of(psi: Discordance) -> Callable[[float], float]:
+    """The discordance at each effect size of a search (see ``minimum_detectable_difference``)."""
+    if psi is None:
+        return lambda size: size
+    if callable(psi):
+        return psi
+    floor = float(psi)
+    if not 0 <= floor <= 1:
+        raise ValueError(f"the discordance must be in [0, 1], got {psi}")
+    return lambda size: max(size, floor)
+
+
+def minimum_detectable_difference(
+    n: int,
+    psi: Discordance = None,
+    alpha: float = DEFAULT_ALPHA,
+    comparisons: int = 1,
+    target: float = DEFAULT_TARGET,
+) -> float:
+    """Smallest |delta| that n source pairs detect with power >= ``target``; nan if none.
+
+    The discordance is a function of the effect, because a larger effect forces more
+    discordant pairs: ``psi`` None means psi = |delta| (most favourable in practice:
+    the answer is then a lower bound, see the module note); a number means
+    psi = max(|delta|, psi), the observed discordance of a comparison, raised where
+    the effect itself exceeds it; a function gives psi for each |delta| (it must
+    return a value in [|delta|, 1]).  Power grows with |delta| at fixed psi (the
+    two-sided region's power rises as B's probability moves away from 1/2) and with
+    psi = |delta|, so the answer is found by bisection.  nan when even delta = 1 is
+    not detected (too few pairs for the exact test to reject).
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"the target power must be in (0, 1), got {target}")
+    discordance = _discordance_of(psi)
+
+    def reaches(size: float) -> bool:
+        return power(n, size, discordance(size), alpha, comparisons) >= target
+
+    if not reaches(1.0):
+        return math.nan
+    low, high = 0.0, 1.0  # power(low) < target <= power(high)
+    while high - low > _TOLERANCE:
+        middle = (low + high) / 2
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high
+
+
+def _block_size(n: int, psi: float, budget: int = 2_000_000) -> int:
+    """Consecutive n per ``_power_curve`` call: about ``budget`` binomial weights."""
+    spread = 24 * math.sqrt(n * psi * (1 - psi)) + 40
+    block = 4096
+    while block > 64 and block * (block * psi + spread) > budget:
+        block //= 2
+    return block
+
+
+def pairs_needed(
+    delta: float,
+    psi: float | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    comparisons: int = 1,
+    target: float = DEFAULT_TARGET,
+) -> int:
+    """Smallest number of source pairs whose exact McNemar power reaches ``target``.
+
+    ``psi`` is the discordance at this effect (default |delta|: the answer is then,
+    in practice, a lower bound over every discordance; see the module note).  Scans
+    n = 1, 2, ... (power is not monotone in n, so no bisection), in vectorized
+    blocks; raises ValueError beyond MAX_PAIRS.
+    """
+    if delta == 0:
+        raise ValueError("the effect must be non-zero: no number of pairs detects 0")
+    if not 0 < target < 1:
+        raise ValueError(f"the target power must be in (0, 1), got {target}")
+    level = alpha_per_test(alpha, comparisons)
+    discordance = _discordance(delta, psi)
+    q = _favouring(delta, discordance)
+    table = np.zeros(0)
+    start, block = 1, 64
+    while start <= MAX_PAIRS:
+        stop = min(start + block, MAX_PAIRS + 1)
+        if stop > table.size:  # rejection probabilities for every d, grown by doubling
+            size = min(max(1024, 2 * stop), MAX_PAIRS + 1)
+            table = _rejection_probability(np.arange(size), _critical_values(size, level), q)
+        curve = _power_curve(np.arange(start, stop), discordance, table.__getitem__)
+        reached = np.flatnonzero(curve >= target)
+        if reached.size:
+            return start + int(reached[0])
+        start = stop
+        block = _block_size(stop, discordance)
+    raise ValueError(
+        f"more than {MAX_PAIRS:,} source pairs are needed for {target:.0%} power"
+        f" at effect {abs(delta):g}"
+    )
+
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "MAX_PAIRS",
+    "Discordance",
+    "alpha_per_test",
+    "minimum_detectable_difference",
+    "pairs_needed",
+    "power",
+]
