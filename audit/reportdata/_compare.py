@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,12 @@ import pandas as pd
 from audit.reportdata._comparisons import COMPARISON_COLUMNS, comparison_row, with_holm
 from audit.reportdata._context import Options, pair_bounds, pair_values, proportion_columns
 from audit.rundir import RunData, load_source_pairs
-from audit.scoring import paired_comparison, score_results
+from audit.scoring import (
+    PairedTable,
+    detectable_difference,
+    paired_comparison,
+    score_results,
+)
 from reports import (
     Bullets,
     Chart,
@@ -37,6 +43,16 @@ def _labels(runs: Sequence[RunData]) -> list[str]:
             label += "'"
         labels.append(label)
     return labels
+
+
+def _power_of(row: dict[str, Any], comparisons: int) -> dict[str, Any]:
+    """The minimum detectable difference of one comparison among ``comparisons``."""
+    table = PairedTable(row["both_pass"], row["only_a"], row["only_b"], row["neither"])
+    detectable = detectable_difference(table, comparisons=comparisons)
+    return {
+        "min_detectable": detectable,
+        "underpowered": bool(math.isnan(detectable) or abs(row["delta"]) < detectable),
+    }
 
 
 def pair_identities(run: RunData) -> tuple[dict[str, str], str | None]:
@@ -133,9 +149,6 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
                 {p: v for p, v in values[ref].items() if p in shared},
                 {p: v for p, v in values[key].items() if p in shared},
                 families,
-                resamples=options.resamples,
-                seed=options.seed,
-                key=f"compare/{ref}/{key}",
             )
             row = comparison_row(
                 reader,
@@ -154,6 +167,8 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
                 label=f"{row['b']} minus {row['a']}",
             )
             rows.append(row)
+    for row in rows:  # alpha / m: the minimum detectable difference over the whole table
+        row.update(_power_of(row, len(rows)))
     comparisons = with_holm(pd.DataFrame(rows))
     if not one_dataset:
         notes.append(
@@ -170,8 +185,8 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         "another and against the exact reader); unit: the source pair shared by all runs "
         "(passes when joint J passes on every block of it at identity); exact McNemar on the "
         "discordant pairs, Holm-corrected across every comparison in this table; delta "
-        f"intervals: cluster bootstrap within family ({options.resamples} resamples, seed "
-        f"{options.seed})"
+        "intervals: Newcombe's for paired proportions; underpowered: the observed difference "
+        "is below what these pairs detect with 80 % power"
     )
     run_rows = [
         {
@@ -254,7 +269,7 @@ def _document(
                     "axis": "difference in joint J pass rate (second minus first), source pairs",
                 },
                 caption="Difference in joint J pass rate on shared source pairs, 95 % "
-                "cluster-bootstrap intervals; filled: Holm-corrected exact McNemar p < 0.05.",
+                "Newcombe intervals; filled: Holm-corrected exact McNemar p < 0.05.",
             )
         )
     return Document(

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from audit.reportdata._context import ReportContext, proportion_columns
-from audit.scoring import IDENTITY, bootstrap_mean, cluster_bootstrap, selection_warnings
+from audit.scoring import IDENTITY, bootstrap_mean, is_degenerate, selection_warnings
 from reports import Chart, Column, Section, Table
 
 HEADLINE_METRICS = ("current", "reveal", "override", "joint_J", "adequacy", "collision")
@@ -42,28 +41,23 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
             & (j_pairs["condition"] == condition)
             & (j_pairs["budget"] == budget)
         ]
+        row.update(proportion_columns("joint_J_blocks", cell, "joint_J_blocks"))
+        low = high = math.nan
+        degenerate = False
         if len(group):
+            # the per-pair mean block rate (repeats, never a majority vote), resampled by
+            # source pair; NA as fail for the low end, NA as pass for the high end
             key = f"J/{system}"
             families = group["family"].tolist()
-            ones = np.ones(len(group))
-            low = cluster_bootstrap(
-                group["every_lo"].to_numpy(),
-                ones,
-                families,
-                resamples=options.resamples,
-                seed=options.seed,
-                key=key,
+            worst = (group["blocks_lo"] / group["blocks"]).to_numpy()
+            best = (group["blocks_hi"] / group["blocks"]).to_numpy()
+            low = bootstrap_mean(
+                worst, families, resamples=options.resamples, seed=options.seed, key=key
             )[0]
-            high = cluster_bootstrap(
-                group["every_hi"].to_numpy(),
-                ones,
-                families,
-                resamples=options.resamples,
-                seed=options.seed,
-                key=key,
-            )[1]
-        else:
-            low = high = math.nan
+            high = bootstrap_mean(best, families, resamples=options.resamples,
+                                  seed=options.seed, key=key)[1]  # fmt: skip
+            degenerate = is_degenerate(low, high, worst)
+        row["joint_J_boot_degenerate"] = degenerate
         row["joint_J_boot_low"], row["joint_J_boot_high"] = low, high
         mine = sizes[
             (sizes["reader"] == reader)
@@ -122,6 +116,8 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
 
 def build(ctx: ReportContext) -> Section:
     frame = headline_frame(ctx)
+    repeated = bool(len(frame)) and bool((frame["joint_J_blocks_n"] != frame["joint_J_n"]).any())
+    degenerate = bool(len(frame)) and bool(frame["joint_J_boot_degenerate"].any())
     columns = [
         Column("condition", "condition", "label"),
         Column(
@@ -157,7 +153,32 @@ def build(ctx: ReportContext) -> Section:
             "proportion",
             interval=("joint_J_boot_low", "joint_J_boot_high"),
             interval_label="boot",
-            help="both variants right on both futures",
+            help="both variants right on both futures, on every block of the pair; boot: "
+            "a cluster-bootstrap interval of the pairs' mean block pass rate",
+        ),
+        *(
+            [
+                Column(
+                    "joint_J_blocks",
+                    "joint J (blocks)",
+                    "proportion",
+                    help="blocks (instance x repeat) passing: the paper's block J",
+                )
+            ]
+            if repeated
+            else []
+        ),
+        *(
+            [
+                Column(
+                    "joint_J_boot_degenerate",
+                    "boot degenerate?",
+                    "flag",
+                    flag_text="zero-width interval over varying pairs",
+                )
+            ]
+            if degenerate
+            else []
         ),
         Column(
             "adequacy",
@@ -190,7 +211,8 @@ def build(ctx: ReportContext) -> Section:
             frame,
             csv="headline.csv",
             caption="At identity (no transform). Every k/n counts independent source pairs; "
-            "intervals are 95 % Wilson, boot marks a cluster bootstrap over pairs within family.",
+            "intervals are 95 % Wilson; boot marks a cluster bootstrap over source pairs (of "
+            "joint J: the pairs' mean block pass rate).",
         )
     ]
     if not frame.empty:

@@ -19,11 +19,15 @@ def build(ctx: ReportContext) -> Section:
                     "memory). Every header says which. A source pair passes a score when every "
                     "block of it passes; repeats are never folded by majority vote.",
                     "Intervals: 95 % Wilson (statsmodels) for k/n; cluster bootstrap (boot) for "
-                    "joint J, mean bytes, block rates and paired deltas: source pairs "
-                    f"resampled with replacement within each family ({options.resamples} "
-                    f"resamples, seed {options.seed}), percentile interval.",
+                    "joint J's mean block rate, mean bytes, block rates and gaps: source pairs "
+                    "resampled with replacement, within each family when every family has 10 "
+                    f"or more pairs, else all together ({options.resamples} resamples, seed "
+                    f"{options.seed}), percentile interval; a zero-width interval over varying "
+                    "pairs is flagged. Paired differences: Newcombe's hybrid score interval.",
                     "Paired tests: exact McNemar (statsmodels) on the source pairs determined "
-                    "in both conditions; Holm correction across every comparison of the table.",
+                    "in both conditions; Holm correction across every comparison of the table; "
+                    "each comparison's minimum detectable difference at 80 % power, and "
+                    "'underpowered' where the observed difference is below it.",
                     "NA (an infrastructure failure) is never a failure: a score with NA reads "
                     "is computed NA as fail and NA as pass and shown as bounds k..k_high/n. "
                     "Adequacy and collisions are undefined for a memory the exact reader "
