@@ -1,5 +1,6 @@
 """Validity of the LLM stage: failures are blamed on whoever failed.
 
+* C. a key named twice in a model's JSON is no answer;
 * D. the semantics shown to LLM readers state every rule E_q scores them by.
 """
 
@@ -7,8 +8,51 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import histories._interpreter as interpreter
-from histories import PUBLIC_SEMANTICS
+from audit.engine import judge, parse_answer, read_exact
+from compressors import ChatResponse
+from compressors.builtin.llm_writers import structured_memory
+from histories import PUBLIC_SEMANTICS, SetRecord
+
+GOLD = {"k": "amber-101", "j": None}
+ADEQUATE = SetRecord(id="a", key="k", value="amber-101", rev=1).canonical_json()
+
+
+def reply(content: str | None, finish: str = "stop") -> ChatResponse:
+    return ChatResponse(content=content, finish_reason=finish, status=200)
+
+
+# ----------------------------------------------------------- C. duplicate JSON keys
+
+
+DUPLICATED = '{"values": {"k": "WRONG", "k": "amber-101", "j": null}}'
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        DUPLICATED,
+        '{"k": "WRONG", "k": "amber-101", "j": null}',
+        '{"values": {"k": "x", "j": null}, "values": {"k": "amber-101", "j": null}}',
+    ],
+)
+def test_a_key_named_twice_is_no_answer(content):
+    assert parse_answer(content, ["k", "j"]).form == "invalid"
+    verdict = judge(reply(content), GOLD, read_exact(ADEQUATE, list(GOLD), GOLD))
+    assert verdict.outcome == "reader_error"
+    assert (verdict.correct, verdict.correct_lenient) == (0, 0)
+    fenced = judge(reply(f"```json\n{content}\n```"), GOLD, read_exact(ADEQUATE, ["k", "j"], GOLD))
+    assert fenced.outcome == "reader_error"  # the lenient parse refuses it too
+
+
+def test_a_structured_writer_answer_with_a_key_named_twice_stays_unparsed():
+    record = '{"id": "a", "op": "set", "key": "k", "value": "WRONG", "value": "v", "rev": 1}'
+    content = '{"records": [' + record + "]}"
+    assert structured_memory(content) == content
+    assert read_exact(content, ["k"], {"k": "v"}).outcome == "unparsed"
+
 
 # ------------------------------------------------------- D. the rules shown to readers
 

@@ -7,6 +7,9 @@ right values; lenient scoring also accepts a bare ``{key: value}`` map.  Every r
 gets exactly one outcome, and the exact reader's verdict on the same memory tells
 a memory that lost the evidence (``wrong_log`` / ``unparsed``) from a reader that
 misread an adequate one (``reader_error``).
+
+JSON from a model is parsed with duplicate keys refused: ``{"k": "x", "k": "y"}``
+is no answer (the last value winning would let a wrong first value pass).
 """
 
 from __future__ import annotations
@@ -79,6 +82,25 @@ def reader_request(
     )
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names a key twice: ambiguous, so no answer."""
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` that refuses a key named twice (json's default keeps the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def loads_unique(text: str) -> Any:
+    """``json.loads`` with duplicate keys refused (raises ValueError)."""
+    return json.loads(text, object_pairs_hook=unique_object)
+
+
 @dataclass(frozen=True)
 class ParsedAnswer:
     """What the model's content says, before comparing with gold."""
@@ -90,11 +112,11 @@ class ParsedAnswer:
 def parse_answer(content: str | None, query: Sequence[str]) -> ParsedAnswer:
     """``envelope`` only for exactly {"values": {exactly the query keys}}; ``bare`` for a
     map of exactly the query keys; anything else (text, truncated JSON, extra or
-    missing keys) is ``invalid``."""
+    missing keys, a key named twice anywhere) is ``invalid``."""
     if not content:
         return ParsedAnswer("invalid", None)
     try:
-        data = json.loads(content)
+        data = loads_unique(content)
     except (ValueError, RecursionError):
         return ParsedAnswer("invalid", None)
     keys = set(query)
