@@ -1,27 +1,147 @@
 """Validity of the LLM stage: failures are blamed on whoever failed.
 
+* A. a failed read's cause follows what failed: the memory (dropped), the reader
+  (misread, format failure), nobody can tell (undetermined: no record log), the
+  infrastructure or a refused request (NA), the compressor;
 * C. a key named twice in a model's JSON is no answer;
 * D. the semantics shown to LLM readers state every rule E_q scores them by.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
+import pandas as pd
 import pytest
 
 import histories._interpreter as interpreter
 from audit.engine import judge, parse_answer, read_exact
+from audit.reportdata._causes import ATTRIBUTIONS, attribute
+from audit.rundir import OUTCOMES, SourcePairs
 from compressors import ChatResponse
 from compressors.builtin.llm_writers import structured_memory
 from histories import PUBLIC_SEMANTICS, SetRecord
 
 GOLD = {"k": "amber-101", "j": None}
 ADEQUATE = SetRecord(id="a", key="k", value="amber-101", rev=1).canonical_json()
+LOST = SetRecord(id="b", key="k", value="onyx-303", rev=1).canonical_json()
+PROSE = "At step 1 the agent set k to amber-101 (revision 1)."
+"""A memory that is no record log: prose, like direct_prose's history."""
+ENVELOPE = json.dumps({"values": GOLD})
 
 
-def reply(content: str | None, finish: str = "stop") -> ChatResponse:
-    return ChatResponse(content=content, finish_reason=finish, status=200)
+def reply(
+    content: str | None,
+    finish: str = "stop",
+    reasoning: str | None = None,
+    rejected: str | None = None,
+    status: int | None = 200,
+) -> ChatResponse:
+    return ChatResponse(
+        content=content,
+        finish_reason=finish,
+        reasoning=reasoning,
+        rejected=rejected,
+        status=status,
+    )
+
+
+# ------------------------------------------------------------ A. outcomes and causes
+
+
+@pytest.mark.parametrize("memory", [ADEQUATE, LOST, PROSE])
+@pytest.mark.parametrize(
+    "response",
+    [
+        reply(f"```json\n{ENVELOPE}\n```"),  # in a code fence
+        reply(f"Here is the answer: {ENVELOPE} Hope this helps."),  # prose around it
+        reply(None, reasoning=f"I think the answer is {ENVELOPE}"),  # only in the reasoning
+        reply("", reasoning=ENVELOPE),
+        reply(ENVELOPE + "\n\n\n", finish="length"),  # cut off after the answer
+        reply(ENVELOPE[:-2], finish="length"),  # cut off before the closing braces
+        reply(f"```\n{json.dumps(GOLD)}\n```"),  # a bare map in a fence
+        reply(json.dumps({"answer": {"values": GOLD}})),  # an unknown wrapper
+    ],
+)
+def test_right_values_in_a_wrong_form_are_a_format_failure(response, memory):
+    # whatever the memory, right values in a wrong form are the reader's format failure:
+    # not "dropped" on a lost memory, not "undetermined" on prose; scored 0, never 1
+    verdict = judge(response, GOLD, read_exact(memory, list(GOLD), GOLD))
+    assert verdict.outcome == "format_error"
+    assert (verdict.correct, verdict.correct_lenient) == (0, 0)
+    assert verdict.answer == GOLD
+
+
+@pytest.mark.parametrize(
+    ("response", "memory", "outcome"),
+    [
+        (reply(f"```json\n{json.dumps({'values': {'k': 'x', 'j': None}})}\n```"), ADEQUATE,
+         "reader_error"),
+        (reply("no idea"), PROSE, "unparsed"),
+        (reply(json.dumps({"values": {"k": "onyx-303", "j": None}})), LOST, "wrong_log"),
+        # a wrong answer in the content is the answer: the reasoning is not searched
+        (reply(json.dumps({"values": {"k": "x", "j": None}}), reasoning=ENVELOPE), ADEQUATE,
+         "reader_error"),
+        (reply(ENVELOPE[:-3], finish="length"), ADEQUATE, "reader_error"),  # cut in a value
+    ],
+)  # fmt: skip
+def test_wrong_values_keep_the_memory_verdict(response, memory, outcome):
+    verdict = judge(response, GOLD, read_exact(memory, list(GOLD), GOLD))
+    assert verdict.outcome == outcome
+    assert verdict.correct == 0
+
+
+def test_a_refused_request_is_na_not_a_wrong_answer():
+    refused = reply(None, finish=None, rejected="maximum context length exceeded", status=400)
+    for memory in (ADEQUATE, LOST, PROSE):
+        verdict = judge(refused, GOLD, read_exact(memory, list(GOLD), GOLD))
+        assert verdict.outcome == "na"
+        assert (verdict.correct, verdict.correct_lenient) == (None, None)
+
+
+def test_strict_and_lenient_scores_are_unchanged_by_the_lenient_parse():
+    exact = read_exact(ADEQUATE, list(GOLD), GOLD)
+    assert judge(reply(ENVELOPE), GOLD, exact).outcome == "pass"
+    bare = judge(reply(json.dumps(GOLD)), GOLD, exact)
+    assert (bare.outcome, bare.correct, bare.correct_lenient) == ("wrapper_only", 0, 1)
+
+
+def _reads(outcomes: list[str], adequate: list[float | None]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "transform": "identity",
+            "outcome": outcomes,
+            "correct": [None if o == "na" else 0.0 for o in outcomes],
+            "adequate": adequate,
+            "source_pair_id": "p",
+            "variant": "A",
+            "branch": "reveal",
+            "memory_sha256": None,
+        }
+    )
+
+
+def test_each_failure_cause_follows_what_failed():
+    outcomes = [
+        "wrong_log", "reader_error", "wrapper_only", "format_error", "unparsed", "error", "na",
+    ]  # fmt: skip
+    adequate = [0, 1, 1, None, None, None, 1]
+    causes = attribute(_reads(outcomes, adequate), SourcePairs({}, "none"), None)
+    assert causes.tolist() == [
+        "dropped", "misread", "wrapper_only", "wrapper_only", "undetermined",
+        "compressor_error", "na",
+    ]  # fmt: skip
+    assert ATTRIBUTIONS["wrapper_only"] == "format failure"
+    assert ATTRIBUTIONS["undetermined"].startswith("undetermined")
+    assert ATTRIBUTIONS["na"].startswith("infrastructure")
+
+
+def test_every_failing_outcome_has_a_cause():
+    from audit.reportdata._causes import CAUSE_OF_OUTCOME
+
+    assert set(OUTCOMES) - {"pass"} == set(CAUSE_OF_OUTCOME)
+    assert set(CAUSE_OF_OUTCOME.values()) <= set(ATTRIBUTIONS)
 
 
 # ----------------------------------------------------------- C. duplicate JSON keys

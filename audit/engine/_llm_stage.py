@@ -183,7 +183,7 @@ async def run_unit(
             tokens_completion=usage.get("completion_tokens"),
             latency_s=round(response.latency_s, 4) if response else None,
             cache_hit=int(response.cached) if response else None,
-            error=response.error if response else "reader client raised",
+            error=_reader_error(response),
         )
 
     await asyncio.gather(*(read(v, b) for v in VARIANTS for b in BRANCHES))
@@ -198,6 +198,14 @@ async def run_unit(
                     )  # fmt: skip
                     rows.add(shared, [values])
     return rows
+
+
+def _reader_error(response: ChatResponse | None) -> str | None:
+    if response is None:
+        return "reader client raised"
+    if response.rejected is not None:
+        return f"request refused (HTTP {response.status}): {response.rejected}"
+    return response.error
 
 
 async def run_stage(

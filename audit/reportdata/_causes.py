@@ -1,10 +1,27 @@
 """Why each failed read failed: the cause shown beside it in the report.
 
-Causes (key -> label): the memory lost the evidence (``dropped``: the exact reader
-cannot get the answer from it), the memory holds a record that never was in the
-history (``written_wrong``), the memory is adequate but the reader answered wrong
-(``misread``), right values outside the envelope (``wrapper_only``), an
-infrastructure failure (``na``), or the compressor raised (``compressor_error``).
+Every failed (or NA) read at identity gets exactly one cause, from its outcome
+(``rundir.OUTCOMES``), so that a reader's failure is never blamed on the memory and
+the other way round:
+
+* ``dropped``: E_q on the memory, a record log, gives a wrong answer: the compressor
+  lost (or garbled) the evidence (outcome ``wrong_log``), refined into
+  ``written_wrong`` when a line of the memory is a well-formed record that never was
+  in that variant's history;
+* ``misread``: the memory is adequate (E_q on it is right) but the LLM reader
+  answered wrong (``reader_error``);
+* ``wrapper_only`` (shown as "format failure"): the right values in a wrong form: a
+  bare map (``wrapper_only``, which the lenient score accepts), a code fence, prose
+  around the JSON, the answer only in the reasoning field, a cut-off after the right
+  values (``format_error``);
+* ``undetermined``: the memory is not a record log (a prose memory, ``direct_prose``'s
+  history as prose), so the exact reader cannot say whether the evidence was kept
+  (``unparsed``);
+* ``na`` (shown as "infrastructure (NA)"): no answer: a connection failure, a 5xx or a
+  timeout after retries, or a request the server refused (``na``); not scored;
+* ``compressor_error``: the compressor raised (``error``);
+
+The keys stay those of earlier reports (``taxonomy.csv``'s ``cause_<key>`` columns).
 """
 
 from __future__ import annotations
@@ -23,11 +40,38 @@ ATTRIBUTIONS = {
     "dropped": "evidence dropped by the compressor",
     "written_wrong": "written wrong",
     "misread": "retained but misread",
-    "wrapper_only": "wrapper-only",
-    "na": "NA",
+    "wrapper_only": "format failure",
+    "undetermined": "undetermined (not a record log)",
     "compressor_error": "compressor raised",
+    "na": "infrastructure (NA)",
 }
 """Why a read failed (key -> label shown in the report)."""
+
+CAUSE_HELP = {
+    "dropped": "the memory is a record log and E_q on it gives a wrong answer",
+    "written_wrong": "as dropped, and a line of the memory is a well-formed record that "
+    "never was in the history",
+    "misread": "E_q on the memory is right; the LLM reader answered wrong",
+    "wrapper_only": "right values in a wrong form (bare map, code fence, prose around the "
+    "JSON, only in the reasoning field, cut off after them)",
+    "undetermined": "the memory is not a record log (prose): whether it kept the evidence "
+    "cannot be told",
+    "compressor_error": "the compressor raised",
+    "na": "no answer after retries, or a request the server refused: not scored",
+}
+"""What each cause means (the report's column help)."""
+
+CAUSE_OF_OUTCOME = {
+    "wrong_log": "dropped",
+    "reader_error": "misread",
+    "wrapper_only": "wrapper_only",
+    "format_error": "wrapper_only",
+    "unparsed": "undetermined",
+    "error": "compressor_error",
+    "na": "na",
+}
+"""The cause of a failed read with each outcome (``dropped`` may be refined into
+``written_wrong``); a read whose score is NA is ``na`` whatever its outcome."""
 
 
 def _history_lines(pair: Any, variant: str, branch: str) -> frozenset[str]:
@@ -37,8 +81,8 @@ def _history_lines(pair: Any, variant: str, branch: str) -> frozenset[str]:
 def invented_records(memory: str, known: frozenset[str]) -> bool:
     """True when a line of the memory is a record that never was in the history.
 
-    Lines that are no record at all (prose, garbage) are not counted here: they make
-    a memory unreadable to the exact reader, which is "evidence dropped".
+    Lines that are no record at all (prose, garbage) are not counted here (a memory
+    with such lines is no record log: its cause is "undetermined", never checked here).
     """
     for line in memory.splitlines():
         if not line.strip() or line in known:
@@ -57,21 +101,17 @@ def attribute(df: pd.DataFrame, source: SourcePairs, memories: MemoryStore) -> p
     failed = df[(df["transform"] == IDENTITY) & (df["correct"] != 1)]
     if failed.empty:
         return pd.Series(dtype=object, name="attribution")
-    outcome = failed["outcome"].astype(str)
-    cause = np.select(
-        [
-            outcome == "na",
-            failed["correct"].isna(),
-            outcome == "wrapper_only",
-            outcome == "reader_error",
-            outcome == "error",
-            outcome.isin(["unparsed", "wrong_log"]),
-            failed["adequate"] == 1,
-        ],
-        ["na", "na", "wrapper_only", "misread", "compressor_error", "dropped", "misread"],
-        default="dropped",
+    cause = failed["outcome"].astype(str).map(CAUSE_OF_OUTCOME)
+    # an outcome with no declared cause (none today: a test checks) goes by the memory
+    adequate = failed["adequate"]
+    cause = cause.fillna(
+        pd.Series(
+            np.select([adequate == 1, adequate == 0], ["misread", "dropped"], "undetermined"),
+            index=failed.index,
+        )
     )
-    result = pd.Series(cause, index=failed.index, name="attribution", dtype=object)
+    cause[failed["correct"].isna()] = "na"
+    result = pd.Series(cause.to_numpy(), index=failed.index, name="attribution", dtype=object)
     if source.pairs:
         suspects = failed[result == "dropped"]
         texts = memories.many(suspects["memory_sha256"].dropna().astype(str).tolist())

@@ -14,14 +14,20 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-Outcome = Literal["pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "na", "error"]
+Outcome = Literal[
+    "pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "format_error", "na",
+    "error",
+]  # fmt: skip
 OUTCOMES: dict[Outcome, str] = {
     "pass": "the reader answered right (strict: the exact envelope, a normal stop)",
     "wrong_log": "the memory is a well-formed record log, but E_q on it gives a wrong answer",
     "unparsed": "the memory is no record log the exact reader can parse",
     "reader_error": "the memory is adequate (E_q on it is right) but the LLM reader answered wrong",
-    "wrapper_only": "right values outside the required envelope (counted by the lenient score)",
-    "na": "an infrastructure failure after retries: not scored",
+    "wrapper_only": "right values in a bare {key: value} map (counted by the lenient score)",
+    "format_error": "right values in a wrong form: in a code fence or among other text, only "
+    "in the reasoning field, or cut off after them (scored 0, strict and lenient)",
+    "na": "an infrastructure failure after retries, or a request the server refused "
+    "(HTTP 400/413/422): not scored",
     "error": "the compressor raised",
 }
 """Every value of the ``outcome`` column, with its meaning: exactly one per read."""
@@ -63,7 +69,7 @@ RESULT_COLUMNS = (
     "cache_hit",
     "raw_answer",
 )
-"""Columns of results.csv, one row per read."""
+"""Columns of results.csv, one row per read (new columns go at the end)."""
 
 INTEGER_COLUMNS = frozenset(
     {"budget", "repeat", "transform_index", "correct", "adequate", "memory_bytes", "collision",
