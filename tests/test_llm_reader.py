@@ -37,15 +37,15 @@ BARE = json.dumps(GOLD)
     [
         (reply(ENVELOPE), ADEQUATE, "pass", 1, 1),
         (reply(BARE), ADEQUATE, "wrapper_only", 0, 1),
-        # right values in a wrong form: a format failure, scored 0 strict and lenient
-        (reply(ENVELOPE, finish="length"), ADEQUATE, "format_error", 0, 0),  # cut off after
-        (reply(ENVELOPE[:-2], finish="length"), ADEQUATE, "format_error", 0, 0),  # ... mid-JSON
+        # right values in a wrong form score 0 (the report calls it a format failure)
+        (reply(ENVELOPE, finish="length"), ADEQUATE, "reader_error", 0, 0),  # cut off after
+        (reply(ENVELOPE[:-2], finish="length"), ADEQUATE, "reader_error", 0, 0),  # ... mid-JSON
         (reply(ENVELOPE[:-3], finish="length"), ADEQUATE, "reader_error", 0, 0),  # ... mid-value
-        (reply(None, reasoning=ENVELOPE), ADEQUATE, "format_error", 0, 0),  # only in reasoning
+        (reply(None, reasoning=ENVELOPE), ADEQUATE, "reader_error", 0, 0),  # only in reasoning
         (reply(""), ADEQUATE, "reader_error", 0, 0),  # empty content
         (reply(json.dumps({"values": {"k": "amber-101"}})), ADEQUATE, "reader_error", 0, 0),
         (reply(json.dumps({"values": {**GOLD, "x": "1"}})), ADEQUATE, "reader_error", 0, 0),
-        (reply(json.dumps({"values": GOLD, "note": "hi"})), ADEQUATE, "format_error", 0, 0),
+        (reply(json.dumps({"values": GOLD, "note": "hi"})), ADEQUATE, "reader_error", 0, 0),
         (reply(json.dumps({"values": {"k": "onyx-303", "j": None}})), LOST, "wrong_log", 0, 0),
         (reply(json.dumps({"values": {"k": "amber-101", "j": None}})), LOST, "pass", 1, 1),
         (reply("the value is amber"), "free prose memory", "unparsed", 0, 0),

@@ -1,7 +1,8 @@
 """Validity of the LLM stage: failures are blamed on whoever failed.
 
 * A. a failed read's cause follows what failed: the memory (dropped), the reader
-  (misread, format failure), nobody can tell (undetermined: no record log), the
+  (misread, format failure: right values in a wrong form, whatever the memory), nobody
+  can tell (undetermined: no record log), the
   infrastructure or a refused request (NA), the compressor;
 * C. a key named twice in a model's JSON is no answer;
 * D. the semantics shown to LLM readers state every rule E_q scores them by.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -66,11 +68,15 @@ def reply(
 )
 def test_right_values_in_a_wrong_form_are_a_format_failure(response, memory):
     # whatever the memory, right values in a wrong form are the reader's format failure:
-    # not "dropped" on a lost memory, not "undetermined" on prose; scored 0, never 1
-    verdict = judge(response, GOLD, read_exact(memory, list(GOLD), GOLD))
-    assert verdict.outcome == "format_error"
+    # not "dropped" on a lost memory, not "undetermined" on prose; scored 0, never 1, and
+    # the outcome stays the memory's verdict
+    exact = read_exact(memory, list(GOLD), GOLD)
+    verdict = judge(response, GOLD, exact)
+    assert verdict.outcome == {"pass": "reader_error", "wrong_log": "wrong_log",
+                               "unparsed": "unparsed"}[exact.outcome]  # fmt: skip
     assert (verdict.correct, verdict.correct_lenient) == (0, 0)
-    assert verdict.answer == GOLD
+    assert verdict.answer == GOLD  # the values it gave, found in their wrapper
+    assert _cause(verdict.outcome, verdict.answer) == "wrapper_only"  # "format failure"
 
 
 @pytest.mark.parametrize(
@@ -90,6 +96,8 @@ def test_wrong_values_keep_the_memory_verdict(response, memory, outcome):
     verdict = judge(response, GOLD, read_exact(memory, list(GOLD), GOLD))
     assert verdict.outcome == outcome
     assert verdict.correct == 0
+    cause = {"reader_error": "misread", "unparsed": "undetermined", "wrong_log": "dropped"}
+    assert _cause(verdict.outcome, verdict.answer) == cause[outcome]
 
 
 def test_a_refused_request_is_na_not_a_wrong_answer():
@@ -107,7 +115,9 @@ def test_strict_and_lenient_scores_are_unchanged_by_the_lenient_parse():
     assert (bare.outcome, bare.correct, bare.correct_lenient) == ("wrapper_only", 0, 1)
 
 
-def _reads(outcomes: list[str], adequate: list[float | None]) -> pd.DataFrame:
+def _reads(
+    outcomes: list[str], adequate: list[float | None], answers: list[Any] | None = None
+) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "transform": "identity",
@@ -118,20 +128,36 @@ def _reads(outcomes: list[str], adequate: list[float | None]) -> pd.DataFrame:
             "variant": "A",
             "branch": "reveal",
             "memory_sha256": None,
+            "answer": [None if a is None else json.dumps(a) for a in answers]
+            if answers is not None
+            else None,
+            "gold": json.dumps(GOLD),
         }
     )
 
 
+def _cause(outcome: str, answer: Any) -> str:
+    """The report's cause of one failed read at identity."""
+    frame = _reads([outcome], [None], [answer])
+    return str(attribute(frame, SourcePairs({}, "none"), None).iloc[0])
+
+
 def test_each_failure_cause_follows_what_failed():
-    outcomes = [
-        "wrong_log", "reader_error", "wrapper_only", "format_error", "unparsed", "error", "na",
-    ]  # fmt: skip
-    adequate = [0, 1, 1, None, None, None, 1]
-    causes = attribute(_reads(outcomes, adequate), SourcePairs({}, "none"), None)
-    assert causes.tolist() == [
-        "dropped", "misread", "wrapper_only", "wrapper_only", "undetermined",
-        "compressor_error", "na",
-    ]  # fmt: skip
+    wrong = {"k": "x", "j": None}
+    reads = [  # outcome, adequate, answer -> cause
+        ("wrong_log", 0, wrong, "dropped"),
+        ("reader_error", 1, wrong, "misread"),
+        ("wrapper_only", 1, GOLD, "wrapper_only"),
+        ("reader_error", 1, GOLD, "wrapper_only"),  # right values in a wrong form
+        ("wrong_log", 0, GOLD, "wrapper_only"),
+        ("unparsed", None, GOLD, "wrapper_only"),
+        ("unparsed", None, None, "undetermined"),
+        ("error", None, None, "compressor_error"),
+        ("na", 1, None, "na"),
+    ]
+    frame = _reads([r[0] for r in reads], [r[1] for r in reads], [r[2] for r in reads])
+    causes = attribute(frame, SourcePairs({}, "none"), None)
+    assert causes.tolist() == [r[3] for r in reads]
     assert ATTRIBUTIONS["wrapper_only"] == "format failure"
     assert ATTRIBUTIONS["undetermined"].startswith("undetermined")
     assert ATTRIBUTIONS["na"].startswith("infrastructure")

@@ -9,13 +9,15 @@ stop).  Every read gets exactly one outcome:
 * ``na``: no answer (infrastructure failure after retries, or a request the server
   refused): never scored;
 * ``pass`` / ``wrapper_only``: right values, strict / bare-map form;
-* ``format_error``: right values, wrong form (a code fence, prose around the JSON,
-  the answer only in the reasoning field, a cut-off after the right values): found
-  by a lenient parse that never changes a score, only the outcome;
 * otherwise the exact reader's verdict on the same memory tells a memory that lost
   the evidence (``wrong_log``), a memory whose retention cannot be judged
   (``unparsed``: not a record log) and a reader that misread an adequate memory
   (``reader_error``).
+
+The ``answer`` of a read is the values the reader gave in whatever form: a lenient
+parse finds them in a code fence, among prose, in the reasoning field or before a
+cut-off.  It never changes a score or an outcome; a failed read whose answer equals
+gold is a *format failure* (right values, wrong form), the report's cause.
 
 JSON from a model is parsed with duplicate keys refused: ``{"k": "x", "k": "y"}``
 is no answer (the last value winning would let a wrong first value pass).
@@ -34,7 +36,7 @@ from compressors import ChatMessage, ChatRequest, ChatResponse
 from histories import PUBLIC_SEMANTICS
 
 READER_OUTCOMES: tuple[Outcome, ...] = (
-    "na", "unparsed", "wrong_log", "pass", "wrapper_only", "format_error", "reader_error",
+    "na", "unparsed", "wrong_log", "pass", "wrapper_only", "reader_error",
 )  # fmt: skip
 """The outcomes an LLM read can have (``rundir.OUTCOMES`` says what each means)."""
 
@@ -249,13 +251,12 @@ def judge(
         return ReaderVerdict("pass", 1, 1, parsed.values)
     if stopped and right and parsed.form == "bare":
         return ReaderVerdict("wrapper_only", 0, 1, parsed.values)
-    lenient = parsed.values if parsed.values is not None else lenient_answer(response, query)
-    if lenient is not None and _values_right(lenient, gold):
-        return ReaderVerdict("format_error", 0, 0, lenient)
     if exact.outcome == "unparsed":
         outcome: Outcome = "unparsed"
     elif not exact.adequate:
         outcome = "wrong_log"
     else:
         outcome = "reader_error"
-    return ReaderVerdict(outcome, 0, 0, parsed.values if parsed.values is not None else lenient)
+    # the values it gave, in any form: right ones make this failure a format failure
+    answer = parsed.values if parsed.values is not None else lenient_answer(response, query)
+    return ReaderVerdict(outcome, 0, 0, answer)

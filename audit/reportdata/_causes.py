@@ -11,9 +11,11 @@ the other way round:
 * ``misread``: the memory is adequate (E_q on it is right) but the LLM reader
   answered wrong (``reader_error``);
 * ``wrapper_only`` (shown as "format failure"): the right values in a wrong form: a
-  bare map (``wrapper_only``, which the lenient score accepts), a code fence, prose
-  around the JSON, the answer only in the reasoning field, a cut-off after the right
-  values (``format_error``);
+  bare map (outcome ``wrapper_only``, which the lenient score accepts), or a failed
+  read of any other outcome a reader can have (``reader_error``, ``wrong_log``,
+  ``unparsed``) whose ``answer``, the values the reader gave in whatever form (a code
+  fence, prose around the JSON, the answer only in the reasoning field, a cut-off
+  after the right values), equals gold: the reader's failure, whatever the memory;
 * ``undetermined``: the memory is not a record log (a prose memory, ``direct_prose``'s
   history as prose), so the exact reader cannot say whether the evidence was kept
   (``unparsed``);
@@ -26,6 +28,7 @@ The keys stay those of earlier reports (``taxonomy.csv``'s ``cause_<key>`` colum
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -65,13 +68,41 @@ CAUSE_OF_OUTCOME = {
     "wrong_log": "dropped",
     "reader_error": "misread",
     "wrapper_only": "wrapper_only",
-    "format_error": "wrapper_only",
     "unparsed": "undetermined",
     "error": "compressor_error",
     "na": "na",
 }
 """The cause of a failed read with each outcome (``dropped`` may be refined into
-``written_wrong``); a read whose score is NA is ``na`` whatever its outcome."""
+``written_wrong``, and a reader's failure with the right values is a format failure);
+a read whose score is NA is ``na`` whatever its outcome."""
+
+READER_FAILURES = frozenset({"reader_error", "wrong_log", "unparsed"})
+"""Outcomes of a failed read whose answer may still hold the right values."""
+
+
+def _same_values(answer: object, gold: object) -> bool:
+    """Whether two JSON answers (``{key: value}``) hold the same values."""
+    if not isinstance(answer, str) or not isinstance(gold, str):
+        return False
+    try:
+        mine, right = json.loads(answer), json.loads(gold)
+    except ValueError:
+        return False
+    return isinstance(mine, dict) and mine == right
+
+
+def right_values(failed: pd.DataFrame) -> pd.Series:
+    """Per failed read: a reader's failure (``READER_FAILURES``) whose answer equals gold."""
+    if "answer" not in failed or "gold" not in failed:
+        return pd.Series(False, index=failed.index)
+    candidates = failed[failed["outcome"].astype(str).isin(READER_FAILURES)]
+    same = [
+        _same_values(a, g)
+        for a, g in zip(candidates["answer"].tolist(), candidates["gold"].tolist(), strict=True)
+    ]
+    return pd.Series(same, index=candidates.index, dtype=bool).reindex(
+        failed.index, fill_value=False
+    )
 
 
 def _history_lines(pair: Any, variant: str, branch: str) -> frozenset[str]:
@@ -110,6 +141,7 @@ def attribute(df: pd.DataFrame, source: SourcePairs, memories: MemoryStore) -> p
             index=failed.index,
         )
     )
+    cause[right_values(failed)] = "wrapper_only"
     cause[failed["correct"].isna()] = "na"
     result = pd.Series(cause.to_numpy(), index=failed.index, name="attribution", dtype=object)
     if source.pairs:

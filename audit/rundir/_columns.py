@@ -15,8 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 Outcome = Literal[
-    "pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "format_error", "na",
-    "error",
+    "pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "na", "error",
 ]  # fmt: skip
 OUTCOMES: dict[Outcome, str] = {
     "pass": "the reader answered right (strict: the exact envelope, a normal stop)",
@@ -24,13 +23,14 @@ OUTCOMES: dict[Outcome, str] = {
     "unparsed": "the memory is no record log the exact reader can parse",
     "reader_error": "the memory is adequate (E_q on it is right) but the LLM reader answered wrong",
     "wrapper_only": "right values in a bare {key: value} map (counted by the lenient score)",
-    "format_error": "right values in a wrong form: in a code fence or among other text, only "
-    "in the reasoning field, or cut off after them (scored 0, strict and lenient)",
     "na": "an infrastructure failure after retries, or a request the server refused "
     "(HTTP 400/413/422): not scored",
     "error": "the compressor raised",
 }
-"""Every value of the ``outcome`` column, with its meaning: exactly one per read."""
+"""Every value of the ``outcome`` column, with its meaning: exactly one per read.  A
+``reader_error``, ``wrong_log`` or ``unparsed`` read whose ``answer`` (the values the
+reader gave, found in any form) equals gold had the right values in a wrong form: the
+report's cause "format failure"."""
 
 RESULT_COLUMNS = (
     "job_key",
