@@ -3,28 +3,45 @@
 * A. a failed read's cause follows what failed: the memory (dropped), the reader
   (misread, format failure: right values in a wrong form, whatever the memory), nobody
   can tell (undetermined: no record log), the
-  infrastructure or a refused request (NA), the compressor;
+  infrastructure or a refused request (NA), the compressor or its LLM writer;
+* B. an LLM writer with thinking on gets a reasoning allowance of its own, and a
+  cut-off or empty writer answer is its own outcome, never a well-formed wrong log
+  (end to end: ``audit run`` against a real HTTP server process);
 * C. a key named twice in a model's JSON is no answer;
 * D. the semantics shown to LLM readers state every rule E_q scores them by.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 import histories._interpreter as interpreter
+from audit.cli import app
 from audit.engine import judge, parse_answer, read_exact
+from audit.engine._llm_stage import sample_pairs
 from audit.reportdata._causes import ATTRIBUTIONS, attribute
 from audit.rundir import OUTCOMES, SourcePairs
-from compressors import ChatResponse
+from compressors import ChatRequest, ChatResponse, ChatUnavailableError, ChunkView, build
 from compressors.builtin.llm_writers import structured_memory
-from histories import PUBLIC_SEMANTICS, SetRecord
+from histories import PRESETS, PUBLIC_SEMANTICS, SetRecord, generate
 
+REASONING_TOKENS = 4096
+"""The default reasoning allowance of a thinking writer (``llm_writers.REASONING_TOKENS``)."""
+
+ROOT = Path(__file__).resolve().parents[1]
 GOLD = {"k": "amber-101", "j": None}
 ADEQUATE = SetRecord(id="a", key="k", value="amber-101", rev=1).canonical_json()
 LOST = SetRecord(id="b", key="k", value="onyx-303", rev=1).canonical_json()
@@ -152,6 +169,8 @@ def test_each_failure_cause_follows_what_failed():
         ("wrong_log", 0, GOLD, "wrapper_only"),
         ("unparsed", None, GOLD, "wrapper_only"),
         ("unparsed", None, None, "undetermined"),
+        ("writer_truncated", 0, GOLD, "writer_failed"),  # E_q's answer: not the reader's
+        ("writer_empty", 0, None, "writer_failed"),
         ("error", None, None, "compressor_error"),
         ("na", 1, None, "na"),
     ]
@@ -273,3 +292,266 @@ def test_the_rules_that_were_missing_are_stated():
     assert "a revoked tick does not advance the clock" in public
     assert "A revoke that targets another revoke has no effect" in public
     assert "with target's validity window" in public
+
+
+# ------------------------------------------------------------ B. LLM writers
+
+
+class Answers:
+    """A chat client answering every request with one response."""
+
+    def __init__(self, response: ChatResponse) -> None:
+        self.response = response
+        self.requests: list[ChatRequest] = []
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.requests.append(request)
+        return self.response
+
+
+def _update(condition: str, response: ChatResponse, budget: int = 1200) -> ChatRequest:
+    import asyncio
+
+    from compressors import parse_spec
+
+    writer = build(parse_spec(condition))
+    client = Answers(response)
+    writer.client = client
+    chunk = ChunkView([SetRecord(id="a", key="k", value="v", rev=1)])
+    asyncio.run(writer.aupdate("", chunk, ["k"], budget))
+    return client.requests[-1]
+
+
+def test_thinking_writers_get_a_reasoning_allowance_of_their_own():
+    from compressors.builtin import llm_writers
+
+    assert llm_writers.REASONING_TOKENS == REASONING_TOKENS
+    ok = reply("memory")
+    assert _update("prose_off", ok).max_tokens == 400
+    assert _update("prose_high", ok).max_tokens == 400 + REASONING_TOKENS
+    assert _update("structured_high", ok).max_tokens == 400 + REASONING_TOKENS
+    custom = _update("prose_high:answer_tokens=300,reasoning_tokens=1000", ok)
+    assert custom.max_tokens == 1300
+    assert _update("prose_off:answer_tokens=300", ok).max_tokens == 300
+    # max_tokens is the request's whole cap, as sent (a thinking model's reasoning counts)
+    assert _update("structured_high:max_tokens=160", ok).max_tokens == 160
+    from compressors import InvalidParamsError, parse_spec
+
+    for spec in (
+        "prose_off:reasoning_tokens=100",  # no thinking, no reasoning allowance
+        "prose_high:max_tokens=500,reasoning_tokens=100",  # a cap and allowances: which?
+        "prose_high:max_tokens=500,answer_tokens=100",
+    ):
+        with pytest.raises(InvalidParamsError):
+            build(parse_spec(spec))
+
+
+def test_a_refused_writer_request_is_na_not_an_empty_memory():
+    with pytest.raises(ChatUnavailableError, match="refused"):
+        _update("prose_off", reply(None, finish=None, rejected="context too long", status=400))
+
+
+def _rules(pair: Any) -> list[dict[str, Any]]:
+    reveal_line = pair.futures.reveal[0][0].canonical_json()
+    prose = "Write the new memory as plain text"
+    structured = "Your memory is a record log"
+    return [
+        {  # the reader: every request refused (e.g. its context is too small)
+            "contains": ["You read an agent's memory"],
+            "replies": [{"status": 400, "body": {"error": {"message": "context too long"}}}],
+        },
+        {  # prose_off on the reveal future's first chunk: an empty answer
+            "contains": [prose, reveal_line],
+            "thinking": False,
+            "replies": [
+                {"content": "", "reasoning": "key_target is fern", "finish_reason": "stop"}
+            ],
+        },
+        {  # prose_off otherwise: a memory
+            "contains": [prose],
+            "thinking": False,
+            "replies": [{"content": "key_target: zephyr-492 (rev 2)"}],
+        },
+        {  # prose_high: the reasoning eats the allowance, no answer
+            "contains": [prose],
+            "thinking": True,
+            "replies": [
+                {
+                    "content": None,
+                    "reasoning": "Let me think about the records. " * 20,
+                    "reasoning_field": "reasoning_content",
+                    "finish_reason": "length",
+                    "usage": {
+                        "prompt_tokens": 300,
+                        "completion_tokens": 120,
+                        "completion_tokens_details": {"reasoning_tokens": 120},
+                    },
+                }
+            ],
+        },
+        {  # structured_high: a whole record log, then padding to the limit
+            "contains": [structured],
+            "thinking": True,
+            "replies": [
+                {
+                    "content": '{"records": []}\n\n\n\n',
+                    "reasoning": "nothing to keep",
+                    "reasoning_field": "reasoning_content",
+                    "finish_reason": "length",
+                    "usage": {
+                        "prompt_tokens": 300,
+                        "completion_tokens": 50,
+                        "completion_tokens_details": {"reasoning_tokens": 20},
+                    },
+                }
+            ],
+        },
+    ]
+
+
+@pytest.fixture(scope="module")
+def server_process(tmp_path_factory) -> Iterator[tuple[str, Path, Any]]:
+    base = tmp_path_factory.mktemp("fake")
+    pair = sample_pairs(generate(PRESETS["cca-pilot"]), 1)[0]
+    (base / "rules.json").write_text(json.dumps(_rules(pair)))
+    port_file, body_log = base / "port", base / "bodies.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests._fake_openai", str(base / "rules.json"), str(port_file),
+         str(body_log)],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            assert process.poll() is None, "the fake server exited"
+            assert time.monotonic() < deadline, "the fake server did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port_file.read_text()}/v1", body_log, pair
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def writer_run(server_process, tmp_path_factory) -> tuple[Path, list[dict[str, Any]], Any]:
+    url, body_log, pair = server_process
+    base = tmp_path_factory.mktemp("run")
+    config = base / "audit.toml"
+    config.write_text(
+        f'cache_path = "{base / "responses.sqlite"}"\n'
+        f'[backends.fake]\nbase_url = "{url}"\nmodel = "fake-model"\nmax_retries = 0\n'
+    )
+    out = base / "run"
+    result = CliRunner().invoke(
+        app,
+        ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
+         "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "1", "--repeats", "1",
+         "--reader", "fake", "--writer", "fake", "--config", str(config), "--out", str(out),
+         "--llm-conditions", "prose_high,prose_off,structured_high,frontier"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with (out / "results.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    bodies = [json.loads(line) for line in body_log.read_text().splitlines()]
+    return out, rows, bodies, pair
+
+
+def _of(rows: list[dict[str, Any]], condition: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r["condition"] == condition]
+
+
+def test_a_writer_cut_off_while_reasoning_is_its_own_outcome(writer_run):
+    _, rows, bodies, pair = writer_run
+    starved = _of(rows, "prose_high")
+    assert len(starved) == 12  # 2 variants x 3 branches x (exact, fake)
+    assert {r["outcome"] for r in starved} == {"writer_truncated"}  # never wrong_log
+    assert {r["correct"] for r in starved} == {"0"}
+    assert {r["writer_finish_reason"] for r in starved} == {"length"}
+    for r in starved:
+        updates = len(pair.variants.of(r["variant"]).chunks)  # the prefix's updates
+        if r["branch"] != "current":
+            updates += len(pair.futures.of(r["branch"]))  # and its future's
+        assert int(r["writer_reasoning_tokens"]) == 120 * updates  # reported, summed
+        assert int(r["writer_content_tokens"]) == 0
+        assert int(r["writer_reasoning_chars"]) > 0
+        assert "cut off at its token limit in update 1 of" in r["error"]
+    # the reasoning has an allowance of its own: max_tokens = answer + reasoning
+    thinking = [b for b in bodies if (b.get("chat_template_kwargs") or {}).get("enable_thinking")]
+    assert thinking
+    assert {b["max_tokens"] for b in thinking} == {600 // 3 + REASONING_TOKENS}
+    not_thinking = [
+        b for b in bodies
+        if (b.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+        and "Write the new memory as plain text" in b["messages"][0]["content"]
+    ]  # fmt: skip
+    assert {b["max_tokens"] for b in not_thinking} == {600 // 3}
+
+
+def test_an_empty_writer_answer_fails_only_the_memories_written_from_it(writer_run):
+    _, rows, _, _ = writer_run
+    off = _of(rows, "prose_off")
+    by_branch = {b: {r["outcome"] for r in off if r["branch"] == b} for b in
+                 ("current", "reveal", "override")}  # fmt: skip
+    assert by_branch["reveal"] == {"writer_empty"}  # the empty answer was in the reveal future
+    assert by_branch["current"] == {"unparsed", "na"}  # exact: prose; reader: refused
+    assert by_branch["override"] == {"unparsed", "na"}
+    empty = [r for r in off if r["outcome"] == "writer_empty"]
+    assert {r["writer_finish_reason"] for r in empty} == {"stop"}
+    assert all("answered nothing" in r["error"] for r in empty)
+    normal = [r for r in off if r["branch"] == "current"]
+    assert {r["writer_finish_reason"] for r in normal} == {"stop"}
+    assert {r["writer_reasoning_tokens"] for r in normal} == {"0"}  # no reasoning text
+
+
+def test_a_whole_answer_padded_to_the_limit_is_not_a_cut_off(writer_run):
+    _, rows, _, pair = writer_run
+    structured = _of(rows, "structured_high")
+    assert not {r["outcome"] for r in structured} & {"writer_truncated", "writer_empty"}
+    exact = [r for r in structured if r["reader"] == "exact"]
+    assert {r["outcome"] for r in exact} <= {"wrong_log", "pass"}  # the empty log E_q reads
+    assert {r["writer_finish_reason"] for r in exact} == {"length"}
+    for r in (r for r in exact if r["branch"] == "current"):
+        updates = len(pair.variants.of(r["variant"]).chunks)
+        assert (int(r["writer_reasoning_tokens"]), int(r["writer_content_tokens"])) == (
+            20 * updates,
+            30 * updates,
+        )
+
+
+def test_a_refused_reader_request_is_na(writer_run):
+    _, rows, _, _ = writer_run
+    read = [r for r in _of(rows, "frontier") if r["reader"] == "fake"]
+    assert len(read) == 6
+    assert {r["outcome"] for r in read} == {"na"}
+    assert {r["correct"] for r in read} == {""}
+    assert all("refused (HTTP 400)" in r["error"] for r in read)
+
+
+def test_writer_columns_are_appended_and_empty_for_deterministic_reads(writer_run):
+    out, rows, _, _ = writer_run
+    header = (out / "results.csv").read_text().splitlines()[0].split(",")
+    assert header[-4:] == [
+        "writer_finish_reason", "writer_reasoning_tokens", "writer_content_tokens",
+        "writer_reasoning_chars",
+    ]  # fmt: skip
+    exact_frontier = [r for r in _of(rows, "frontier") if r["reader"] == "exact"]
+    assert exact_frontier
+    assert all(r["writer_finish_reason"] == "" for r in exact_frontier)
+
+
+def test_the_report_blames_the_writer_and_the_server_not_the_memory(writer_run):
+    out, _, _, _ = writer_run
+    result = CliRunner().invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    taxonomy = pd.read_csv(out / "report" / "taxonomy.csv")
+    high = taxonomy[taxonomy["condition"] == "prose_high"]
+    assert high["cause_writer_failed"].sum() == 12
+    assert high["cause_dropped"].sum() == 0
+    off = taxonomy[taxonomy["condition"] == "prose_off"]
+    assert off["cause_dropped"].sum() == 0  # prose: undetermined, never dropped
+    assert off["cause_undetermined"].sum() == 4  # exact reads of current and override
+    assert off["cause_writer_failed"].sum() == 4  # both readers' reveal reads
+    frontier = taxonomy[(taxonomy["condition"] == "frontier") & (taxonomy["reader"] != "exact")]
+    assert frontier["cause_na"].sum() == 6
+    assert frontier["cause_misread"].sum() == 0

@@ -36,7 +36,8 @@ from compressors import ChatMessage, ChatRequest, ChatResponse
 from histories import PUBLIC_SEMANTICS
 
 READER_OUTCOMES: tuple[Outcome, ...] = (
-    "na", "unparsed", "wrong_log", "pass", "wrapper_only", "reader_error",
+    "na", "unparsed", "wrong_log", "pass", "wrapper_only", "reader_error", "writer_truncated",
+    "writer_empty",
 )  # fmt: skip
 """The outcomes an LLM read can have (``rundir.OUTCOMES`` says what each means)."""
 

@@ -22,6 +22,9 @@ the other way round:
 * ``na`` (shown as "infrastructure (NA)"): no answer: a connection failure, a 5xx or a
   timeout after retries, or a request the server refused (``na``); not scored;
 * ``compressor_error``: the compressor raised (``error``);
+* ``writer_failed``: an LLM writer's answer on the memory's stream was cut off at its
+  token limit or empty (``writer_truncated``, ``writer_empty``): the compressor
+  failed, and its memory is no evidence either way.
 
 The keys stay those of earlier reports (``taxonomy.csv``'s ``cause_<key>`` columns).
 """
@@ -45,6 +48,7 @@ ATTRIBUTIONS = {
     "misread": "retained but misread",
     "wrapper_only": "format failure",
     "undetermined": "undetermined (not a record log)",
+    "writer_failed": "writer cut off or empty",
     "compressor_error": "compressor raised",
     "na": "infrastructure (NA)",
 }
@@ -59,6 +63,8 @@ CAUSE_HELP = {
     "JSON, only in the reasoning field, cut off after them)",
     "undetermined": "the memory is not a record log (prose): whether it kept the evidence "
     "cannot be told",
+    "writer_failed": "an LLM writer's answer on the memory's stream was cut off at its token "
+    "limit or empty",
     "compressor_error": "the compressor raised",
     "na": "no answer after retries, or a request the server refused: not scored",
 }
@@ -69,6 +75,8 @@ CAUSE_OF_OUTCOME = {
     "reader_error": "misread",
     "wrapper_only": "wrapper_only",
     "unparsed": "undetermined",
+    "writer_truncated": "writer_failed",
+    "writer_empty": "writer_failed",
     "error": "compressor_error",
     "na": "na",
 }

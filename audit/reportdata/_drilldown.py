@@ -243,7 +243,7 @@ def build(ctx: ReportContext) -> Section:
         "each failed read's cause follows its outcome: 'evidence dropped' only where the "
         "memory is a record log that E_q answers wrong; a memory that is no record log "
         "(prose) is 'undetermined'; right values in a wrong form are a 'format failure'; "
-        "NA is 'infrastructure'"
+        "an LLM writer cut off or empty is the writer's; NA is 'infrastructure'"
     )
     if ctx.source.note is None:
         notes.append(

@@ -72,8 +72,10 @@ def build(ctx: ReportContext) -> Section:
             "form: a bare map, which the lenient score accepts, a code fence, prose around "
             "the JSON, the answer only in the reasoning field, a cut-off after the right "
             "values); undetermined (the memory is not a record log, e.g. prose, so whether "
-            "it kept the evidence cannot be told); compressor raised; infrastructure (NA: no "
-            "answer after retries, or a request the server refused; not scored).",
+            "it kept the evidence cannot be told); writer cut off or empty (an LLM writer's "
+            "answer was cut off at its token limit or empty: the compressor failed); "
+            "compressor raised; infrastructure (NA: no answer after retries, or a request "
+            "the server refused; not scored).",
             muted=True,
         )
     )
