@@ -94,16 +94,12 @@ def reader_request(
     )
 
 
-class DuplicateKeyError(ValueError):
-    """A JSON object names a key twice: ambiguous, so no answer."""
-
-
 def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook`` that refuses a key named twice (json's default keeps the last)."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise DuplicateKeyError(f"duplicate key {key!r}")
+            raise ValueError(f"duplicate key {key!r}")  # ambiguous: no answer
         out[key] = value
     return out
 
