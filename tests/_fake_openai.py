@@ -7,18 +7,29 @@ content None with reasoning only, finish_reason "length", a server that ignores 
 schema.  It runs in-process on 127.0.0.1 (aiohttp.web) in the test's event loop.
 
 Each request is scripted by its last message's content (the *scenario*): the scenario's
-behaviours are consumed in order, the last one repeating.
+behaviours are consumed in order, the last one repeating.  ``Rule``s script requests
+whose last message is not known in advance (an LLM writer's prompt holds the memory and
+the chunk): the first rule whose substrings all occur in the request's messages (and
+whose ``thinking`` matches ``chat_template_kwargs.enable_thinking``) answers.
+
+``python -m tests._fake_openai RULES.json PORT_FILE BODY_LOG`` serves the rules of a JSON
+file from a process of its own (for end-to-end runs of ``audit run``): it writes its
+port to PORT_FILE once it listens, appends every request body to BODY_LOG as a JSON
+line, and serves until it is terminated.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import sys
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -41,6 +52,35 @@ class Reply:
     """Close the connection without answering."""
     echo_authorization: bool = False
     """Put the Authorization header into the error body (a careless proxy)."""
+    usage: dict[str, Any] | None = None
+    """The ``usage`` object to return (default: small fixed counts)."""
+
+
+@dataclass
+class Rule:
+    """Answers requests whose messages contain every one of ``contains``."""
+
+    contains: list[str]
+    replies: list[Reply]
+    thinking: bool | None = None
+    """Only requests with this ``chat_template_kwargs.enable_thinking`` (None: any)."""
+
+    def matches(self, body: dict[str, Any]) -> bool:
+        text = "\n".join(str(m.get("content")) for m in body.get("messages", []))
+        if not all(part in text for part in self.contains):
+            return False
+        if self.thinking is None:
+            return True
+        kwargs = body.get("chat_template_kwargs") or {}
+        return kwargs.get("enable_thinking") is self.thinking
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Rule:
+        return cls(
+            contains=list(data["contains"]),
+            replies=[Reply(**r) for r in data["replies"]],
+            thinking=data.get("thinking"),
+        )
 
 
 class FakeOpenAI:
@@ -49,6 +89,8 @@ class FakeOpenAI:
     def __init__(self, model: str = "fake-model") -> None:
         self.model = model
         self.scripts: dict[str, list[Reply]] = {}
+        self.rules: list[Rule] = []
+        self.body_log: Path | None = None
         self.calls: Counter[str] = Counter()
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -94,9 +136,17 @@ class FakeOpenAI:
         body = await request.json()
         self.bodies.append(body)
         self.headers.append(dict(request.headers))
+        if self.body_log is not None:
+            with self.body_log.open("a") as log:
+                log.write(json.dumps(body) + "\n")
         scenario = body["messages"][-1]["content"]
         self.calls[scenario] += 1
-        script = self.scripts.get(scenario) or [Reply(content=f"echo:{scenario}")]
+        rule = next((r for r in self.rules if r.matches(body)), None)
+        script = (
+            rule.replies
+            if rule is not None
+            else self.scripts.get(scenario) or [Reply(content=f"echo:{scenario}")]
+        )
         reply = script.pop(0) if len(script) > 1 else script[0]
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -134,7 +184,9 @@ class FakeOpenAI:
                     "choices": [
                         {"index": 0, "message": message, "finish_reason": reply.finish_reason}
                     ],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                    "usage": reply.usage
+                    if reply.usage is not None
+                    else {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
                 },
                 headers=reply.headers,
             )
@@ -165,3 +217,22 @@ def serving_in_thread(model: str) -> Iterator[FakeOpenAI]:
         loop.call_soon_threadsafe(stop.set)
         thread.join(10)
         loop.close()
+
+
+async def _serve_process(rules_file: Path, port_file: Path, body_log: Path) -> None:
+    fake = FakeOpenAI()
+    fake.rules = [Rule.from_json(r) for r in json.loads(rules_file.read_text())]
+    fake.body_log = body_log
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    async with fake:
+        port = fake.base_url.rsplit(":", 1)[1].split("/")[0]
+        temp = port_file.with_suffix(".tmp")
+        temp.write_text(port)
+        temp.replace(port_file)  # the port appears whole
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve_process(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])))

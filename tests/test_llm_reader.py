@@ -37,8 +37,10 @@ BARE = json.dumps(GOLD)
     [
         (reply(ENVELOPE), ADEQUATE, "pass", 1, 1),
         (reply(BARE), ADEQUATE, "wrapper_only", 0, 1),
-        (reply(ENVELOPE, finish="length"), ADEQUATE, "reader_error", 0, 0),  # truncation scores 0
-        (reply(ENVELOPE[:-3], finish="length"), ADEQUATE, "reader_error", 0, 0),  # truncated JSON
+        # right values in a wrong form score 0 (the report calls it a format failure)
+        (reply(ENVELOPE, finish="length"), ADEQUATE, "reader_error", 0, 0),  # cut off after
+        (reply(ENVELOPE[:-2], finish="length"), ADEQUATE, "reader_error", 0, 0),  # ... mid-JSON
+        (reply(ENVELOPE[:-3], finish="length"), ADEQUATE, "reader_error", 0, 0),  # ... mid-value
         (reply(None, reasoning=ENVELOPE), ADEQUATE, "reader_error", 0, 0),  # only in reasoning
         (reply(""), ADEQUATE, "reader_error", 0, 0),  # empty content
         (reply(json.dumps({"values": {"k": "amber-101"}})), ADEQUATE, "reader_error", 0, 0),

@@ -35,6 +35,9 @@ def write_config(tmp_path: Path, body: str = "") -> Path:
     return path
 
 
+WRITTEN = "structured_high:max_tokens=200"
+"""A 135M model does not reason and rambles under a schema: its requests are capped at the
+answer's default allowance at 600 B (200 tokens), not given a reasoning allowance."""
 LLM_ARGS = ["--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
             "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "1", "--repeats", "1",
             "--llm-transforms", "identity"]  # fmt: skip
@@ -46,7 +49,7 @@ def llm_run(tmp_path_factory) -> tuple[Path, Path]:
     config = write_config(base, "[backends.local]\nn_threads = 2\n")
     out = base / "run"
     result = run("run", *LLM_ARGS, "--reader", "local", "--writer", "local",
-                 "--llm-conditions", "structured_high,frontier", "--config", str(config),
+                 "--llm-conditions", f"{WRITTEN},frontier", "--config", str(config),
                  "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     return out, config
@@ -56,10 +59,10 @@ def test_writer_and_reader_rows(llm_run):
     out, _ = llm_run
     rows = rows_of(out)
     llm = [r for r in rows if r["reader"] == "local"]
-    written = [r for r in rows if r["condition"] == "structured_high"]
+    written = [r for r in rows if r["condition"] == WRITTEN]
     # one pair x 2 variants x 3 branches, for each of the two LLM-stage conditions
     assert len(llm) == 12
-    assert {r["condition"] for r in llm} == {"structured_high", "frontier"}
+    assert {r["condition"] for r in llm} == {WRITTEN, "frontier"}
     # the LLM-written memory is read by the exact reader too (6) and by the LLM (6)
     assert sorted(r["reader"] for r in written) == ["exact"] * 6 + ["local"] * 6
     assert all(r["outcome"] in OUTCOMES for r in llm)
@@ -68,6 +71,11 @@ def test_writer_and_reader_rows(llm_run):
     for r in llm:
         if r["outcome"] == "na":
             assert r["correct"] == ""
+        elif r["outcome"] in ("writer_truncated", "writer_empty"):
+            # the writer failed: scored 0, and the reader was not asked about its memory
+            assert (r["correct"], r["correct_lenient"]) == ("0", "0")
+            assert r["writer_finish_reason"]
+            assert r["finish_reason"] == ""
         else:
             assert r["correct"] in ("0", "1")
             assert r["correct_lenient"] in ("0", "1")
@@ -80,6 +88,10 @@ def test_writer_and_reader_rows(llm_run):
         if r["outcome"] == "wrong_log":
             assert r["adequate"] == "0"
     assert all(r["memory_sha256"] for r in written if r["outcome"] != "na")
+    # every model-written memory carries its writer's figures; deterministic ones none
+    assert all(r["writer_finish_reason"] for r in written if r["outcome"] != "na")
+    assert all(r["writer_content_tokens"] for r in written if r["outcome"] != "na")
+    assert not any(r["writer_finish_reason"] for r in llm if r["condition"] == "frontier")
 
 
 def test_summary_names_the_model_and_keeps_readers_apart(llm_run):
@@ -114,7 +126,7 @@ def test_rerunning_resumes_and_the_cache_sends_nothing(llm_run, tmp_path):
     db.commit()
     db.close()
     result = run("run", *LLM_ARGS, "--reader", "local", "--writer", "local",
-                 "--llm-conditions", "structured_high,frontier", "--config", str(config),
+                 "--llm-conditions", f"{WRITTEN},frontier", "--config", str(config),
                  "--out", str(copy))  # fmt: skip
     assert result.exit_code == 0, result.output
     costs = json.loads((copy / "costs.json").read_text())["invocations"][-1]["llm"]

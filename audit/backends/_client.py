@@ -540,9 +540,18 @@ def _schema_name(schema: Mapping[str, Any]) -> str:
 
 
 def _usage(raw: object) -> dict[str, int]:
+    """The integer counts of ``usage``, and ``reasoning_tokens`` from
+    ``completion_tokens_details`` when the server reports it (a part of
+    ``completion_tokens``, which counts reasoning and answer together)."""
     if not isinstance(raw, Mapping):
         return {}
-    return {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+    usage = {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+    details = raw.get("completion_tokens_details")
+    if isinstance(details, Mapping):
+        reasoning = details.get("reasoning_tokens")
+        if isinstance(reasoning, int) and not isinstance(reasoning, bool):
+            usage["reasoning_tokens"] = reasoning
+    return usage
 
 
 def _model_ids(data: object) -> list[str]:

@@ -7,6 +7,15 @@ resumes where it stopped and the cache makes re-sent prompts free.  LLM-written
 conditions are read by the exact reader too (a structured log can be resolved);
 deterministic conditions are read by the LLM reader only (their exact reads are
 in the deterministic stage).
+
+An LLM writer's every answer is kept while it streams (``WriterLog``), grouped by
+update, so each memory carries the figures of the updates that wrote it (its
+path: the prefix's updates, then its future's): ``writer_finish_reason`` of the
+update that decided it (the first that failed, else the last), and reasoning and
+content tokens and reasoning characters summed over the path.  A memory whose path
+holds an answer cut off at the token limit (``writer_truncated``) or an empty answer
+(``writer_empty``) is the compressor's failure: every read of it gets that outcome,
+scored 0 and never counted as a wrong log, and the LLM reader is not asked.
 """
 
 from __future__ import annotations
@@ -16,21 +25,24 @@ import hashlib
 import json
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import pyarrow as pa
 
 from audit.engine._exact import read_exact
 from audit.engine._llm_reader import judge, reader_request
 from audit.engine._rows import JobRows, golds_of, sha256
-from audit.engine._streaming import Streamed, astream_variant, plan_variant
+from audit.engine._streaming import Streamed, VariantPlan, astream_variant, plan_variant
 from audit.plan import LLMStagePlan, cells_of
 from audit.rundir import RunStore, table_from_bytes
 from compressors import (
     ChatClient,
+    ChatRequest,
     ChatResponse,
     ChatUnavailableError,
+    ChunkView,
+    Compressor,
     ConditionSpec,
     build,
 )
@@ -88,6 +100,160 @@ def plan_units(
     return units
 
 
+WriterFailure = Literal["writer_truncated", "writer_empty"]
+
+
+@dataclass
+class WriterLog:
+    """A ``ChatClient`` between an LLM compressor and its backend that keeps every
+    answer of one variant's stream, grouped by update (``observe`` marks each)."""
+
+    client: ChatClient | None
+    updates: list[list[ChatResponse]] = field(default_factory=list)
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        if self.client is None:
+            raise ChatUnavailableError("no writer backend was given (--writer)")
+        response = await self.client.chat(request)
+        if not self.updates:
+            self.updates.append([])
+        self.updates[-1].append(response)
+        return response
+
+
+def observe(compressor: Compressor, writer: ChatClient | None) -> WriterLog:
+    """Give ``compressor`` a ``WriterLog`` over ``writer`` and mark each of its updates."""
+    log = WriterLog(writer)
+    compressor.client = log
+    inner = compressor.aupdate
+
+    async def aupdate(
+        memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
+    ) -> str:
+        log.updates.append([])
+        return await inner(memory, chunk, query_keys, budget, repeat)
+
+    compressor.aupdate = aupdate  # type: ignore[method-assign]
+    return log
+
+
+def _complete_json(content: str | None) -> bool:
+    """A whole JSON object or array (a cut-off that fell after it: trailing padding)."""
+    try:
+        return isinstance(json.loads(content or ""), dict | list)
+    except (ValueError, RecursionError):
+        return False
+
+
+def answer_failure(response: ChatResponse) -> WriterFailure | None:
+    """``writer_truncated``: stopped at the token limit (reasoning included), unless
+    the answer is a whole JSON document; ``writer_empty``: no content at all (an
+    answer that landed only in the reasoning field is not a memory)."""
+    if response.finish_reason == "length" and not _complete_json(response.content):
+        return "writer_truncated"
+    if not (response.content or "").strip():
+        return "writer_empty"
+    return None
+
+
+@dataclass(frozen=True)
+class WriterFigures:
+    """What the updates that wrote one memory say."""
+
+    finish_reason: str | None
+    """Of the first update that failed, else of the last update."""
+    reasoning_tokens: int | None
+    """Summed over the updates; a server's ``completion_tokens_details.reasoning_tokens``,
+    0 for an answer with no reasoning text; None when a server did not say."""
+    content_tokens: int | None
+    """Completion tokens less reasoning tokens, summed; None when unknown."""
+    reasoning_chars: int
+    failure: WriterFailure | None
+    error: str | None
+    """What failed, for the ``error`` column."""
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "writer_finish_reason": self.finish_reason,
+            "writer_reasoning_tokens": self.reasoning_tokens,
+            "writer_content_tokens": self.content_tokens,
+            "writer_reasoning_chars": self.reasoning_chars,
+        }
+
+
+def _tokens(response: ChatResponse) -> tuple[int | None, int | None]:
+    """(reasoning, content) tokens of one answer."""
+    usage = response.usage
+    reasoning = usage.get("reasoning_tokens")
+    if reasoning is None and not response.reasoning:
+        reasoning = 0
+    completion = usage.get("completion_tokens")
+    content = None if completion is None or reasoning is None else completion - reasoning
+    return reasoning, content
+
+
+def _sum(values: Sequence[int | None]) -> int | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def summarize_path(updates: Sequence[Sequence[ChatResponse]]) -> WriterFigures:
+    """The figures of a memory written by ``updates`` (in order)."""
+    answers = [r for update in updates for r in update]
+    tokens = [_tokens(r) for r in answers]
+    for number, update in enumerate(updates, start=1):
+        for response in update:
+            failure = answer_failure(response)
+            if failure is None:
+                continue
+            reasoning, content = _tokens(response)
+            what = (
+                "cut off at its token limit"
+                if failure == "writer_truncated"
+                else "answered nothing (empty content)"
+            )
+            error = (
+                f"LLM writer {what} in update {number} of {len(updates)} "
+                f"(finish_reason {response.finish_reason}; reasoning tokens "
+                f"{'unknown' if reasoning is None else reasoning}, content tokens "
+                f"{'unknown' if content is None else content}, reasoning characters "
+                f"{len(response.reasoning or '')})"
+            )
+            return WriterFigures(
+                response.finish_reason,
+                _sum([t[0] for t in tokens]),
+                _sum([t[1] for t in tokens]),
+                sum(len(r.reasoning or "") for r in answers),
+                failure,
+                error,
+            )
+    return WriterFigures(
+        answers[-1].finish_reason if answers else None,
+        _sum([t[0] for t in tokens]) if answers else None,
+        _sum([t[1] for t in tokens]) if answers else None,
+        sum(len(r.reasoning or "") for r in answers),
+        None,
+        None,
+    )
+
+
+def branch_figures(
+    updates: Sequence[Sequence[ChatResponse]], plan: VariantPlan
+) -> dict[Branch, WriterFigures]:
+    """Per branch, the figures of its path: the prefix's updates, then its future's (the
+    order the streaming loop makes them in)."""
+    prefix, futures = plan
+    total = len(prefix) + sum(len(chunks) for chunks in futures.values())
+    if len(updates) != total:
+        raise RuntimeError(f"expected {total} writer updates, saw {len(updates)}")
+    head = list(updates[: len(prefix)])
+    paths: dict[Branch, list[Sequence[ChatResponse]]] = {"current": head}
+    at = len(prefix)
+    for future, chunks in futures.items():
+        paths[future] = head + list(updates[at : at + len(chunks)])
+        at += len(chunks)
+    return {branch: summarize_path(path) for branch, path in paths.items()}
+
+
 async def run_unit(
     unit: Unit,
     stage: LLMStagePlan,
@@ -96,19 +262,24 @@ async def run_unit(
 ) -> JobRows:
     """Rows, memories and log lines of one unit."""
     compressor = build(unit.condition)
-    if compressor.uses_llm:
-        compressor.client = writer
     pair, label = unit.pair, unit.condition.label
     golds = golds_of(pair)
     rows = JobRows(unit.key, llm=True)
     writer_model = stage.writer_model if compressor.uses_llm else None
     streamed: dict[VariantName, Streamed | str] = {}
+    figures: dict[VariantName, dict[Branch, WriterFigures]] = {}
 
     async def stream(variant: VariantName) -> None:
+        plan = plan_variant(pair, variant)
+        # an LLM compressor per variant, so each stream's answers are kept apart
+        streaming = build(unit.condition) if compressor.uses_llm else compressor
+        log = observe(streaming, writer) if compressor.uses_llm else None
         try:
             streamed[variant] = await astream_variant(
-                compressor, pair, variant, unit.budget, unit.repeat, plan_variant(pair, variant)
+                streaming, pair, variant, unit.budget, unit.repeat, plan
             )
+            if log is not None:
+                figures[variant] = branch_figures(log.updates, plan)
         except ChatUnavailableError as error:
             streamed[variant] = f"writer unavailable: {error}"
         except Exception:
@@ -144,19 +315,29 @@ async def run_unit(
         rows.keep(memory, digest)
         exact = read_exact(memory, pair.query, gold)
         adequate = None if exact.outcome == "unparsed" else int(exact.adequate)
+        written = figures[variant][branch] if variant in figures else None
         common: dict[str, Any] = {
             "variant": variant, "branch": branch, "gold": gold_json, "adequate": adequate,
             "memory_bytes": len(memory.encode("utf-8")), "memory_sha256": digest,
             "overflow": state.overflow[branch], "writer_model": writer_model,
+            **(written.columns() if written is not None else {}),
         }  # fmt: skip
+        failure = written.failure if written is not None else None
         if compressor.uses_llm:
             found[(variant, branch, "exact")] = rows.read(
                 **common,
-                outcome=exact.outcome,
-                correct=int(exact.outcome == "pass"),
+                outcome=failure or exact.outcome,
+                correct=0 if failure else int(exact.outcome == "pass"),
                 answer=None if exact.answer is None else json.dumps(exact.answer),
+                error=written.error if written is not None else None,
             )
         if reader is None:
+            return
+        if failure is not None:  # the writer failed: no memory worth asking about
+            found[(variant, branch, reader_name)] = rows.read(
+                **common, reader_model=stage.reader_model, outcome=failure, correct=0,
+                correct_lenient=0, error=written.error if written is not None else None,
+            )  # fmt: skip
             return
         request = reader_request(
             memory, pair.query, use_schema=stage.use_schema, repeat=unit.repeat,
@@ -183,7 +364,7 @@ async def run_unit(
             tokens_completion=usage.get("completion_tokens"),
             latency_s=round(response.latency_s, 4) if response else None,
             cache_hit=int(response.cached) if response else None,
-            error=response.error if response else "reader client raised",
+            error=_reader_error(response),
         )
 
     await asyncio.gather(*(read(v, b) for v in VARIANTS for b in BRANCHES))
@@ -198,6 +379,14 @@ async def run_unit(
                     )  # fmt: skip
                     rows.add(shared, [values])
     return rows
+
+
+def _reader_error(response: ChatResponse | None) -> str | None:
+    if response is None:
+        return "reader client raised"
+    if response.rejected is not None:
+        return f"request refused (HTTP {response.status}): {response.rejected}"
+    return response.error
 
 
 async def run_stage(

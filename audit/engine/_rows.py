@@ -31,8 +31,11 @@ READ = (
 LLM_READ = (
     "reader_model", "writer_model", "correct_lenient", "finish_reason", "reasoning_chars",
     "tokens_prompt", "tokens_completion", "latency_s", "cache_hit", "raw_answer",
+    "writer_finish_reason", "writer_reasoning_tokens", "writer_content_tokens",
+    "writer_reasoning_chars",
 )  # fmt: skip
-"""What an LLM stage's read adds: the models, the lenient score, the request's figures."""
+"""What an LLM stage's read adds: the models, the lenient score, the reader request's
+figures, and the LLM writer's figures for the memory read (``writer_*``)."""
 
 Gold = tuple[dict[str, str | None], str]
 """A gold answer and its JSON text."""

@@ -1,14 +1,37 @@
 """Why each failed read failed: the cause shown beside it in the report.
 
-Causes (key -> label): the memory lost the evidence (``dropped``: the exact reader
-cannot get the answer from it), the memory holds a record that never was in the
-history (``written_wrong``), the memory is adequate but the reader answered wrong
-(``misread``), right values outside the envelope (``wrapper_only``), an
-infrastructure failure (``na``), or the compressor raised (``compressor_error``).
+Every failed (or NA) read at identity gets exactly one cause, from its outcome
+(``rundir.OUTCOMES``), so that a reader's failure is never blamed on the memory and
+the other way round:
+
+* ``dropped``: E_q on the memory, a record log, gives a wrong answer: the compressor
+  lost (or garbled) the evidence (outcome ``wrong_log``), refined into
+  ``written_wrong`` when a line of the memory is a well-formed record that never was
+  in that variant's history;
+* ``misread``: the memory is adequate (E_q on it is right) but the LLM reader
+  answered wrong (``reader_error``);
+* ``wrapper_only`` (shown as "format failure"): the right values in a wrong form: a
+  bare map (outcome ``wrapper_only``, which the lenient score accepts), or a failed
+  read of any other outcome a reader can have (``reader_error``, ``wrong_log``,
+  ``unparsed``) whose ``answer``, the values the reader gave in whatever form (a code
+  fence, prose around the JSON, the answer only in the reasoning field, a cut-off
+  after the right values), equals gold: the reader's failure, whatever the memory;
+* ``undetermined``: the memory is not a record log (a prose memory, ``direct_prose``'s
+  history as prose), so the exact reader cannot say whether the evidence was kept
+  (``unparsed``);
+* ``na`` (shown as "infrastructure (NA)"): no answer: a connection failure, a 5xx or a
+  timeout after retries, or a request the server refused (``na``); not scored;
+* ``compressor_error``: the compressor raised (``error``);
+* ``writer_failed``: an LLM writer's answer on the memory's stream was cut off at its
+  token limit or empty (``writer_truncated``, ``writer_empty``): the compressor
+  failed, and its memory is no evidence either way.
+
+The keys stay those of earlier reports (``taxonomy.csv``'s ``cause_<key>`` columns).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -23,11 +46,71 @@ ATTRIBUTIONS = {
     "dropped": "evidence dropped by the compressor",
     "written_wrong": "written wrong",
     "misread": "retained but misread",
-    "wrapper_only": "wrapper-only",
-    "na": "NA",
+    "wrapper_only": "format failure",
+    "undetermined": "undetermined (not a record log)",
+    "writer_failed": "writer cut off or empty",
     "compressor_error": "compressor raised",
+    "na": "infrastructure (NA)",
 }
 """Why a read failed (key -> label shown in the report)."""
+
+CAUSE_HELP = {
+    "dropped": "the memory is a record log and E_q on it gives a wrong answer",
+    "written_wrong": "as dropped, and a line of the memory is a well-formed record that "
+    "never was in the history",
+    "misread": "E_q on the memory is right; the LLM reader answered wrong",
+    "wrapper_only": "right values in a wrong form (bare map, code fence, prose around the "
+    "JSON, only in the reasoning field, cut off after them)",
+    "undetermined": "the memory is not a record log (prose): whether it kept the evidence "
+    "cannot be told",
+    "writer_failed": "an LLM writer's answer on the memory's stream was cut off at its token "
+    "limit or empty",
+    "compressor_error": "the compressor raised",
+    "na": "no answer after retries, or a request the server refused: not scored",
+}
+"""What each cause means (the report's column help)."""
+
+CAUSE_OF_OUTCOME = {
+    "wrong_log": "dropped",
+    "reader_error": "misread",
+    "wrapper_only": "wrapper_only",
+    "unparsed": "undetermined",
+    "writer_truncated": "writer_failed",
+    "writer_empty": "writer_failed",
+    "error": "compressor_error",
+    "na": "na",
+}
+"""The cause of a failed read with each outcome (``dropped`` may be refined into
+``written_wrong``, and a reader's failure with the right values is a format failure);
+a read whose score is NA is ``na`` whatever its outcome."""
+
+READER_FAILURES = frozenset({"reader_error", "wrong_log", "unparsed"})
+"""Outcomes of a failed read whose answer may still hold the right values."""
+
+
+def _same_values(answer: object, gold: object) -> bool:
+    """Whether two JSON answers (``{key: value}``) hold the same values."""
+    if not isinstance(answer, str) or not isinstance(gold, str):
+        return False
+    try:
+        mine, right = json.loads(answer), json.loads(gold)
+    except ValueError:
+        return False
+    return isinstance(mine, dict) and mine == right
+
+
+def right_values(failed: pd.DataFrame) -> pd.Series:
+    """Per failed read: a reader's failure (``READER_FAILURES``) whose answer equals gold."""
+    if "answer" not in failed or "gold" not in failed:
+        return pd.Series(False, index=failed.index)
+    candidates = failed[failed["outcome"].astype(str).isin(READER_FAILURES)]
+    same = [
+        _same_values(a, g)
+        for a, g in zip(candidates["answer"].tolist(), candidates["gold"].tolist(), strict=True)
+    ]
+    return pd.Series(same, index=candidates.index, dtype=bool).reindex(
+        failed.index, fill_value=False
+    )
 
 
 def _history_lines(pair: Any, variant: str, branch: str) -> frozenset[str]:
@@ -37,8 +120,8 @@ def _history_lines(pair: Any, variant: str, branch: str) -> frozenset[str]:
 def invented_records(memory: str, known: frozenset[str]) -> bool:
     """True when a line of the memory is a record that never was in the history.
 
-    Lines that are no record at all (prose, garbage) are not counted here: they make
-    a memory unreadable to the exact reader, which is "evidence dropped".
+    Lines that are no record at all (prose, garbage) are not counted here (a memory
+    with such lines is no record log: its cause is "undetermined", never checked here).
     """
     for line in memory.splitlines():
         if not line.strip() or line in known:
@@ -57,21 +140,18 @@ def attribute(df: pd.DataFrame, source: SourcePairs, memories: MemoryStore) -> p
     failed = df[(df["transform"] == IDENTITY) & (df["correct"] != 1)]
     if failed.empty:
         return pd.Series(dtype=object, name="attribution")
-    outcome = failed["outcome"].astype(str)
-    cause = np.select(
-        [
-            outcome == "na",
-            failed["correct"].isna(),
-            outcome == "wrapper_only",
-            outcome == "reader_error",
-            outcome == "error",
-            outcome.isin(["unparsed", "wrong_log"]),
-            failed["adequate"] == 1,
-        ],
-        ["na", "na", "wrapper_only", "misread", "compressor_error", "dropped", "misread"],
-        default="dropped",
+    cause = failed["outcome"].astype(str).map(CAUSE_OF_OUTCOME)
+    # an outcome with no declared cause (none today: a test checks) goes by the memory
+    adequate = failed["adequate"]
+    cause = cause.fillna(
+        pd.Series(
+            np.select([adequate == 1, adequate == 0], ["misread", "dropped"], "undetermined"),
+            index=failed.index,
+        )
     )
-    result = pd.Series(cause, index=failed.index, name="attribution", dtype=object)
+    cause[right_values(failed)] = "wrapper_only"
+    cause[failed["correct"].isna()] = "na"
+    result = pd.Series(cause.to_numpy(), index=failed.index, name="attribution", dtype=object)
     if source.pairs:
         suspects = failed[result == "dropped"]
         texts = memories.many(suspects["memory_sha256"].dropna().astype(str).tolist())

@@ -239,10 +239,16 @@ def build(ctx: ReportContext) -> Section:
     pairs, notes = drilldown(
         ctx.run, ctx.source, ctx.causes, ctx.memories, ctx.scores.systems, ctx.options.max_pairs
     )
+    notes.append(
+        "each failed read's cause follows its outcome: 'evidence dropped' only where the "
+        "memory is a record log that E_q answers wrong; a memory that is no record log "
+        "(prose) is 'undetermined'; right values in a wrong form are a 'format failure'; "
+        "an LLM writer cut off or empty is the writer's; NA is 'infrastructure'"
+    )
     if ctx.source.note is None:
         notes.append(
-            "'written wrong' is checked against the pair's history at identity (a memory line "
-            "that is no record of the history)"
+            "'written wrong' is checked against the pair's history at identity (a well-formed "
+            "record line of the memory that is no record of the history)"
         )
     else:
         notes.append(

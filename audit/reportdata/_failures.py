@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from audit.reportdata._causes import ATTRIBUTIONS
+from audit.reportdata._causes import ATTRIBUTIONS, CAUSE_HELP
 from audit.reportdata._context import ReportContext, proportion_columns
 from audit.rundir import OUTCOMES
 from audit.scoring import IDENTITY
@@ -61,17 +61,23 @@ def build(ctx: ReportContext) -> Section:
         blocks.append(
             Paragraph(
                 "No LLM reader in this run: every read is the exact reader's, so strict and "
-                "lenient scores are equal and no read is NA, wrapper-only or a reader error."
+                "lenient scores are equal and no read is NA, a format failure or a misread."
             )
         )
     blocks.append(
         Paragraph(
-            "Reads at identity. Causes of failed reads: evidence dropped (the memory is not "
-            "adequate: the exact reader cannot get the answer from it); written wrong (the "
-            "memory holds a record that never was in the history); retained but misread (the "
-            "memory is adequate but the reader answered wrong); wrapper-only (right values "
-            "outside the required envelope, counted by the lenient score); NA (an "
-            "infrastructure failure, not scored).",
+            "Reads at identity. Causes of failed reads: evidence dropped (the memory is a "
+            "record log and E_q on it gives a wrong answer: the compressor lost the "
+            "evidence); written wrong (as dropped, and the memory holds a well-formed record "
+            "that never was in the history); retained but misread (E_q on the memory is "
+            "right, the reader answered wrong); format failure (right values in a wrong "
+            "form: a bare map, which the lenient score accepts, a code fence, prose around "
+            "the JSON, the answer only in the reasoning field, a cut-off after the right "
+            "values); undetermined (the memory is not a record log, e.g. prose, so whether "
+            "it kept the evidence cannot be told); writer cut off or empty (an LLM writer's "
+            "answer was cut off at its token limit or empty: the compressor failed); "
+            "compressor raised; infrastructure (NA: no answer after retries, or a request "
+            "the server refused; not scored).",
             muted=True,
         )
     )
@@ -81,7 +87,8 @@ def build(ctx: ReportContext) -> Section:
         if not frame.empty and frame[f"outcome_{o}"].any()
     ]
     cause_columns = [
-        Column(f"cause_{key}", f"{label} (reads)", "integer") for key, label in ATTRIBUTIONS.items()
+        Column(f"cause_{key}", f"{label} (reads)", "integer", help=CAUSE_HELP[key])
+        for key, label in ATTRIBUTIONS.items()
     ]
     columns = [
         Column("condition", "condition", "label"),

@@ -14,17 +14,28 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-Outcome = Literal["pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "na", "error"]
+Outcome = Literal[
+    "pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "writer_truncated",
+    "writer_empty", "na", "error",
+]  # fmt: skip
 OUTCOMES: dict[Outcome, str] = {
     "pass": "the reader answered right (strict: the exact envelope, a normal stop)",
     "wrong_log": "the memory is a well-formed record log, but E_q on it gives a wrong answer",
     "unparsed": "the memory is no record log the exact reader can parse",
     "reader_error": "the memory is adequate (E_q on it is right) but the LLM reader answered wrong",
-    "wrapper_only": "right values outside the required envelope (counted by the lenient score)",
-    "na": "an infrastructure failure after retries: not scored",
+    "wrapper_only": "right values in a bare {key: value} map (counted by the lenient score)",
+    "writer_truncated": "an LLM writer's answer on this memory's stream was cut off at its "
+    "token limit: the compressor failed (scored 0; not a wrong log)",
+    "writer_empty": "an LLM writer answered nothing (empty content) on this memory's stream: "
+    "the compressor failed (scored 0; not a wrong log)",
+    "na": "an infrastructure failure after retries, or a request the server refused "
+    "(HTTP 400/413/422): not scored",
     "error": "the compressor raised",
 }
-"""Every value of the ``outcome`` column, with its meaning: exactly one per read."""
+"""Every value of the ``outcome`` column, with its meaning: exactly one per read.  A
+``reader_error``, ``wrong_log`` or ``unparsed`` read whose ``answer`` (the values the
+reader gave, found in any form) equals gold had the right values in a wrong form: the
+report's cause "format failure"."""
 
 RESULT_COLUMNS = (
     "job_key",
@@ -62,13 +73,18 @@ RESULT_COLUMNS = (
     "latency_s",
     "cache_hit",
     "raw_answer",
+    "writer_finish_reason",
+    "writer_reasoning_tokens",
+    "writer_content_tokens",
+    "writer_reasoning_chars",
 )
-"""Columns of results.csv, one row per read."""
+"""Columns of results.csv, one row per read (new columns go at the end)."""
 
 INTEGER_COLUMNS = frozenset(
     {"budget", "repeat", "transform_index", "correct", "adequate", "memory_bytes", "collision",
      "overflow", "equivariant", "correct_lenient", "reasoning_chars", "tokens_prompt",
-     "tokens_completion", "cache_hit"}
+     "tokens_completion", "cache_hit", "writer_reasoning_tokens", "writer_content_tokens",
+     "writer_reasoning_chars"}
 )  # fmt: skip
 """Counts and 0/1 scores; empty (None) where not applicable or NA."""
 FLOAT_COLUMNS = frozenset({"latency_s"})

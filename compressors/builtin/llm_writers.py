@@ -11,15 +11,27 @@ Like every condition they are target-aware (they see the query keys and the publ
 semantics) and future-hidden.  The prompt is ordered stable-prefix-first
 (instructions and semantics, then the query, then the memory, then the new chunk)
 so a server's prefix cache hits across the updates of one stream.
+
+Token allowances.  ``answer_tokens`` is the allowance of the answer (the memory),
+by default about budget/3 tokens.  A server counts a thinking model's reasoning
+against the request's ``max_tokens`` (vLLM, like the OpenAI API, caps reasoning and
+answer together), so a writer with thinking on asks for ``answer_tokens +
+reasoning_tokens``: the reasoning has an allowance of its own and cannot starve the
+answer.  ``max_tokens=N`` sets the request's whole cap instead, as sent.  A request
+that fails after retries or that the server refuses raises
+``ChatUnavailableError`` (the stream's reads are NA); an answer cut off at the limit
+or empty is returned as it is, and the audit's LLM stage, which sees every answer's
+finish reason, marks the memory written from it (``writer_truncated``,
+``writer_empty``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
 from compressors._memory import dump
@@ -86,35 +98,88 @@ RECORD_LOG_SCHEMA: dict[str, Any] = {
 }
 
 
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing a key named twice (json keeps the last by default)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
 def structured_memory(content: str) -> str:
     """The model's answer as a memory: canonical JSON lines when it is a valid record
-    log, else the raw text (which the exact reader reports as ``unparsed``)."""
+    log, else the raw text (which the exact reader reports as ``unparsed``).  A key
+    named twice anywhere makes the answer invalid (which value was meant is unknown)."""
     try:
-        data = json.loads(content)
+        data = json.loads(content, object_pairs_hook=_unique_object)
         records = RECORD_LIST_ADAPTER.validate_python(data["records"])
-    except (ValueError, TypeError, KeyError, ValidationError):
+    except (ValueError, TypeError, KeyError, RecursionError, ValidationError):
         return content
     return dump(records)
 
 
 class WriterParams(BaseModel):
-    """``prose_off:max_tokens=128``: cap the model's answer (default ~budget/3 tokens)."""
+    """``prose_off:answer_tokens=128``: the answer's token allowance (default ~budget/3);
+    ``max_tokens=N``: the request's whole cap instead, as sent (nothing added to it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_tokens: int | None = Field(default=None, ge=16, le=32_768)
+    max_tokens: int | None = Field(default=None, ge=16, le=65_536)
+    """The request's ``max_tokens`` exactly: with thinking on, reasoning counts against it."""
+    answer_tokens: int | None = Field(default=None, ge=16, le=32_768)
+    """The answer's allowance (default ~budget/3 tokens, 64 to 1,024)."""
+
+    @model_validator(mode="after")
+    def _one_cap(self) -> WriterParams:
+        if self.max_tokens is not None and self.model_fields_set & {
+            "answer_tokens",
+            "reasoning_tokens",
+        }:
+            raise ValueError(
+                "max_tokens is the request's whole cap: give it alone, or give "
+                "answer_tokens and reasoning_tokens"
+            )
+        return self
+
+
+REASONING_TOKENS = 4096
+"""Default reasoning allowance of a writer with thinking on."""
+
+
+class ThinkingWriterParams(WriterParams):
+    """``prose_high:answer_tokens=400,reasoning_tokens=8192``: the answer's allowance and,
+    added to it in the request, the reasoning's."""
+
+    reasoning_tokens: int = Field(default=REASONING_TOKENS, ge=0, le=65_536)
+    """The reasoning's allowance, added to the answer's."""
 
 
 class _LLMWriter(Compressor):
     """Shared call path: build the prompt, ask the model, turn its answer into memory."""
 
+    version = "2"
+    """2: a reasoning allowance of its own; refused requests are NA."""
     uses_llm = True
     Params = WriterParams
     thinking: ClassVar[bool | None] = None
     structured: ClassVar[bool] = False
     max_tokens: ClassVar[int] = 1024
-    """Upper bound on the answer; a request asks for at most ~budget/3 tokens (a token is
-    at least ~3 bytes of memory), which keeps small models from rambling."""
+    """Upper bound on the default answer allowance, ~budget/3 tokens (a token is at
+    least ~3 bytes of memory), which keeps small models from rambling."""
+
+    def token_allowance(self, budget: int) -> int:
+        """``max_tokens`` of a request: ``max_tokens`` when given; else the answer's
+        allowance, plus the reasoning's when thinking is on (a server counts both
+        against ``max_tokens``)."""
+        params = cast(WriterParams, self.params)
+        if params.max_tokens is not None:
+            return params.max_tokens
+        tokens = params.answer_tokens or min(self.max_tokens, max(64, budget // 3))
+        if self.thinking:
+            tokens += int(getattr(params, "reasoning_tokens", 0))
+        return tokens
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         raise TypeError(f"{self.name} calls a model: use aupdate (audit runs it asynchronously)")
@@ -144,14 +209,17 @@ class _LLMWriter(Compressor):
             messages=self.messages(memory, chunk, query_keys, budget),
             json_schema=RECORD_LOG_SCHEMA if self.structured else None,
             thinking=self.thinking,
-            max_tokens=self.params.max_tokens  # type: ignore[attr-defined]
-            or min(self.max_tokens, max(64, budget // 3)),
+            max_tokens=self.token_allowance(budget),
             repeat=repeat,
             tag=f"writer:{self.label}",
         )
         response = await self.client.chat(request)
         if response.error is not None:
             raise ChatUnavailableError(f"{self.name}: {response.error}")
+        if response.rejected is not None:  # the server refused the request: not an answer
+            raise ChatUnavailableError(
+                f"{self.name}: request refused (HTTP {response.status}): {response.rejected}"
+            )
         content = (response.content or "").strip()
         return structured_memory(content) if self.structured else content
 
@@ -161,6 +229,7 @@ class ProseHigh(_LLMWriter):
     name = "prose_high"
     summary = "LLM writes a free-text memory, thinking on"
     thinking = True
+    Params = ThinkingWriterParams
 
 
 @register
@@ -176,3 +245,4 @@ class StructuredHigh(_LLMWriter):
     summary = "LLM writes a schema-constrained record log (exact-readable), thinking on"
     thinking = True
     structured = True
+    Params = ThinkingWriterParams
