@@ -448,7 +448,8 @@ def writer_run(server_process, tmp_path_factory) -> tuple[Path, list[dict[str, A
         ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
          "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "1", "--repeats", "1",
          "--reader", "fake", "--writer", "fake", "--config", str(config), "--out", str(out),
-         "--llm-conditions", "prose_high,prose_off,structured_high,frontier"],
+         "--llm-conditions", "prose_high,prose_off,structured_high,frontier",
+         "--llm-transforms", "identity"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     with (out / "results.csv").open(newline="") as handle:
