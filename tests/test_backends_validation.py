@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from audit.backends import (
     BackendClient,
@@ -22,6 +23,7 @@ from audit.backends import (
     load_config,
     resolve_api_key,
 )
+from audit.cli import app
 
 
 @pytest.fixture
@@ -140,3 +142,43 @@ def test_body_limits_have_sane_defaults_and_are_configurable(workdir: Path):
     error = config_error(workdir, "base_url = 'http://h/v1'\nmax_response_bytes = 10")
     assert error.field == "backends.remote.max_response_bytes"
 
+
+# -- a configuration nested hundreds of levels deep (issue 15, item 16) -----------------------
+
+
+@pytest.mark.parametrize("depth", [300, 500])
+@pytest.mark.parametrize("kind", ["arrays", "tables"])
+def test_a_toml_nested_hundreds_of_levels_is_a_clean_error_naming_the_file(
+    workdir: Path, kind: str, depth: int
+):
+    """Python's TOML parser recurses once per level: 500 levels used to end in a
+    RecursionError traceback from ``audit backends list``; 300 levels parse, and the
+    validator's depth limit then named a field path hundreds of levels long."""
+    if kind == "arrays":
+        value = "[" * depth + "1" + "]" * depth
+    else:
+        value = "{a = " * depth + "1" + "}" * depth
+    deep = workdir / "deep.toml"
+    deep.write_text(
+        f"[backends.remote]\nbase_url = 'http://h/v1'\nchat_template_kwargs = {{a = {value}}}\n"
+    )
+    result = CliRunner().invoke(app, ["backends", "list", "--config", str(deep)])
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2, result.output
+    assert f"{deep}: " in result.output
+    assert "nested too deeply" in result.output
+    assert len(result.output) < 300, result.output
+    with pytest.raises(BackendConfigError, match="nested too deeply") as caught:
+        load_config(deep, env_file=None, environ=False)
+    assert caught.value.source == str(deep)
+
+
+def test_a_json_value_nested_too_deeply_in_the_environment_is_a_clean_error(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    monkeypatch.setenv("MEMORY_AUDIT_BACKENDS__REMOTE__BASE_URL", "http://h/v1")
+    monkeypatch.setenv("MEMORY_AUDIT_BACKENDS__REMOTE__CHAT_TEMPLATE_KWARGS", deep)
+    with pytest.raises(BackendConfigError, match="nested too deeply") as caught:
+        load_config(env_file=None)
+    assert caught.value.source == "the environment"

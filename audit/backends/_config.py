@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -482,9 +483,30 @@ def load_config(
     except (SettingsError, ValueError) as error:  # a malformed TOML or a bad JSON value
         cause = error.__cause__ or error
         raise BackendConfigError(str(cause), source=source) from None
+    except RecursionError:  # the TOML or JSON parser recurses once per level of nesting
+        raise _too_deep(toml, dotenv) from None
     config._source = source
     config._env_file = dotenv
     return config
+
+
+TOO_DEEP = "nested too deeply to read (arrays or tables hundreds of levels deep)"
+
+
+def _too_deep(toml: Path | None, dotenv: Path | None) -> BackendConfigError:
+    """The error for a value nested deeper than Python's parsers follow (hundreds of levels
+    of arrays or tables), naming the TOML file when it is the one at fault, else the
+    ``MEMORY_AUDIT_*`` JSON values (the environment or the ``.env`` file)."""
+    if toml is not None:
+        try:
+            with toml.open("rb") as handle:
+                tomllib.load(handle)
+        except RecursionError:
+            return BackendConfigError(TOO_DEEP, source=str(toml))
+        except (OSError, ValueError):
+            pass
+    where = "the environment" + (f" or {dotenv}" if dotenv is not None else "")
+    return BackendConfigError(f"a MEMORY_AUDIT_* JSON value is {TOO_DEEP}", source=where)
 
 
 _BACKEND_VAR = re.compile(r"^BACKENDS(__[^_].*)?$", re.IGNORECASE)
@@ -531,6 +553,11 @@ def _named(
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = "unknown field"
+    if first["type"] == "recursion_depth_exceeded":  # name the field, not a path 300 levels long
+        inside = [i for i, part in enumerate(loc) if part in ("list", "dict")]
+        loc = loc[: min(inside[0] if inside else len(loc), 4)]
+        field = ".".join(loc)
+        message = TOO_DEEP
     source = _origin(loc, toml, dotenv, environ)
     return BackendConfigError(message, source=source, field=field)
 
