@@ -53,7 +53,10 @@ def generate(
     ] = None,
     distractor_mix: Annotated[
         str | None,
-        typer.Option(help="Distractor kinds: mixed (every record kind) or plain (sets only)."),
+        typer.Option(
+            help="Distractor kinds: mixed (every record kind), plain (sets only) or task-like "
+            "(every kind, revisions and values drawn like the task's)."
+        ),
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes to build pairs with.")] = 1,
     force: Annotated[bool, typer.Option(help="Replace an existing, different dataset.")] = False,
