@@ -153,8 +153,9 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
     )
     if raised:
         console.print(
-            f"[bold red]{raised} reads failed because a compressor raised[/]: the tracebacks "
-            f"are in {run_dir}/run.log"
+            f"[bold red]{raised} reads failed because a compressor raised[/]: each counts "
+            "against it (scored 0, no adequate memory, a collision), never as a smaller n; "
+            f"the tracebacks are in {run_dir}/run.log"
         )
     console.print(
         f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "
