@@ -176,7 +176,7 @@ def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
     for seed in seeds:
         table.add_column(f"seed {seed}", justify="right")
     table.add_column("pooled [95 % Wilson]", justify="right")
-    table.add_column("seeds agree?\n(heterogeneity p)", justify="right")
+    table.add_column("seeds differ?\n(heterogeneity p)", justify="right")
     for row in rows:
         if row["reader"] != "exact":
             continue
@@ -184,11 +184,18 @@ def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
         pooled = joint["pooled"]
         interval = f" [{pooled['low']:.2f}, {pooled['high']:.2f}]" if pooled["n"] else ""
         p = joint["heterogeneity_p"]
-        agree = "-" if p is None else (f"no, p {p:.3g}" if p < 0.05 else f"yes, p {p:.2f}")
+        agree = "-" if p is None else (f"yes, p {p:.3g}" if p < 0.05 else f"no evidence, p {p:.2f}")
         table.add_row(
             row["condition"], str(row["budget"]),
             *(_fmt(joint["per_seed"].get(seed)) for seed in seeds),
             _fmt(pooled) + interval, agree,
         )  # fmt: skip
     console.print(table)
+    per_seed = [c["n"] for row in rows for c in row["joint_J"]["per_seed"].values() if c["n"]]
+    console.print(
+        'seeds differ?: an exact test that the seeds share one joint J rate. "no evidence" '
+        "is not agreement: with "
+        + (f"{min(per_seed)} source pairs a seed" if per_seed else "few source pairs")
+        + " it sees only large differences (low power)."
+    )
     console.print(f"replication of {len(seeds)} seeds in {root}/ (replication.json, seed-N/)")

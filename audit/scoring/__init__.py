@@ -28,7 +28,7 @@ from audit.scoring._power import (
     power,
 )
 from audit.scoring._probes import probe_matches
-from audit.scoring._replication import REPLICATED, heterogeneity_p, replicate
+from audit.scoring._replication import REPLICATED, heterogeneity_p, heterogeneity_test, replicate
 from audit.scoring._selection import selection_warnings
 from audit.scoring._stats import (
     ALPHA,
@@ -105,6 +105,7 @@ __all__ = [
     "cluster_bootstrap_interval",
     "detectable_difference",
     "heterogeneity_p",
+    "heterogeneity_test",
     "holm",
     "is_degenerate",
     "mcnemar_exact",
