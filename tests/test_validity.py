@@ -209,6 +209,49 @@ def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
     assert warning["best_by_reveal"] == ["b"]
 
 
+def _reads(condition: str, current: list, reveal: list) -> list[dict]:
+    """Exact-reader rows of one condition: per source pair, its current and reveal
+    verdicts on both variants (override always passes)."""
+    rows = []
+    for index, (now, later) in enumerate(zip(current, reveal, strict=True)):
+        for variant in ("A", "B"):
+            for branch, value in (("current", now), ("reveal", later), ("override", 1)):
+                rows.append({
+                    "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
+                    "variant": variant, "branch": branch, "repeat": 0, "budget": 1200,
+                    "condition": condition, "kind": "strict", "transform": "identity",
+                    "reader": "exact", "outcome": "pass" if value else "wrong_log",
+                    "correct": value,
+                })  # fmt: skip
+    return rows
+
+
+def test_a_reversal_of_a_pair_or_two_is_within_noise():
+    # a: current 24/24, reveal 10/24; b: current 23/24, reveal 11/24
+    close = normalize(pd.DataFrame(
+        _reads("a", [1] * 24, [1] * 10 + [0] * 14)
+        + _reads("b", [1] * 23 + [0], [1] * 11 + [0] * 13)
+    ))  # fmt: skip
+    (warning,) = selection_warnings(score_results(close))
+    assert warning["misleading"] == ["a"]
+    (inversion,) = warning["inversions"]
+    assert inversion["current_p"] == 1.0
+    assert inversion["reveal_p"] == 1.0
+    assert inversion["within_noise"]
+    assert warning["within_noise"]
+    # a: current 24/24, reveal 0/24; b: current 12/24, reveal 12/24: both differences hold
+    far = normalize(pd.DataFrame(
+        _reads("a", [1] * 24, [0] * 24) + _reads("b", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
+    ))  # fmt: skip
+    (warning,) = selection_warnings(score_results(far))
+    (inversion,) = warning["inversions"]
+    assert inversion["current_p"] == pytest.approx(2 * 0.5**12)
+    assert inversion["reveal_p"] == pytest.approx(2 * 0.5**12)
+    assert not inversion["within_noise"]
+    assert not warning["within_noise"]
+    assert warning["misleading_reveal_p"] == {"a": {"b": pytest.approx(2 * 0.5**12)}}
+
+
 # ---------------------------------------------------------------- tests of the gap
 
 

@@ -142,11 +142,17 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
     for flag in summary["selection"]:
         if flag["warn"] and flag["misleading"]:
             who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"
+            noise = (
+                " Within noise: no such difference is significant by an exact McNemar test "
+                "on these source pairs."
+                if flag.get("within_noise")
+                else ""
+            )
             console.print(
                 f"[bold yellow]warning[/]{who}: at {flag['budget']} B, current accuracy ranks "
                 f"{', '.join(flag['best_by_current'])} best, but reveal accuracy ranks "
                 f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
-                f"{', '.join(flag['misleading'])}."
+                f"{', '.join(flag['misleading'])}.{noise}"
             )
     raised = sum(
         e["outcomes (reads)"].get("error", 0) for e in summary["scores"] if e["family"] == "all"

@@ -83,7 +83,7 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
         items = [
             f"current prefers {inv['current_prefers']} over {inv['reveal_prefers']} "
             f"({inv['current'][0]:.2f} vs {inv['current'][1]:.2f}), reveal the opposite "
-            f"({inv['reveal'][0]:.2f} vs {inv['reveal'][1]:.2f})"
+            f"({inv['reveal'][0]:.2f} vs {inv['reveal'][1]:.2f})" + _noise_note(inv)
             for inv in warning["inversions"][:12]
         ]
         if len(warning["inversions"]) > 12:
@@ -98,10 +98,21 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
                      Strong(", ".join(warning["misleading"])),
                      ", which the reveal future shows to be worse."]  # fmt: skip
         where = _where(ctx, warning["reader"], warning["budget"])
+        noise = warning.get("within_noise", False)
+        if noise:
+            body += [" Every reversal here is within noise: none is significant by an exact "
+                     "McNemar test on these source pairs (p < 0.05 on both current and "
+                     "reveal accuracy)."]  # fmt: skip
+        title = (
+            "Current accuracy would pick a different condition than reveal accuracy"
+            if warning["misleading"]
+            else "Current and reveal accuracy pick the same best condition, but rank others "
+            "in opposite orders"
+        )
         blocks.append(
             Alert(
-                "warn",
-                f"Current accuracy ranks the conditions differently from reveal accuracy ({where})",
+                "info" if noise else "warn",
+                f"{title} ({where}{', within noise' if noise else ''})",
                 body,
                 items,
             )
@@ -115,6 +126,15 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
             )
         )
     return blocks
+
+
+def _noise_note(inversion: dict[str, Any]) -> str:
+    """How sure a reversal is: the exact McNemar p on each branch."""
+    ps = [inversion.get("current_p"), inversion.get("reveal_p")]
+    if any(p is None for p in ps):
+        return ""
+    shown = f"McNemar p {ps[0]:.2g} now, {ps[1]:.2g} after the reveal"
+    return f"; within noise ({shown})" if inversion.get("within_noise") else f" ({shown})"
 
 
 def _best(ctx: ReportContext) -> list[Any]:
