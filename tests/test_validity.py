@@ -178,8 +178,10 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_alpha"}  # the best strict condition
+    assert set(comparisons["reference"]) == {"from the data"}  # chosen after the run
     md = (out / "report" / "report.md").read_text()
     assert "Ceiling at 1200 B: **full**" in md
+    assert "chosen from the data: post hoc" in " ".join(md.split())
     assert "Floor (best probe) at 1200 B: **probe\\_shortest**" in md
 
 
@@ -280,7 +282,16 @@ def test_a_preregistered_reference_is_stored_and_used(tmp_path: Path):
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_latest"}
-    assert "preregistered" in (out / "report" / "report.md").read_text()
+    assert set(comparisons["reference"]) == {"preregistered"}
+    md = " ".join((out / "report" / "report.md").read_text().split())
+    assert "Comparisons: each condition against frontier\\_latest, preregistered" in md
+    # a reference named after the run is post hoc, and says what was preregistered
+    later = run("report", str(out), "--reference", "frontier", "--out", str(tmp_path / "later"))
+    assert later.exit_code == 0, later.output
+    assert set(pd.read_csv(tmp_path / "later" / "comparisons.csv")["reference"]) == {"post hoc"}
+    md = " ".join((tmp_path / "later" / "report.md").read_text().split())
+    assert "Post hoc reference." in md
+    assert "The run preregistered frontier\\_latest; these are not the preregistered" in md
     bad = run("run", "--preset", "cca-pilot", "--conditions", "frontier", "--reference",
               "nope", "--out", str(tmp_path / "bad"))  # fmt: skip
     assert bad.exit_code == 2

@@ -167,6 +167,13 @@ def _best(ctx: ReportContext) -> list[Any]:
                 [f"{title} at {where}{tie}: ", Strong(", ".join(c for c, _ in winners)),
                  f", {cell['joint_J_pairs_k']}/{cell['joint_J_pairs_n']} source pairs{note}."]
             )  # fmt: skip
+    if len(ctx.scores.systems) > 1:  # how the comparisons' reference was chosen
+        sentence = ctx.reference_sentence()
+        lines.append(
+            sentence
+            if ctx.reference_status in ("preregistered", "pairwise")
+            else [Flag("Post hoc reference. "), sentence]
+        )
     return lines
 
 
