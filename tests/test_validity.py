@@ -358,7 +358,10 @@ def test_compare_pairs_histories_by_content_not_by_id(tmp_path: Path):
     # rollback-0000 of seed 0 and of seed 5 are different histories: nothing is shared
     systems = pd.read_csv(tmp_path / "cmp-other" / "systems.csv")
     assert systems["joint_J_n"].tolist() == [0, 0]
-    assert "matched by content, not by id" in (tmp_path / "cmp-other" / "compare.md").read_text()
+    compared = (tmp_path / "cmp-other" / "compare.md").read_text()
+    assert "matched by content, not by id" in compared
+    assert "No source pair is shared by every run: nothing to compare" in " ".join(compared.split())
+    assert not (tmp_path / "cmp-other" / "compare.csv").exists()  # no test on nothing
     twice = run("compare", str(tmp_path / "a"), str(tmp_path / "a"))
     assert twice.exit_code == 2
     unknown = run("compare", str(tmp_path / "a"), str(tmp_path / "a-again"), "--reference",

@@ -133,7 +133,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         systems.append(row)
     baseline = included[0]
     rows = []
-    for key in order:
+    for key in order if shared else []:  # no shared pair: nothing to compare, no test
         label, reader, condition, budget = key
         if label == baseline:
             continue
@@ -202,8 +202,14 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         }
         for lab, run in zip(labels, runs, strict=True)
     ]
+    empty = (
+        None
+        if shared
+        else "No source pair is shared by every run: nothing to compare (a paired test needs "
+        "the same histories in both runs)."
+    )
     return _document(
-        labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method
+        labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method, empty
     )
 
 
@@ -223,6 +229,7 @@ def _document(
     comparisons: pd.DataFrame,
     notes: list[str],
     method: str,
+    empty: str | None = None,
 ) -> Document:
     run_columns = [
         Column("label", "run", "label"),
@@ -246,7 +253,8 @@ def _document(
     if comparisons.empty:
         blocks.append(
             Paragraph(
-                "No system of a later run matches a baseline system (same condition, "
+                empty
+                or "No system of a later run matches a baseline system (same condition, "
                 "budget and reader kind): nothing to compare."
             )
         )
