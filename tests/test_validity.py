@@ -150,12 +150,200 @@ def test_a_claim_of_order_invariance_is_checked(shortcut_plugin: str, tmp_path: 
                  "identity,permute:3", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = summary_of(out)
-    for condition in ("full", "dependency_closure", "probe_shortest"):
+    for condition in ("full", "dependency_closure"):
         violations = cell(summary, condition, "permute")["equivariance_violations"]["reads"]
         assert violations["n"] == 24 * 3 * 6  # every read of a claimant is checked
         assert violations["k"] == 0, condition
+    # a greedy packer claims nothing (its memory depends on the path): nothing is checked
+    unclaimed = cell(summary, "probe_shortest", "permute")["equivariance_violations"]["reads"]
+    assert unclaimed["n"] == 0
     liar_violations = cell(summary, liar, "permute")["equivariance_violations"]["reads"]
     assert liar_violations["k"] > 0
+    (alert,) = summary["equivariance_alerts"]  # the false claim, and only it
+    assert (alert["condition"], alert["check"], alert["transform"]) == (liar, "order", "permute")
+    assert alert["k"] > 0
+    assert alert["n"] == 24
+    said = " ".join(result.output.split())
+    assert f"{liar} claims order invariance, but at 1200 B its memory changed" in said
+    assert "the claim is false" in said
+    assert run("report", str(out)).exit_code == 0
+    md = " ".join((out / "report" / "report.md").read_text().split())
+    assert "claims order invariance, and the claim is false" in md
+
+
+# ------------------------------------------- a methods review's gaming compressors
+
+GAMING = r'''
+import re
+
+from compressors import Compressor, Stream, pack_positions
+
+SHAPE = re.compile(r"[a-z]+-\d{3}")  # the paper's distractor values (amber-101)
+
+
+def rev(record):
+    return getattr(record, "rev", 0) or 0
+
+
+def tie(record):  # label-free and order-free: survives rename and permute
+    return (getattr(record, "value", "") or "", getattr(record, "now", 0) or 0)
+
+
+class _Greedy(Compressor):
+    def rank(self, record, query):
+        raise NotImplementedError
+
+    def update(self, memory, chunk, query_keys, budget):
+        stream = Stream.of(memory, chunk)
+        if stream.fits(budget):
+            return stream.dump()
+        records = stream.records
+        order = sorted(
+            range(len(stream)), key=lambda p: (self.rank(records[p], query_keys), tie(records[p]))
+        )
+        return stream.dump(pack_positions(order, stream.sizes, budget))
+
+
+class QueryLowRev(_Greedy):
+    """The query key's records, then the smallest revisions (E_q prefers the largest)."""
+
+    name = "g_query_lowrev"
+
+    def rank(self, record, query):
+        return (getattr(record, "key", None) not in query, rev(record))
+
+
+class QueryOddLowRev(_Greedy):
+    """As above, but first anything that is not a set of a word-123 value."""
+
+    name = "g_query_odd_lowrev"
+
+    def rank(self, record, query):
+        value = getattr(record, "value", None)
+        plain = record.op == "set" and value is not None and SHAPE.fullmatch(value) is not None
+        return (getattr(record, "key", None) not in query, plain, rev(record))
+
+
+class RaiseWhenHard(QueryLowRev):
+    """Raises on any chunk with a copy or a choice: the hard pairs leave its n?"""
+
+    name = "g_raise_hard"
+
+    def update(self, memory, chunk, query_keys, budget):
+        if any(r.op in ("copy", "choose") for r in chunk.records):
+            raise RuntimeError("no")
+        return super().update(memory, chunk, query_keys, budget)
+'''
+
+
+@pytest.fixture
+def gaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "gaming_plugin.py").write_text(GAMING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "gaming_plugin", raising=False)
+    return "gaming_plugin"
+
+
+def matched(summary: dict) -> dict[tuple[str, str], dict]:
+    return {(m["condition"], m["probe"]): m for m in summary["probe_matches"]}
+
+
+def gap_of(summary: dict, condition: str, transform: str) -> dict:
+    return next(
+        g for g in summary["shortcut_gaps"]
+        if g["condition"] == condition and g["transform"] == transform
+    )  # fmt: skip
+
+
+def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
+    gaming: str, tmp_path: Path
+):
+    # before: on plain distractors they beat every packer (joint J 21/24 and 23/24
+    # against frontier_alpha's 20/24) with no gap under any transform and no probe
+    # matching; the default pilot's distractors are task-like, and probe_lowrev runs
+    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    out = tmp_path / "pilot"
+    result = run("run", "--preset", "cca-pilot", "--conditions",
+                 f"frontier_alpha,{low},{odd},probe_lowrev,probe_rare_op_or_value",
+                 "--transforms", "identity,rerev:3,revalue:3", "--workers", "1", "--quiet",
+                 "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = summary_of(out)
+    found = matched(summary)
+    for condition in (low, odd):
+        match = found[(condition, "probe_lowrev")]
+        assert match["heuristic"] == "revision"
+        assert match["broken_by"] == ["rerev"]
+        assert match["missing_transforms"] == []
+        assert "no evidence that it does better than this heuristic" in match["advice"]
+    said = " ".join(result.output.split())
+    assert f"cannot tell {low} from a revision heuristic at 1200 B" in said
+    assert f"cannot tell {odd} from a revision heuristic at 1200 B" in said
+
+
+def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
+    gaming: str, tmp_path: Path
+):
+    # the paper's plain distractors, where the heuristics work: the new transforms
+    # break them (a shortcut gap) or a probe matches them
+    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    out = tmp_path / "paper"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions",
+                 f"frontier_alpha,{low},{odd},probe_lowrev,probe_rare_op_or_value",
+                 "--transforms", "identity,rerev:10,revalue:10", "--workers", "1", "--quiet",
+                 "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = summary_of(out)
+    assert cell(summary, odd)["source pairs"]["joint_J"]["k"] >= 22  # it looks sufficient
+    rerev = gap_of(summary, odd, "rerev")
+    assert rerev["reveal_gap_blocks"] > 0.2
+    assert rerev["reveal_gap_low"] > 0
+    assert rerev["reveal_gap_p"] < 0.05
+    revalue = gap_of(summary, odd, "revalue")
+    assert revalue["reveal_gap_blocks"] > 0.1
+    assert revalue["reveal_gap_low"] > 0
+    assert (low, "probe_lowrev") in matched(summary)  # the same heuristic, named
+    for transform in ("rerev", "revalue"):  # the real condition loses nothing
+        assert gap_of(summary, "frontier_alpha", transform)["reveal_gap_blocks"] == 0
+
+
+def test_without_the_breaking_transforms_the_advice_names_them(gaming: str, tmp_path: Path):
+    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    out = tmp_path / "no-rerev"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions",
+                 f"{low},{odd},probe_lowrev,probe_rare_op_or_value", "--transforms",
+                 "identity,rename:2", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    found = matched(summary_of(out))
+    assert found[(low, "probe_lowrev")]["missing_transforms"] == ["rerev"]
+    surface = found[(odd, "probe_rare_op_or_value")]
+    assert surface["heuristic"] == "record-surface"
+    assert surface["missing_transforms"] == ["revalue", "rerev"]
+    said = " ".join(result.output.split())
+    assert f"cannot tell {odd} from a record-surface heuristic" in said
+    assert (
+        f"add revalue and rerev to the run's transforms (they break the probe) before "
+        f"trusting {odd}'s score" in said
+    )
+
+
+def test_a_compressor_that_raises_on_the_hard_pairs_gains_nothing(gaming: str, tmp_path: Path):
+    # before: its errors left adequacy and collisions, which read 12/12 and 0/12
+    raiser = f"{gaming}:RaiseWhenHard"
+    out = tmp_path / "raise"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions", raiser,
+                 "--transforms", "identity", "--workers", "1", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    entry = cell(summary_of(out), raiser)
+    pairs = entry["source pairs"]
+    assert entry["outcomes (reads)"]["error"] == 72  # 12 of 24 pairs raise
+    assert pairs["adequacy"] == {"k": 12, "k_high": 12, "n": 24}
+    assert pairs["collision"] == {"k": 12, "k_high": 12, "n": 24}
+    assert pairs["joint_J"]["n"] == 24
+    assert "collision" not in entry["reads"]  # two memories, not one read: no read count
+    assert "each counts against it (scored 0, no adequate memory, a collision)" in " ".join(
+        result.output.split()
+    )
 
 
 # --------------------------------------------------------- ceilings, floor, selection

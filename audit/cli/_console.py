@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audit.scoring import article, grouped_matches, listed
+
 
 @contextmanager
 def progress_bar(total: int, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
@@ -128,17 +130,52 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     )
 
 
+def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
+    """A false order-invariance claim as a warning; spelling dependence as one note."""
+    for alert in alerts:
+        if alert["check"] != "order":
+            continue
+        console.print(
+            f"[bold yellow]warning[/]: {alert['condition']} claims order invariance, but "
+            f"at {alert['budget']} B its memory changed under {alert['transform']} on "
+            f"{alert['k']}/{alert['n']} source pairs ({alert['reads_k']}/{alert['reads_n']} "
+            "reads): the claim is false."
+        )
+    spelled = [
+        f"{a['condition']} {a['k']}/{a['n']}"
+        + (f" at {a['budget']} B" if len({b["budget"] for b in alerts}) > 1 else "")
+        for a in alerts
+        if a["check"] == "labels" and a["kind"] == "strict" and a["reader"] == "exact"
+    ]
+    if spelled:
+        console.print(
+            "note: these memories depend on how labels are spelled (equivariance violated "
+            f"under renaming, source pairs): {', '.join(spelled)}."
+        )
+
+
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
     console = Console(width=max(Console().width, 160))
     _print_exact(console, summary)
     _print_llm(console, summary)
-    for match in summary.get("probe_matches", []):
-        console.print(
-            f"[bold yellow]warning[/]: this audit cannot tell {match['condition']} from a "
-            f"naming heuristic at {match['budget']} B: the probe {match['probe']} does as well "
-            f"on joint J under every transform ({', '.join(match['transforms'])}); add a "
-            "transform that breaks it (relabel) before trusting its score."
+    for group in grouped_matches(summary.get("probe_matches", [])):
+        matches = group["matches"]
+        heuristics = [m.get("heuristic", "naming") for m in matches]  # older summaries: naming
+        kinds = listed(list(dict.fromkeys(heuristics)), "or")
+        probes = ", ".join(
+            m["probe"] + (f" (it exploits {m['exploits']})" if m.get("exploits") else "")
+            for m in matches
         )
+        advice = group["advice"] if matches[0].get("advice") else "add a transform that breaks it"
+        which = "the probe" if len(matches) == 1 else "the probes"
+        does = "does" if len(matches) == 1 else "each do"
+        console.print(
+            f"[bold yellow]warning[/]: this audit cannot tell {group['condition']} from "
+            f"{article(kinds)} {kinds} heuristic at {group['budget']} B: {which} {probes} "
+            f"{does} as well on joint J under every transform "
+            f"({', '.join(group['transforms'])}); {advice}."
+        )
+    _print_equivariance(console, summary.get("equivariance_alerts", []))
     for flag in summary["selection"]:
         if flag["warn"] and flag["misleading"]:
             who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"

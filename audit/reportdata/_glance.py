@@ -14,7 +14,13 @@ from typing import Any
 import pandas as pd
 
 from audit.reportdata._context import ReportContext, System
-from audit.scoring import probe_matches, selection_warnings, shortcut_gaps
+from audit.scoring import (
+    article,
+    equivariance_alerts,
+    probe_matches,
+    selection_warnings,
+    shortcut_gaps,
+)
 from reports import Alert, Block, Bullets, Column, Flag, Strong, Table
 
 GAP_SHOWN = 0.05
@@ -38,20 +44,42 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
             f"{t} {match['probe_joint_J'][t]:.2f} vs {match['condition_joint_J'][t]:.2f}"
             for t in match["transforms"]
         )
+        exploits = f" (it exploits {match['exploits']})" if match["exploits"] else ""
+        advice = match["advice"]
         blocks.append(
             Alert(
                 "warn",
                 [Flag("This audit cannot tell "), Strong(match["condition"]),
-                 Flag(" from a naming heuristic"),
+                 Flag(f" from {article(match['heuristic'])} {match['heuristic']} heuristic"),
                  f" ({_where(ctx, match['reader'], match['budget'])})"],
-                ["The probe ", Strong(match["probe"]), ", which knows nothing of semantics, does "
-                 "at least as well on joint J (blocks) under every transform of this run: "
-                 f"{rates} (probe vs condition). Add a transform that breaks the heuristic "
-                 "(relabel breaks label length and order) before trusting this condition's "
-                 "score."],
+                ["The probe ", Strong(match["probe"]), f"{exploits}, which knows nothing of "
+                 "semantics, does at least as well on joint J (blocks) under every transform "
+                 f"of this run: {rates} (probe vs condition). {advice[0].upper()}{advice[1:]}."],
             )
         )  # fmt: skip
     findings: list[Any] = []
+    for alert in equivariance_alerts(ctx.scores):
+        where = _where(ctx, alert["reader"], alert["budget"])
+        if alert["check"] == "order":
+            blocks.append(
+                Alert(
+                    "warn",
+                    [Strong(alert["condition"]), Flag(" claims order invariance, and the "
+                     "claim is false"), f" ({where})"],
+                    [f"Under {alert['transform']}, its memory held other lines than at "
+                     f"identity on {alert['k']}/{alert['n']} source pairs "
+                     f"({alert['reads_k']}/{alert['reads_n']} reads), though log order "
+                     "carries no meaning and the condition declares order_invariant."],
+                )
+            )  # fmt: skip
+        elif alert["kind"] == "strict":
+            findings.append(
+                [Flag("Spelling dependence: "), Strong(ctx.label((alert["reader"],
+                 alert["condition"], alert["budget"]))), " keeps other records when labels "
+                 f"are renamed (equivariance violated under {alert['transform']} on "
+                 f"{alert['k']}/{alert['n']} source pairs): its choices depend on how "
+                 "identifiers are spelled."]
+            )  # fmt: skip
     for gap in shortcut_gaps(ctx.scores, resamples=ctx.options.resamples, seed=ctx.options.seed):
         value, p = gap["reveal_gap_blocks"], gap.get("reveal_gap_p")
         system: System = (gap["reader"], gap["condition"], gap["budget"])
