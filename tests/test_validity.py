@@ -327,6 +327,21 @@ def test_without_the_breaking_transforms_the_advice_names_them(gaming: str, tmp_
     )
 
 
+def test_the_default_audit_breaks_every_tell_a_probe_exploits():
+    # every transform a built-in probe declares as breaking its heuristic is a default
+    from audit.cli._run import DEFAULT_TRANSFORMS
+    from audit.plan import parse_transforms
+    from compressors import builtins
+
+    defaults = {spec.kind: spec.count for spec in parse_transforms(DEFAULT_TRANSFORMS)}
+    assert defaults["rerev"] >= 10
+    assert defaults["revalue"] >= 10
+    probes = [cls for cls in builtins().values() if cls.kind == "probe"]
+    assert {"probe_lowrev", "probe_rare_op_or_value"} <= {cls.name for cls in probes}
+    for cls in probes:
+        assert all(kind in defaults for kind in cls.broken_by if kind != "decoy"), cls.name
+
+
 def test_a_compressor_that_raises_on_the_hard_pairs_gains_nothing(gaming: str, tmp_path: Path):
     # before: its errors left adequacy and collisions, which read 12/12 and 0/12
     raiser = f"{gaming}:RaiseWhenHard"
