@@ -49,7 +49,7 @@ def generate(
         str | None, typer.Option(help="How chunks are shown: json, log or prose.")
     ] = None,
     labels: Annotated[
-        str | None, typer.Option(help="Identifier scheme: random or readable.")
+        str | None, typer.Option(help="Identifier scheme: random, words or readable.")
     ] = None,
     distractor_mix: Annotated[
         str | None,
