@@ -18,8 +18,10 @@ from audit.rundir._columns import (
     results_table,
 )
 from audit.rundir._config import (
+    BackendRecord,
     ClientCounters,
     CostsFile,
+    Determinism,
     Environment,
     Invocation,
     LLMStageCost,
@@ -30,6 +32,7 @@ from audit.rundir._config import (
     prepare_directory,
     read_config_file,
     read_costs,
+    record_backends,
     record_costs,
 )
 from audit.rundir._integrity import (
@@ -115,9 +118,11 @@ __all__ = [
     "STORE_FILE",
     "STORE_FORMAT",
     "SUMMARY_FILE",
+    "BackendRecord",
     "ClientCounters",
     "ColumnBuilder",
     "CostsFile",
+    "Determinism",
     "Environment",
     "FileRecord",
     "Invocation",
@@ -160,6 +165,7 @@ __all__ = [
     "read_costs",
     "read_manifest",
     "rebuild_pairs",
+    "record_backends",
     "record_costs",
     "results_table",
     "retryable_na_keys",
