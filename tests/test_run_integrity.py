@@ -311,3 +311,55 @@ def test_pool_workers_exit_when_the_run_is_killed(tmp_path: Path):
     for pid in left:  # do not leak them into the rest of the suite
         os.kill(pid, signal.SIGKILL)
     assert not left, f"workers {left} outlived their parent by 10 s"
+
+
+@pytest.fixture(scope="module")
+def clean_headline(whole: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    target = tmp_path_factory.mktemp("clean") / "report"
+    report = audit("report", str(whole), "--out", str(target))
+    assert report.returncode == 0, report.stderr
+    return headline(target)
+
+
+def copy_run(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+def warnings(result: subprocess.CompletedProcess[str]) -> list[str]:
+    assert "Traceback" not in result.stderr, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+
+
+def corrupt(path: Path, offset: int = 8192, size: int = 100) -> None:
+    """``size`` bytes of (seeded) noise at ``offset``, as a bad sector leaves them."""
+    import random
+
+    noise = random.Random(20250101).randbytes(size)
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(noise)
+
+
+@pytest.mark.parametrize("damage", ["a directory", "noise at 8192"])
+def test_a_damaged_store_is_one_line_for_resume_and_a_warning_for_report(
+    whole: Path, clean_headline: str, tmp_path: Path, damage: str
+):
+    run = copy_run(whole, tmp_path / "run")
+    store = run / "store.sqlite"
+    for suffix in ("-wal", "-shm"):
+        (run / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    if damage == "a directory":
+        store.unlink()
+        store.mkdir()
+    else:
+        corrupt(store)
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    assert any("store.sqlite is damaged" in line for line in warnings(report)), report.stderr
+    assert headline(tmp_path / "report") == clean_headline  # from the intact files
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 1, resumed.stderr
+    line = one_line_error(resumed)
+    assert str(store) in line
+    assert "move it away" in line

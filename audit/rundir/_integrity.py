@@ -29,6 +29,7 @@ from audit.rundir._store import (
     connect_read_only,
     job_keys,
     job_tables,
+    store_damage,
     store_format,
     stored_run_id,
 )
@@ -212,12 +213,15 @@ def _store_problem(path: Path, manifest: RunManifest) -> str | None:
             if store_format(db) != STORE_FORMAT:
                 return f"{STORE_FILE} is not a store of this version"
             owner = stored_run_id(db)
+            damage = store_damage(db)
         finally:
             db.close()
     except sqlite3.Error as error:
         return f"{STORE_FILE} is damaged ({error})"
     if owner is not None and owner != manifest.run_id:
         return f"{STORE_FILE} belongs to another run (run id {owner})"
+    if damage is not None:
+        return f"{STORE_FILE} is damaged ({damage})"
     return None
 
 
@@ -238,6 +242,10 @@ def _read_store(
     try:
         if store_format(db) != STORE_FORMAT:
             integrity.damage.append(f"{STORE_FILE} is not a store of this version")
+            return None
+        damage = store_damage(db)
+        if damage is not None:
+            integrity.damage.append(f"{STORE_FILE} is damaged ({damage})")
             return None
         owner = stored_run_id(db)
         if owner is not None and owner != manifest.run_id:
@@ -288,6 +296,9 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
     try:
         db = connect_read_only(path)
         try:
+            damage = store_damage(db)
+            if damage is not None:
+                raise sqlite3.DatabaseError(damage)
             table = concat_results(job_tables(db))
         finally:
             db.close()

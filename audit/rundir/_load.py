@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from audit.errors import RunDataError
 from audit.plan import RunPlan
@@ -234,7 +235,12 @@ class MemoryStore:
 
     def __init__(self, run_dir: Path) -> None:
         path = run_dir / STORE_FILE
-        self._db = connect_read_only(path) if path.exists() else None
+        self._db: sqlite3.Connection | None = None
+        if path.exists():
+            try:
+                self._db = connect_read_only(path)
+            except sqlite3.Error:  # not a store: the report says so (``read_checked``)
+                self._db = None
         self._blocks: MemoryBlocks | None = None
         if self._db is not None:
             try:
@@ -261,8 +267,8 @@ class MemoryStore:
                     self._cache.update(self._blocks.many(wanted))
                 else:
                     self._cache.update(self._legacy(wanted))
-            except sqlite3.Error:
-                pass
+            except (sqlite3.Error, pa.ArrowException, zlib.error, ValueError):
+                pass  # a damaged store: its memories are left out (the report says why)
         return {s: t for s in shas if (t := self._cache.get(s)) is not None}
 
     def _legacy(self, wanted: list[str]) -> dict[str, str]:
