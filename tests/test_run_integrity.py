@@ -102,8 +102,8 @@ def test_a_finished_run_has_a_manifest_that_matches_its_files(whole: Path, tmp_p
     assert "INCOMPLETE" not in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path, tmp_path: Path):
-    out = tmp_path / "killed"
+def kill_run(out: Path) -> int:
+    """Start KILLED_RUN into ``out``, SIGKILL it once 5 jobs are stored; the jobs stored."""
     process = subprocess.Popen(
         [sys.executable, "-m", "audit", *KILLED_RUN, "--out", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -116,6 +116,20 @@ def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path,
     process.wait()
     done = finished_jobs(out)
     assert 5 <= done < 24
+    return done
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run killed part-way (never resumed): copy it before damaging it."""
+    out = tmp_path_factory.mktemp("killed") / "run"
+    kill_run(out)
+    return out
+
+
+def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path, tmp_path: Path):
+    out = tmp_path / "killed"
+    done = kill_run(out)
     report = audit("report", str(out), "--out", str(tmp_path / "partial"))
     assert report.returncode == 3, report.stderr
     text = (tmp_path / "partial" / "report.md").read_text()
@@ -314,6 +328,15 @@ def test_pool_workers_exit_when_the_run_is_killed(tmp_path: Path):
 
 
 @pytest.fixture(scope="module")
+def other(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another whole run (one condition): a source of files from another run."""
+    out = tmp_path_factory.mktemp("other") / "run"
+    made = audit(*RUN[:4], "frontier", *RUN[5:], "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
 def clean_headline(whole: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     target = tmp_path_factory.mktemp("clean") / "report"
     report = audit("report", str(whole), "--out", str(target))
@@ -329,6 +352,80 @@ def copy_run(source: Path, target: Path) -> Path:
 def warnings(result: subprocess.CompletedProcess[str]) -> list[str]:
     assert "Traceback" not in result.stderr, result.stderr
     return [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+
+
+@pytest.mark.parametrize(
+    ("damage", "victim"),
+    [
+        ("truncated", "results.csv"),
+        ("another run's copy", "results.parquet"),
+        ("a directory", "results.parquet"),
+        ("checksum edited in manifest.json", "results.csv"),
+    ],
+)
+def test_one_damaged_result_file_is_found_beside_an_intact_one(
+    whole: Path, other: Path, clean_headline: str, tmp_path: Path, damage: str, victim: str
+):
+    """Only one of the two result files is damaged: the other still matches, and the
+    report reads it, but says which file is damaged and exits 4."""
+    run = copy_run(whole, tmp_path / "run")
+    path = run / victim
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-50])
+    elif damage == "another run's copy":
+        shutil.copy(other / victim, path)
+    elif damage == "a directory":
+        path.unlink()
+        path.mkdir()
+    else:
+        manifest = json.loads((run / "manifest.json").read_text())
+        sha = manifest["files"][victim]["sha256"]
+        manifest["files"][victim]["sha256"] = ("0" if sha[0] != "0" else "1") + sha[1:]
+        (run / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    intact = "results.csv" if victim == "results.parquet" else "results.parquet"
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    found = [line for line in warnings(report) if victim in line]
+    assert found, report.stderr
+    assert f"results read from {intact}" in found[0]
+    assert f"audit resume {run}" in found[0]
+    assert headline(tmp_path / "report") == clean_headline
+    compare = audit("compare", str(whole), str(run), "--out", str(tmp_path / "cmp"))
+    assert compare.returncode == 4, compare.stderr
+    assert any(victim in line for line in warnings(compare))
+
+
+def test_a_deleted_manifest_is_damage_not_a_run_made_before_manifests(killed: Path, tmp_path: Path):
+    """Deleting manifest.json of a partial run must not make it look whole."""
+    run = copy_run(killed, tmp_path / "run")
+    (run / "manifest.json").unlink()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    found = [line for line in warnings(report) if "manifest.json missing" in line]
+    assert found, report.stderr
+    assert "completeness cannot be checked" in found[0]
+    assert f"audit resume {run}" in found[0]
+    # the way out: resume finishes the run and writes the manifest again
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run / "manifest.json").read_text())["state"] == "complete"
+    assert audit("report", str(run), "--out", str(tmp_path / "r2")).returncode == 0
+
+
+def test_a_run_made_before_manifests_is_still_read_unchecked(whole: Path, tmp_path: Path):
+    """No run id in config.json or the store, no manifest: a legacy run, read as before."""
+    run = copy_run(whole, tmp_path / "run")
+    (run / "manifest.json").unlink()
+    config = json.loads((run / "config.json").read_text())
+    del config["run_id"]
+    (run / "config.json").write_text(json.dumps(config, indent=2))
+    db = sqlite3.connect(run / "store.sqlite")
+    db.execute("DELETE FROM run_meta")
+    db.commit()
+    db.close()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    assert not warnings(report)
 
 
 def corrupt(path: Path, offset: int = 8192, size: int = 100) -> None:
@@ -363,3 +460,15 @@ def test_a_damaged_store_is_one_line_for_resume_and_a_warning_for_report(
     line = one_line_error(resumed)
     assert str(store) in line
     assert "move it away" in line
+
+
+def test_files_a_killed_run_never_wrote_are_not_said_to_mismatch(killed: Path, tmp_path: Path):
+    run = copy_run(killed, tmp_path / "run")
+    for suffix in ("-wal", "-shm"):
+        (run / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    (run / "store.sqlite").write_bytes(b"garbage" * 1000)
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    line = one_line_error(report)
+    assert "results.parquet was not written yet" in line
+    assert "results.csv was not written yet" in line
+    assert "do not match" not in line
