@@ -472,3 +472,35 @@ def test_files_a_killed_run_never_wrote_are_not_said_to_mismatch(killed: Path, t
     assert "results.parquet was not written yet" in line
     assert "results.csv was not written yet" in line
     assert "do not match" not in line
+
+
+@pytest.mark.parametrize(
+    "victim",
+    ["manifest.json", "config.json", "results.csv", "results.parquet", "costs.json",
+     "store.sqlite"],
+)  # fmt: skip
+def test_a_fifo_in_place_of_a_run_file_never_blocks(whole: Path, tmp_path: Path, victim: str):
+    """A FIFO has no writer: reading it would wait forever.  It is refused, named."""
+    run = copy_run(whole, tmp_path / "run")
+    for suffix in ("-wal", "-shm"):
+        (run / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    (run / victim).unlink()
+    os.mkfifo(run / victim)
+    report = audit("report", str(run), "--out", str(tmp_path / "report"), timeout=120)
+    assert "Traceback" not in report.stderr, report.stderr
+    if victim in ("config.json", "costs.json"):  # a note in the report, as for any damage
+        assert report.returncode == 0, report.stderr
+        text = (tmp_path / "report" / "report.md").read_text()
+        assert any(victim in line and "FIFO" in line for line in text.splitlines())
+    else:
+        assert report.returncode == 4, report.stderr
+        assert any(victim in line and "FIFO" in line for line in warnings(report))
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1", timeout=120)
+    if victim == "config.json":
+        line = one_line_error(resumed)
+        assert victim in line
+        assert "FIFO" in line
+    elif victim == "store.sqlite":
+        assert "move it away" in one_line_error(resumed)
+    else:  # rewritten (costs.json: the FIFO moved aside, never deleted)
+        assert resumed.returncode == 0, resumed.stderr

@@ -30,6 +30,7 @@ from audit.rundir._layout import (
     RESULTS_PARQUET,
     STORE_FILE,
     SUMMARY_FILE,
+    check_regular,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
 from audit.rundir._store import (
@@ -383,6 +384,7 @@ def _read_unchecked(run_dir: Path) -> pd.DataFrame:
         if not path.exists():
             continue
         try:
+            check_regular(path)  # a FIFO would block the reader forever
             if path == store:
                 return _legacy_store(path)
             return _read_file(path)

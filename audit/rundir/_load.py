@@ -27,7 +27,7 @@ from audit.errors import RunDataError
 from audit.plan import RunPlan
 from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, read_costs
 from audit.rundir._integrity import RunIntegrity, read_checked
-from audit.rundir._layout import CONFIG_FILE, STORE_FILE
+from audit.rundir._layout import CONFIG_FILE, STORE_FILE, read_run_file
 from audit.rundir._pairs import rebuild_pairs
 from audit.rundir._store import STORE_FORMAT, MemoryBlocks, connect_read_only, store_format
 from compressors import builtins
@@ -161,8 +161,11 @@ def _read_config(run_dir: Path, notes: list[str]) -> tuple[RunConfigFile | None,
         notes.append("no config.json: run metadata and the pair drill-down are unavailable")
         return None, {}
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        raw = json.loads(read_run_file(path).decode("utf-8"))
+    except OSError as error:
+        notes.append(f"config.json unreadable ({error.strerror or error}); metadata missing")
+        return None, {}
+    except ValueError as error:
         notes.append(f"config.json unreadable ({error}); metadata missing")
         return None, {}
     stored = raw.get("config") if isinstance(raw, dict) else None
