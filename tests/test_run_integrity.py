@@ -428,6 +428,36 @@ def test_a_run_made_before_manifests_is_still_read_unchecked(whole: Path, tmp_pa
     assert not warnings(report)
 
 
+@pytest.mark.parametrize("recorded_by", ["the run", "RunStore.record_plan"])
+def test_a_plan_edited_in_the_manifest_is_found(killed: Path, tmp_path: Path, recorded_by: str):
+    """A killed run's manifest edited to plan only the finished jobs, state complete:
+    the store recorded the real plan when the run made it (``recorded_by``: the run
+    itself, or the call the executor makes, made here on the run's own plan)."""
+    run = copy_run(killed, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["planned_jobs"]) == 24
+    if recorded_by != "the run":
+        from audit.rundir import RunStore
+
+        store = RunStore(run, manifest["run_id"])
+        store.record_plan(manifest["planned_jobs"], manifest["planned_units"])
+        store.close()
+    db = sqlite3.connect(f"file:{run / 'store.sqlite'}?mode=ro", uri=True)
+    done = [key for (key,) in db.execute("SELECT job_key FROM jobs")]
+    assert db.execute("SELECT 1 FROM run_meta WHERE key = 'plan'").fetchone(), "no plan recorded"
+    db.close()
+    manifest.update(
+        planned_jobs=[k for k in manifest["planned_jobs"] if k in set(done)],
+        finished_jobs=len(done), state="complete", stopped=None,
+    )  # fmt: skip
+    (run / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    found = [line for line in warnings(report) if "manifest.json was changed" in line]
+    assert found, report.stderr
+    assert f"holds {len(done)} of the 24 jobs" in found[0]
+
+
 def corrupt(path: Path, offset: int = 8192, size: int = 100) -> None:
     """``size`` bytes of (seeded) noise at ``offset``, as a bad sector leaves them."""
     import random

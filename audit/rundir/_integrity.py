@@ -6,7 +6,9 @@ on disk: a result file that no longer matches its checksum (a disk that filled, 
 copy cut short, another run's file) is not read, and is named as damaged even when
 the results come from the other one; with no intact file the rows come from
 ``store.sqlite``, where each job was committed whole, and only the jobs the run
-planned are taken.  What it finds is a ``RunIntegrity``: complete, incomplete (and why) or damaged
+planned are taken.  The plan itself is checked against the count and sha256 the
+store recorded when the run made it, so a manifest edited to plan less is found
+out.  What it finds is a ``RunIntegrity``: complete, incomplete (and why) or damaged
 (which file, and the way out), which the report puts first and the command line
 turns into its exit status.  A run made before manifests (no run id in config.json
 or the store) is read as before and marked unchecked; a later run whose manifest is
@@ -18,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow as pa
@@ -39,8 +41,10 @@ from audit.rundir._store import (
     connect_read_only,
     job_keys,
     job_tables,
+    plan_record,
     store_damage,
     store_format,
+    stored_plan,
     stored_run_id,
 )
 
@@ -179,11 +183,21 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
         return _without_manifest(run_dir, f"{error}")
     store = run_dir / STORE_FILE
     if manifest is None:
-        if run_id is None and _store_run_id(store) is None:
+        if run_id is None and _store_meta(store)[0] is None:
             return _read_unchecked(run_dir), RunIntegrity(checked=False)
         # a run made since manifests (config.json or the store carries a run id): its
         # manifest was deleted, maybe to hide that the run is not whole
         return _without_manifest(run_dir, f"{MANIFEST_FILE} missing")
+    owner, recorded = _store_meta(store)
+    if recorded is not None and owner == manifest.run_id:  # another run's store: see below
+        listed = plan_record(manifest.planned_jobs, manifest.planned_units)
+        if listed != recorded:
+            return _without_manifest(
+                run_dir,
+                f"{MANIFEST_FILE} was changed after the run wrote it: its plan "
+                f"({_plan_text(listed)}) is not the one {STORE_FILE} recorded when the run "
+                f"planned it ({_plan_text(recorded)})",
+            )
     integrity = RunIntegrity(
         checked=True,
         state=manifest.state,
@@ -252,19 +266,28 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
     return frame, integrity
 
 
-def _store_run_id(path: Path) -> str | None:
-    """The run id a store holds, None when it has none or cannot be read (what is
-    wrong with it is said where its rows are read)."""
+def _plan_text(record: dict[str, Any]) -> str:
+    if "jobs" not in record:
+        return "unreadable"
+    text = f"{record.get('jobs')} jobs"
+    if record.get("units"):
+        text += f" and {record.get('units')} LLM units"
+    return text
+
+
+def _store_meta(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """The run id and the plan record a store holds, (None, None) when it has none or
+    cannot be read (what is wrong with it is said where its rows are read)."""
     try:
         if not path.exists():
-            return None
+            return None, None
         db = connect_read_only(path)
         try:
-            return stored_run_id(db)
+            return stored_run_id(db), stored_plan(db)
         finally:
             db.close()
     except (OSError, sqlite3.Error):
-        return None
+        return None, None
 
 
 def _store_problem(path: Path, manifest: RunManifest) -> str | None:
@@ -360,6 +383,8 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
             damage = store_damage(db)
             if damage is not None:
                 raise sqlite3.DatabaseError(damage)
+            plan = stored_plan(db)
+            keys = job_keys(db)
             table = concat_results(job_tables(db))
         finally:
             db.close()
@@ -367,8 +392,16 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
         raise RunDataError(
             f"{problem}, and {path} is unreadable ({error}): run the audit again"
         ) from None
+    held = ""
+    if plan is not None and isinstance(plan.get("jobs"), int):
+        units = plan.get("units") if isinstance(plan.get("units"), int) else 0
+        what = "jobs and LLM units" if units else "jobs"
+        held = (
+            f" ({STORE_FILE} holds {len(keys)} of the {plan['jobs'] + units} {what} the run "
+            "planned)"
+        )
     integrity.damage.append(
-        f"{problem}: completeness cannot be checked; results read from {STORE_FILE}; "
+        f"{problem}: completeness cannot be checked{held}; results read from {STORE_FILE}; "
         f"`audit resume {run_dir}` finishes the run and writes {MANIFEST_FILE} again"
     )
     return (cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()), integrity

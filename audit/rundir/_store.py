@@ -12,7 +12,9 @@ an invocation, whole, in plan order, so they equal the store and do not depend o
 which worker finished first.
 
 The store belongs to one run: it records the run id of ``config.json``, and a store
-copied in from another run directory is refused.  It holds memories and raw model
+copied in from another run directory is refused.  It also records the count and
+sha256 of the planned job keys (``record_plan``), which ``manifest.json`` lists: a
+manifest edited by hand no longer matches them.  It holds memories and raw model
 answers, so it is created readable by its owner only.  A store that cannot be read
 (a damaged page, not a regular file) is one line naming it and the way out
 (``store_error``), never a traceback.
@@ -21,6 +23,7 @@ answers, so it is created readable by its owner only.  A store that cannot be re
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -183,6 +186,33 @@ def store_damage(db: sqlite3.Connection) -> str | None:
     lines = [line.strip() for row in found for line in row.splitlines() if line.strip()]
     text = "; ".join(line for line in lines if not line.startswith("***"))
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def plan_record(jobs: Sequence[str], units: Sequence[str]) -> dict[str, Any]:
+    """The count and sha256 of a run's planned job and unit keys, in plan order: what
+    the store records when the run plans them, to check ``manifest.json`` against."""
+    text = json.dumps([list(jobs), list(units)], separators=(",", ":"))
+    return {
+        "jobs": len(jobs),
+        "units": len(units),
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    }
+
+
+def stored_plan(db: sqlite3.Connection) -> dict[str, Any] | None:
+    """The plan record a store holds (``plan_record``); None in a store made before
+    stores recorded it."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "run_meta" not in tables:
+        return None
+    found = db.execute("SELECT value FROM run_meta WHERE key = 'plan'").fetchone()
+    if found is None:
+        return None
+    try:
+        value = json.loads(found[0])
+    except (TypeError, ValueError):
+        return {"unreadable": str(found[0])[:100]}  # never equal to a real record
+    return value if isinstance(value, dict) else {"unreadable": str(value)[:100]}
 
 
 def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
@@ -348,6 +378,17 @@ class RunStore:
             raise store_error(self.path, error, "read") from None
         except pa.ArrowException as error:
             raise store_error(self.path, error, "read") from None
+
+    def record_plan(self, jobs: Sequence[str], units: Sequence[str]) -> None:
+        """Record the count and sha256 of the planned job and unit keys (``plan_record``),
+        so that a ``manifest.json`` whose plan was edited by hand is found out by
+        ``audit report``; called when the run plans them, before the manifest is
+        written."""
+        value = json.dumps(plan_record(jobs, units))
+        try:
+            self._db.execute("INSERT OR REPLACE INTO run_meta VALUES ('plan', ?)", (value,))
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "record the plan") from None
 
     def finished_jobs(self) -> set[str]:
         with self._reading():
