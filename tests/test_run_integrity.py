@@ -534,3 +534,59 @@ def test_a_fifo_in_place_of_a_run_file_never_blocks(whole: Path, tmp_path: Path,
         assert "move it away" in one_line_error(resumed)
     else:  # rewritten (costs.json: the FIFO moved aside, never deleted)
         assert resumed.returncode == 0, resumed.stderr
+
+
+def test_temporary_files_of_killed_writers_are_removed_and_live_ones_kept(
+    whole: Path, tmp_path: Path
+):
+    """A writer killed mid-write leaves its temporary sibling; the next invocation on the
+    directory removes it, but never the file of a writer that is still alive."""
+    run = copy_run(whole, tmp_path / "run")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead_pid = int(dead.stdout)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        stale = run / f".results.parquet.{dead_pid}.0123abcd.tmp"
+        kept = run / f".results.csv.{live.pid}.89abcdef.tmp"
+        other_file = run / ".notes.tmp"
+        for path in (stale, kept, other_file):
+            path.write_bytes(b"half a file")
+        resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+        assert resumed.returncode == 0, resumed.stderr
+        assert not stale.exists()
+        assert kept.exists()
+        assert other_file.exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_only_temporary_files_of_dead_writers_are_removed(tmp_path: Path):
+    """``remove_stale_temps`` on real files: a dead pid's file goes, a live pid's, this
+    process's, a directory of that name and anything else stay."""
+    from audit.rundir import remove_stale_temps
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        stale = tmp_path / f".results.parquet.{int(dead.stdout)}.0123abcd.tmp"
+        kept = [
+            tmp_path / f".results.csv.{live.pid}.89abcdef.tmp",
+            tmp_path / f".manifest.json.{os.getpid()}.00000000.tmp",
+            tmp_path / "results.csv",
+            tmp_path / ".notes.tmp",
+            tmp_path / f".config.json.{int(dead.stdout)}.nothex!.tmp",
+        ]
+        for path in (stale, *kept):
+            path.write_bytes(b"half a file")
+        folder = tmp_path / f".summary.json.{int(dead.stdout)}.fedcba98.tmp"
+        folder.mkdir()
+        assert remove_stale_temps(tmp_path) == [stale]
+        assert not stale.exists()
+        assert all(path.exists() for path in kept)
+        assert folder.is_dir()
+    finally:
+        live.kill()
+        live.wait()

@@ -53,6 +53,7 @@ from audit.rundir._layout import (
     atomic_path,
     default_run_dir,
     named_run_dir,
+    remove_stale_temps,
     seed_run_dir,
     write_atomically,
 )
@@ -161,6 +162,7 @@ __all__ = [
     "read_manifest",
     "rebuild_pairs",
     "record_costs",
+    "remove_stale_temps",
     "results_table",
     "retryable_na_keys",
     "seed_run_dir",

@@ -2,8 +2,9 @@
 
 Every file of a run directory is named here and nowhere else.  A file is written
 whole or not at all: to a temporary sibling first, then renamed over the old one,
-so a run killed (or a disk filling) mid-write never leaves a torn file in place.
-A file is read only when it is a regular file: a FIFO in
+so a run killed (or a disk filling) mid-write never leaves a torn file in place; the
+sibling a killed writer leaves is removed by the next invocation
+(``remove_stale_temps``).  A file is read only when it is a regular file: a FIFO in
 its place would block the reader forever, a directory or a device is no run file.
 """
 
@@ -65,6 +66,51 @@ def atomic_path(path: Path) -> Iterator[Path]:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp$")
+"""What ``atomic_path`` names a temporary sibling: ``.NAME.PID.HEX8.tmp``."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's included); a pid that cannot
+    exist is not alive."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, and belongs to someone else
+    except (OverflowError, ValueError):
+        return False  # past any pid the system can give
+    except OSError:
+        return True  # cannot tell: keep its file
+    return True
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Remove the temporary siblings (``atomic_path``) that a killed process left in
+    ``directory``: those whose writer's pid is no longer alive.  A live process's file
+    (another invocation writing now) is never touched.  Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        found = _TEMP_NAME.match(entry.name)
+        if found is None or _alive(int(found["pid"])):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue  # gone already, or not ours to remove
+        removed.append(Path(entry.path))
+    return removed
 
 
 class NotRegularFileError(MemoryAuditError, OSError):
