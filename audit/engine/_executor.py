@@ -67,6 +67,7 @@ from audit.rundir import (
     prepare_directory,
     record_backends,
     record_costs,
+    remove_stale_temps,
     retryable_na_keys,
     table_from_bytes,
     write_atomically,
@@ -240,6 +241,7 @@ def execute(
             exits.callback(runner.run, opened.aclose())
         _resuming, run_id = prepare_directory(out, plan)
         _check_writable(out)
+        remove_stale_temps(out)
         store = RunStore(out, run_id)  # RunDirectoryError: another version's or run's store
         exits.callback(store.close)
         return _execute_in(out, plan, pairs, store, run_id, workers, progress, runner,
@@ -326,6 +328,7 @@ def _execute_in(
             finished_jobs=len(planned) - len(jobs),
             finished_units=len(units) - len(todo_units),
         )
+        store.record_plan(manifest.planned_jobs, manifest.planned_units)
         write_manifest(out, manifest)
         record_costs(out, invocation)  # listed even if this invocation is killed
         if plan.llm is not None and runner is not None and todo_units and measure_backends:

@@ -56,6 +56,7 @@ from audit.rundir._layout import (
     atomic_path,
     default_run_dir,
     named_run_dir,
+    remove_stale_temps,
     seed_run_dir,
     write_atomically,
 )
@@ -167,6 +168,7 @@ __all__ = [
     "rebuild_pairs",
     "record_backends",
     "record_costs",
+    "remove_stale_temps",
     "results_table",
     "retryable_na_keys",
     "seed_run_dir",

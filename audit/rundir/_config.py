@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from audit.errors import RunDataError, RunDirectoryError
 from audit.plan import RunPlan
-from audit.rundir._layout import CONFIG_FILE, COSTS_FILE, write_atomically
+from audit.rundir._layout import CONFIG_FILE, COSTS_FILE, read_run_file, write_atomically
 from audit.rundir._manifest import new_run_id
 
 
@@ -132,7 +132,7 @@ def read_config_file(directory: Path) -> RunConfigFile:
     """``config.json`` of a run directory, or a ``RunDataError`` naming what is wrong."""
     path = directory / CONFIG_FILE
     try:
-        return RunConfigFile.model_validate_json(path.read_bytes())
+        return RunConfigFile.model_validate_json(read_run_file(path))
     except FileNotFoundError:
         raise RunDataError(f"{path}: missing; not a run directory") from None
     except OSError as error:
@@ -174,7 +174,7 @@ def prepare_directory(out: Path, plan: RunPlan) -> tuple[bool, str]:
             return False, run_id
         # another invocation created this run a moment ago: resume it, or refuse it
     try:
-        payload = json.loads(config_path.read_text(encoding="utf-8"))
+        payload = json.loads(read_run_file(config_path).decode("utf-8"))
         stored = payload["config"]
         if not isinstance(stored, dict):
             raise TypeError("'config' is not an object")
@@ -308,7 +308,7 @@ def read_costs(directory: Path) -> CostsFile | None:
     the file) when it cannot be read."""
     path = directory / COSTS_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_run_file(path)
     except FileNotFoundError:
         return None
     except OSError as error:
