@@ -8,9 +8,10 @@ console entry point prints its traceback and asks for a report.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -19,6 +20,22 @@ from histories import MemoryAuditError
 
 MAX_WORKERS = 256
 """``--workers`` above this is refused: each worker is a process of about 100 MB."""
+
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
+    ),
+]
+DEFAULT_WORKERS = max(1, os.cpu_count() or 1)
+DeterminismOption = Annotated[
+    bool,
+    typer.Option(
+        "--determinism/--no-determinism",
+        help="Before LLM reads: measure each backend's determinism (16 fixed requests sent "
+        "twice) and record it in config.json (the first measurement stays).",
+    ),
+]
 
 BUG_HINT = (
     "this is a bug in memory-audit, not a problem with your input: please report it "

@@ -8,24 +8,18 @@ Finished jobs are never redone; the result files are written again from the stor
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from audit.cli._common import MAX_WORKERS
+from audit.cli._common import DEFAULT_WORKERS, DeterminismOption, WorkersOption
 from audit.errors import RunDirectoryError
 
 
 def resume_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
-        ),
-    ] = max(1, os.cpu_count() or 1),
+    workers: WorkersOption = DEFAULT_WORKERS,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     config_file: Annotated[
         Path | None,
@@ -37,14 +31,7 @@ def resume_command(
             "--retry-na/--keep-na", help="Ask again for LLM reads that an outage left NA."
         ),
     ] = True,
-    determinism: Annotated[
-        bool,
-        typer.Option(
-            "--determinism/--no-determinism",
-            help="Measure each LLM backend's determinism before its reads (kept in "
-            "config.json: the first measurement stays).",
-        ),
-    ] = True,
+    determinism: DeterminismOption = True,
 ) -> None:
     """Finish a stopped run, retry its NA reads and rewrite its result files.
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from audit.cli._common import MAX_WORKERS, fail
+from audit.cli._common import DEFAULT_WORKERS, DeterminismOption, WorkersOption, fail
 from audit.errors import PlanError
 from audit.plan import (
     LLMStagePlan,
@@ -56,12 +55,7 @@ def run_audit(
     name: Annotated[
         str | None, typer.Option("--name", help="Run directory runs/NAME (instead of --out).")
     ] = None,
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
-        ),
-    ] = max(1, os.cpu_count() or 1),
+    workers: WorkersOption = DEFAULT_WORKERS,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     reader: Annotated[
         str | None, typer.Option(help="Backend for the LLM reader (local, or one in --config).")
@@ -107,14 +101,7 @@ def run_audit(
             help="When resuming: ask again for LLM reads that an outage left NA.",
         ),
     ] = True,
-    determinism: Annotated[
-        bool,
-        typer.Option(
-            "--determinism/--no-determinism",
-            help="Before LLM reads: measure each backend's determinism (16 fixed requests "
-            "sent twice) and record it in config.json.",
-        ),
-    ] = True,
+    determinism: DeterminismOption = True,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 

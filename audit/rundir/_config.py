@@ -21,11 +21,17 @@ from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from audit.errors import RunDataError, RunDirectoryError
 from audit.plan import RunPlan
-from audit.rundir._layout import CONFIG_FILE, COSTS_FILE, read_run_file, write_atomically
+from audit.rundir._layout import (
+    CONFIG_FILE,
+    COSTS_FILE,
+    read_run_file,
+    read_typed,
+    write_atomically,
+)
 from audit.rundir._manifest import new_run_id
 
 
@@ -131,19 +137,15 @@ def environment() -> Environment:
 def read_config_file(directory: Path) -> RunConfigFile:
     """``config.json`` of a run directory, or a ``RunDataError`` naming what is wrong."""
     path = directory / CONFIG_FILE
-    try:
-        return RunConfigFile.model_validate_json(read_run_file(path))
-    except FileNotFoundError:
-        raise RunDataError(f"{path}: missing; not a run directory") from None
-    except OSError as error:
-        raise RunDataError(f"{path}: unreadable ({error.strerror or error})") from None
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(the file)"
-        raise RunDataError(
-            f"{path}: damaged ({where}: {first['msg'][:160]}); it records what the run is: "
-            "restore it from a copy, or start a new run with another --out"
-        ) from None
+    config = read_typed(
+        path,
+        RunConfigFile,
+        way_out="it records what the run is: restore it from a copy, or start a new run "
+        "with another --out",
+    )
+    if config is None:
+        raise RunDataError(f"{path}: missing; not a run directory")
+    return config
 
 
 def prepare_directory(out: Path, plan: RunPlan) -> tuple[bool, str]:
@@ -306,19 +308,7 @@ class CostsFile(BaseModel):
 def read_costs(directory: Path) -> CostsFile | None:
     """``costs.json``, or None when there is none; ``RunDataError`` (one line, naming
     the file) when it cannot be read."""
-    path = directory / COSTS_FILE
-    try:
-        raw = read_run_file(path)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise RunDataError(f"{path}: unreadable ({error.strerror or error})") from None
-    try:
-        return CostsFile.model_validate_json(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(the file)"
-        raise RunDataError(f"{path}: damaged ({where}: {first['msg'][:160]})") from None
+    return read_typed(directory / COSTS_FILE, CostsFile)
 
 
 @contextmanager

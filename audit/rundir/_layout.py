@@ -18,10 +18,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
-from audit.errors import RunDirectoryError
+from pydantic import BaseModel, ValidationError
+
+from audit.errors import RunDataError, RunDirectoryError
 from histories import MemoryAuditError
+
+M = TypeVar("M", bound=BaseModel)
 
 CONFIG_FILE = "config.json"
 """The resolved run plan, the environment and the creation time."""
@@ -175,6 +179,26 @@ def read_run_file(path: Path) -> bytes:
     """A run file's bytes (see ``open_regular``)."""
     with open_regular(path) as handle:
         return handle.read()
+
+
+def read_typed(path: Path, model: type[M], *, way_out: str = "") -> M | None:
+    """A run file parsed into ``model``; None when it does not exist.  A file that cannot
+    be read or does not validate is a ``RunDataError`` naming it (and the first bad
+    field), followed by ``way_out`` when given."""
+    try:
+        raw = read_run_file(path)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise RunDataError(f"{path}: unreadable ({error.strerror or error})") from None
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(the file)"
+        raise RunDataError(
+            f"{path}: damaged ({where}: {first['msg'][:160]})" + (f"; {way_out}" if way_out else "")
+        ) from None
 
 
 def write_atomically(path: Path, data: bytes | str) -> None:

@@ -18,10 +18,9 @@ import uuid
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from audit.errors import RunDataError
-from audit.rundir._layout import MANIFEST_FILE, open_regular, read_run_file, write_atomically
+from audit.rundir._layout import MANIFEST_FILE, open_regular, read_typed, write_atomically
 
 MANIFEST_FORMAT = 1
 RunState = Literal["running", "stopped", "complete", "incomplete"]
@@ -91,19 +90,7 @@ def file_record(path: Path) -> FileRecord:
 def read_manifest(directory: Path) -> RunManifest | None:
     """``manifest.json``, None when there is none (a run made before manifests);
     ``RunDataError`` naming the file when it cannot be read (or is not a regular file)."""
-    path = directory / MANIFEST_FILE
-    try:
-        raw = read_run_file(path)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise RunDataError(f"{path}: unreadable ({error.strerror or error})") from None
-    try:
-        return RunManifest.model_validate_json(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(the file)"
-        raise RunDataError(f"{path}: damaged ({where}: {first['msg']})") from None
+    return read_typed(directory / MANIFEST_FILE, RunManifest)
 
 
 def write_manifest(directory: Path, manifest: RunManifest) -> None:
