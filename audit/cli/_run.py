@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 import typer
 
@@ -22,6 +23,19 @@ from audit.plan import (
 )
 from compressors import ConditionSpec, build, deterministic_builtins, parse_spec
 from histories import PRESETS, Pair
+
+EXECUTORS = ("local", "ray")
+Executor = Literal["local", "ray"]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How this invocation runs the plan (never part of the plan itself)."""
+
+    executor: Executor = "local"
+    ray_address: str | None = None
+    plan_only: bool = False
+
 
 DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40"
 DEFAULT_LLM_TRANSFORMS = "identity,relabel:1"
@@ -93,6 +107,30 @@ def run_audit(
             "a preset only): one run directory per seed, then per-seed and pooled scores."
         ),
     ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="Where the deterministic jobs run: local (a process pool of --workers) or "
+            "ray (Ray tasks; needs the ray extra). Not part of the plan: a run started "
+            "with one resumes with the other, with identical results."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="With --executor ray: the cluster (HOST:PORT, as `ray start --head` prints "
+            "it). Default: RAY_ADDRESS, else a private local Ray with --workers CPUs."
+        ),
+    ] = None,
+    plan_only: Annotated[
+        bool,
+        typer.Option(
+            "--plan-only",
+            help="Write the run directory's plan (config.json) and stop: nothing runs and "
+            "no LLM request is sent. Then `audit batch export RUNDIR` writes its LLM "
+            "requests as a batch, and the same command without --plan-only runs it.",
+        ),
+    ] = False,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 
@@ -114,6 +152,10 @@ def run_audit(
         fail("give --preset or --pairs, not both")
     if out is not None and name is not None:
         fail("give --out or --name, not both")
+    if executor not in EXECUTORS:
+        fail(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
+    if ray_address is not None and executor != "ray":
+        fail("--ray-address needs --executor ray")
     transform_specs = parse_transforms(transforms)
     budgets = parse_budgets(budget)
     specs = (
@@ -153,10 +195,11 @@ def run_audit(
             run_dir, source, pair_list, digest, specs, versions, budgets,
             transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
             repeats, llm_sample, llm_conditions, schema, llm_transforms,
+            Invocation(cast(Executor, executor), ray_address, plan_only),
         )  # fmt: skip
         if generation_seed is not None:
             summaries[generation_seed] = summary
-    if summaries:
+    if summaries and not plan_only:
         print_replication(write_replication(root, summaries), root)
 
 
@@ -205,6 +248,7 @@ def _run_one(
     llm_conditions: str | None,
     schema: bool,
     llm_transforms: str,
+    invocation: Invocation,
 ) -> dict[str, Any]:
     """One run directory: its plan, its execution, its summary printed."""
     from audit.cli._console import print_summary, progress_bar
@@ -232,11 +276,21 @@ def _run_one(
         seed=seed,
         reference=reference,
     )
+    if invocation.plan_only:
+        from audit.rundir import prepare_directory
+
+        resumed = prepare_directory(run_dir, plan)
+        print(
+            f"{'plan unchanged' if resumed else 'planned'}: {run_dir} (nothing run); "
+            f"`audit batch export {run_dir}` writes its LLM requests as a batch"
+        )
+        return {}
     started = time.perf_counter()
     with progress_bar(len(pair_list), enabled=not quiet) as advance:
         summary = execute(
-            run_dir, plan, pair_list, workers=workers, progress=advance, open_clients=open_llm
-        )
+            run_dir, plan, pair_list, workers=workers, progress=advance, open_clients=open_llm,
+            executor=invocation.executor, ray_address=invocation.ray_address,
+        )  # fmt: skip
     print_summary(summary, run_dir, time.perf_counter() - started)
     return summary
 

@@ -25,7 +25,7 @@ from concurrent.futures import (
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import pyarrow as pa
@@ -160,6 +160,9 @@ def _cycle_collection_after(acyclic: bool = False) -> Iterator[None]:
             gc.enable()
 
 
+Executor = Literal["local", "ray"]
+EXECUTORS: tuple[Executor, ...] = ("local", "ray")
+
 ProgressCallback = Callable[[int, int], None]
 ClientPair = tuple[ChatClient | None, ChatClient | None]
 """(writer, reader) clients for the LLM stage."""
@@ -173,12 +176,19 @@ def execute(
     workers: int = 1,
     progress: ProgressCallback | None = None,
     open_clients: OpenClients | None = None,
+    executor: Executor = "local",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) every job, then write results.csv/parquet and summary.json.
 
     ``open_clients`` opens the writer/reader backends for the LLM stage (and closes
-    them, stopping an embedded server) when ``plan.llm`` is set.
+    them, stopping an embedded server) when ``plan.llm`` is set.  ``executor``: the
+    deterministic jobs on a local process pool of ``workers`` processes, or as Ray
+    tasks on the cluster at ``ray_address`` (default: ``RAY_ADDRESS``, else a private
+    local Ray with ``workers`` CPUs); the LLM stage runs in this process either way.
     """
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}")
     for spec in plan.conditions:  # fail before any work on a bad condition
         build(spec)
     if plan.llm is not None:
@@ -219,15 +229,17 @@ def execute(
                 table = table_from_bytes(result.results)
                 fresh[result.key] = (table, committed(result.log, table))
 
+        cost = StageCost(jobs=len(jobs), executor=executor)
         with _settled_heap():
-            if workers <= 1 or len(jobs) <= 1:
+            if executor == "ray" and jobs:
+                cost.cpus = _run_on_ray(jobs, plan, workers, ray_address, record)
+            elif workers <= 1 or len(jobs) <= 1:
                 for job in jobs:
                     record(_execute(job, plan.transforms, plan.seed))
             else:
                 _run_parallel(jobs, plan, workers, record)
-        invocation = Invocation(
-            deterministic=StageCost(jobs=len(jobs), seconds=round(time.perf_counter() - started, 3))
-        )
+        cost.seconds = round(time.perf_counter() - started, 3)
+        invocation = Invocation(deterministic=cost)
         if plan.llm is not None and open_clients is not None:
             invocation.llm = asyncio.run(
                 _llm_stage(plan.llm, units, store, open_clients, committed)
@@ -279,6 +291,25 @@ def _run_parallel(
             completed, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in completed:
                 record(future.result())
+
+
+def _run_on_ray(
+    jobs: Sequence[Job],
+    plan: RunPlan,
+    workers: int,
+    address: str | None,
+    record: Callable[[PackedJob], None],
+) -> int:
+    """The jobs as Ray tasks (``_ray``); returns the cluster's CPUs."""
+    from audit.engine import _ray  # imports ray itself only now
+
+    cluster = _ray.connect(address, workers)
+    try:
+        _ray.check_workers(plan.conditions, plan.compressor_versions)
+        _ray.run_on_ray(jobs, _execute, (plan.transforms, plan.seed), record, cluster.cpus)
+    finally:
+        _ray.disconnect()
+    return cluster.cpus
 
 
 def finish(
