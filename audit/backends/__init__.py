@@ -14,6 +14,15 @@ The lead's entry point::
 See ``docs/backends.md`` for the configuration fields, the cache and ``audit backends``.
 """
 
+from audit.backends._batch import (
+    CHAT_URL,
+    DEFERRED,
+    BatchAnswer,
+    OfflineClient,
+    batch_line,
+    batch_model,
+    parse_output_line,
+)
 from audit.backends._cache import (
     KEY_VERSION,
     CacheStats,
@@ -21,9 +30,16 @@ from audit.backends._cache import (
     Explanation,
     ResponseCache,
     canonical_request,
+    request_from_material,
 )
 from audit.backends._check import CheckResult, check_backend, check_client
-from audit.backends._client import BackendClient, ClientStats
+from audit.backends._client import (
+    BackendClient,
+    ClientStats,
+    completion_response,
+    from_cache,
+    to_cache,
+)
 from audit.backends._config import (
     DEFAULT_CONFIG_FILE,
     ENV_PREFIX,
@@ -49,7 +65,9 @@ from audit.backends._local import SMOLLM2, LocalServerSpec, ensure_local_model, 
 from audit.backends._open import open_backend, resolve_api_key
 
 __all__ = [
+    "CHAT_URL",
     "DEFAULT_CONFIG_FILE",
+    "DEFERRED",
     "ENV_PREFIX",
     "KEY_VERSION",
     "LOCAL",
@@ -61,6 +79,7 @@ __all__ = [
     "BackendError",
     "BackendStartError",
     "BackendsConfig",
+    "BatchAnswer",
     "CacheError",
     "CacheStats",
     "CanonicalRequest",
@@ -69,18 +88,26 @@ __all__ = [
     "Explanation",
     "LocalServerSpec",
     "ModelProvisionError",
+    "OfflineClient",
     "ResponseCache",
     "Role",
     "RoleNotConfiguredError",
     "UnknownBackendError",
+    "batch_line",
+    "batch_model",
     "canonical_request",
     "check_backend",
     "check_client",
+    "completion_response",
     "default_cache_dir",
     "default_cache_path",
     "ensure_local_model",
+    "from_cache",
     "load_config",
     "local_server",
     "open_backend",
+    "parse_output_line",
+    "request_from_material",
     "resolve_api_key",
+    "to_cache",
 ]

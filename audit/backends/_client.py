@@ -159,7 +159,9 @@ class BackendClient:
         self._memo: dict[str, ChatResponse] = {}
         """Without a cache, this run's answers (bounded): a repeated request is sent once."""
         self._semaphore = asyncio.Semaphore(backend.max_concurrency * len(self.base_urls))
-        self._base: dict[str, Any] = {}
+        self._base: dict[str, Any] = self._sampling() if model is not None else {}
+        """Every body's fixed fields; known before ``start`` when the model is given (a
+        batch export builds bodies without a server)."""
         self._started = False
 
     def __repr__(self) -> str:  # never the key
@@ -494,35 +496,22 @@ class BackendClient:
     def _parse(self, payload: bytes, started: float, attempts: int) -> ChatResponse | None:
         try:
             data = json.loads(payload)
-            choice = data["choices"][0]
-            message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        except ValueError:
             return None
-        content = message.get("content")
-        reasoning = message.get("reasoning")
-        if reasoning is None:
-            reasoning = message.get("reasoning_content")
-        finish = choice.get("finish_reason")
-        usage = _usage(data.get("usage"))
+        answer = completion_response(data, self.model)
+        if answer is None:
+            return None
+        usage, reasoning = answer.usage, answer.reasoning
         stats = self.stats
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
         stats.completion_tokens += usage.get("completion_tokens", 0)
         if reasoning:
             stats.reasoning_chars += len(reasoning)
-            if not content:
+            if not answer.content:
                 stats.reasoning_only += 1
-        if finish == "length":
+        if answer.finish_reason == "length":
             stats.length_cutoffs += 1
-        return ChatResponse(
-            content=content if isinstance(content, str) else None,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
-            finish_reason=finish if isinstance(finish, str) else None,
-            model=str(data.get("model") or self.model),
-            usage=usage,
-            status=200,
-            attempts=attempts,
-            latency_s=time.monotonic() - started,
-        )
+        return replace(answer, attempts=attempts, latency_s=time.monotonic() - started)
 
     def _scrub(self, text: str) -> str:
         key = self._api_key
@@ -531,6 +520,31 @@ class BackendClient:
     def scrub(self, text: str) -> str:
         """``text`` with the API key replaced by ``***`` (for anything shown or stored)."""
         return self._scrub(text)
+
+
+def completion_response(data: Any, model: str | None = None) -> ChatResponse | None:
+    """A chat completion (the decoded JSON body of a 200) as a ``ChatResponse``; None when
+    it is not one.  The answer is ``content``; the reasoning text is ``reasoning`` (older
+    servers: ``reasoning_content``)."""
+    try:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        content = message.get("content")
+        reasoning = message.get("reasoning")
+        if reasoning is None:
+            reasoning = message.get("reasoning_content")
+        finish = choice.get("finish_reason")
+        served = data.get("model")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return ChatResponse(
+        content=content if isinstance(content, str) else None,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        finish_reason=finish if isinstance(finish, str) else None,
+        model=str(served or model),
+        usage=_usage(data.get("usage")),
+        status=200,
+    )
 
 
 def _schema_name(schema: Mapping[str, Any]) -> str:
@@ -602,6 +616,16 @@ def _error_message(payload: bytes) -> str:
         if detail:
             return str(detail)[:300]
     return text.strip()[:300]
+
+
+def to_cache(answer: ChatResponse) -> dict[str, Any]:
+    """What the cache keeps of an answer."""
+    return _to_cache(answer)
+
+
+def from_cache(hit: Mapping[str, Any]) -> ChatResponse:
+    """A cached answer as a ``ChatResponse`` (``cached`` set)."""
+    return _from_cache(hit)
 
 
 def _to_cache(answer: ChatResponse) -> dict[str, Any]:

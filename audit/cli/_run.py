@@ -282,7 +282,8 @@ def _run_one(
         resumed = prepare_directory(run_dir, plan)
         print(
             f"{'plan unchanged' if resumed else 'planned'}: {run_dir} (nothing run); "
-            f"`audit batch export {run_dir}` writes its LLM requests as a batch"
+            f"`audit batch export {run_dir}` (with the same --config) writes its LLM requests as "
+            "a batch"
         )
         return {}
     started = time.perf_counter()

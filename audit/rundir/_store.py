@@ -212,6 +212,21 @@ class MemoryBlocks:
         }
 
 
+def finished_job_keys(directory: Path) -> set[str]:
+    """The keys of the jobs a run directory's store holds, read without writing anything
+    (empty when there is no store yet)."""
+    path = directory / STORE_FILE
+    if not path.exists():
+        return set()
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {key for (key,) in db.execute("SELECT job_key FROM jobs")}
+    except sqlite3.OperationalError:  # created, killed before its schema was written
+        return set()
+    finally:
+        db.close()
+
+
 class RunStore:
     """Append-only results of one run directory."""
 
