@@ -237,6 +237,7 @@ def test_an_import_is_checked_line_by_line_before_anything_is_stored(tmp_path: P
         ("missing", "{run}: not a run directory ({run}/config.json: missing; not a run directory)"),
         ("deterministic", "{run}: its plan has no LLM stage"),
         ("no-model", "set model = ... for this backend"),
+        ("old-layout", "{run}: its LLM stage was planned with prompt layout 1; this version"),
     ],
 )
 def test_export_refuses_what_it_cannot_batch_in_one_line(tmp_path: Path, setup: str, message: str):
@@ -249,6 +250,11 @@ def test_export_refuses_what_it_cannot_batch_in_one_line(tmp_path: Path, setup: 
         invoke(*RUN, "--config", str(cfg), "--out", str(run_dir), "--plan-only")
         cfg.write_text(f'cache_path = "{tmp_path / "c.sqlite"}"\n[backends.llm]\n'
                        'base_url = "http://127.0.0.1:9/v1"\n')  # fmt: skip
+    elif setup == "old-layout":  # planned before prompts had a layout number
+        invoke(*RUN, "--config", str(cfg), "--out", str(run_dir), "--plan-only")
+        planned = json.loads((run_dir / "config.json").read_text())
+        del planned["config"]["llm"]["prompt_layout"]
+        (run_dir / "config.json").write_text(json.dumps(planned))
     result = runner.invoke(app, ["batch", "export", str(run_dir), "--config", str(cfg)])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()

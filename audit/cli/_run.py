@@ -14,6 +14,7 @@ import typer
 from audit.cli._common import fail
 from audit.errors import PlanError
 from audit.plan import (
+    PROMPT_LAYOUT,
     LLMStagePlan,
     RunPlan,
     TransformSpec,
@@ -343,6 +344,7 @@ def _llm_stage_options(
         repeats=repeats,
         transforms=transforms,
         use_schema=schema,
+        prompt_layout=PROMPT_LAYOUT,
     )
     cache_path = backends.resolved_cache_path()
 

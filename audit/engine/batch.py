@@ -41,7 +41,7 @@ from audit.backends import (
 from audit.engine._llm_stage import Unit, plan_units, run_unit
 from audit.engine._streaming import plan_variant
 from audit.errors import BatchError, RunDataError
-from audit.plan import LLMStagePlan, RunPlan
+from audit.plan import PROMPT_LAYOUT, LLMStagePlan, RunPlan
 from audit.rundir import finished_job_keys, read_config_file, rebuild_pairs
 from compressors import ChatRequest, build
 from histories import VARIANTS, Pair
@@ -123,6 +123,12 @@ def load_plan(run_dir: Path) -> tuple[RunPlan, LLMStagePlan, list[Pair]]:
         raise BatchError(
             f"{run_dir}: its plan has no LLM stage (it was run without --reader/--writer): "
             "nothing to batch"
+        )
+    if plan.llm.prompt_layout != PROMPT_LAYOUT:
+        raise BatchError(
+            f"{run_dir}: its LLM stage was planned with prompt layout "
+            f"{plan.llm.prompt_layout or 1}; this version lays prompts out as {PROMPT_LAYOUT}, "
+            "so its requests would not be the run's: plan it again in a new directory"
         )
     try:
         pairs, digest = rebuild_pairs(plan.pairs, run_dir)
