@@ -25,7 +25,6 @@ import importlib
 import logging
 import os
 import socket
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -211,18 +210,3 @@ def run_on_ray(
                     f"({_cause(error)}); rerun the same command to resume"
                 ) from None
             record(result)
-
-
-def measure_task_overhead(tasks: int = 2000) -> float:
-    """Seconds per no-op task, submitted and collected in one batch, on the connected
-    cluster (for the scaling benchmark)."""
-    ray = import_ray()
-    noop = ray.remote(num_cpus=1)(_noop)
-    ray.get([noop.remote(i) for i in range(50)])  # workers started and warm
-    started = time.perf_counter()
-    ray.get([noop.remote(i) for i in range(tasks)])
-    return (time.perf_counter() - started) / tasks
-
-
-def _noop(value: int) -> int:
-    return value
