@@ -155,6 +155,12 @@ def test_batch_rounds_send_exactly_the_live_requests_and_finish_with_none(tmp_pa
         output = invoke("batch", "export", str(run_dir), "--config", str(offline))
         if output.startswith("nothing to export"):
             break
+        if number == 10:  # the last round still to answer: the run would need its server
+            early = runner.invoke(app, [*RUN, "--config", str(offline), "--out", str(run_dir)])
+            assert early.exit_code == 1, early.output
+            assert "does not answer" in early.output, early.output
+            assert "nothing was run" in early.output, early.output
+            assert not (run_dir / "store.sqlite").exists()
         rounds.append(output)
         assert output.startswith(f"round {number}: "), output
         batch = run_dir / "batch" / f"round-{number:03d}.jsonl"
@@ -177,7 +183,10 @@ def test_batch_rounds_send_exactly_the_live_requests_and_finish_with_none(tmp_pa
 
     assert canonical(exported) == canonical(received)  # the very requests, byte for byte
 
-    invoke(*RUN, "--config", str(offline), "--out", str(run_dir))
+    # every answer is in the cache: the run completes without its server (which answers
+    # nothing), and says so
+    final = invoke(*RUN, "--config", str(offline), "--out", str(run_dir))
+    assert "the response cache answers every LLM request of this run" in final, final
     llm = json.loads((run_dir / "costs.json").read_text())["invocations"][-1]["llm"]
     counters = llm["writer_and_reader"]
     assert counters["sent"] == 0, counters

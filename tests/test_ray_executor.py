@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -170,6 +171,13 @@ def test_the_pilot_on_ray_equals_the_process_pool(
         json.loads((out / "config.json").read_text())["config"]
         == json.loads((local_run / "config.json").read_text())["config"]
     )
+    # the same run-directory guarantees: the manifest, with the run's own id
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["state"] == "complete"
+    assert manifest["run_id"] == json.loads((out / "config.json").read_text())["run_id"]
+    assert manifest["finished_jobs"] == len(manifest["planned_jobs"]) == 24
+    local_manifest = json.loads((local_run / "manifest.json").read_text())
+    assert manifest["files"] == local_manifest["files"]  # the same bytes, the same checksums
 
 
 def _kill_driver_after(args: list[str], out: Path, jobs: int, timeout_s: float = 120) -> None:
@@ -197,13 +205,40 @@ def test_a_killed_ray_driver_resumes(
     out = tmp_path / "killed"
     ray_args = [*ARGS, "--executor", "ray", "--ray-address", address]
     _kill_driver_after(ray_args, out, jobs=3 if resume_with == "ray" else 8)
-    again = ray_args if resume_with == "ray" else [*ARGS, "--workers", "2"]
-    resumed = audit(*again, "--out", str(out))
+    run_id = json.loads((out / "config.json").read_text())["run_id"]
+    killed = json.loads((out / "manifest.json").read_text())
+    assert killed["state"] == "running"  # killed without a word: never "complete"
+    assert killed["run_id"] == run_id
+    if resume_with == "ray":  # `audit resume`, the plan read back from config.json
+        resumed = audit("resume", str(out), "--executor", "ray", "--ray-address", address,
+                        "--quiet")  # fmt: skip
+    else:  # the same `audit run` command, with the local pool
+        resumed = audit(*ARGS, "--workers", "2", "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr
     assert_same_results(out, local_run)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["state"] == "complete"
+    assert manifest["run_id"] == run_id
     invocations = json.loads((out / "costs.json").read_text())["invocations"]
+    assert [i.get("outcome") for i in invocations] == [None, "finished"]  # the killed one too
     assert invocations[-1]["deterministic"]["executor"] == resume_with
     assert invocations[-1]["deterministic"]["jobs"] < 24  # the finished ones were skipped
+
+
+def test_nothing_at_the_ray_address_stops_the_run_before_any_work(tmp_path: Path) -> None:
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("ray is not installed")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "run"
+    result = audit(*ARGS, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                   "--out", str(out))  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: --ray-address: nothing answers at 127.0.0.1:{port}")
+    assert not out.exists()  # no run directory was made
 
 
 def _workers_running_a_job(session: int) -> list[int]:

@@ -58,6 +58,8 @@ class OfflineClient:
     refused: dict[str, str] = field(default_factory=dict)
     """Keys a batch refused earlier: answered as refused (not exported again)."""
     deferred: dict[str, CanonicalRequest] = field(default_factory=dict)
+    refused_asked: set[str] = field(default_factory=set)
+    """Keys of ``refused`` that this replay asked for (a live run would send them)."""
     cached: int = 0
     requests: int = 0
     on_request: Callable[[ChatRequest, bool], None] | None = None
@@ -93,6 +95,7 @@ class OfflineClient:
             return from_cache(hit)
         why = self.refused.get(canon.key)
         if why is not None:
+            self.refused_asked.add(canon.key)
             return ChatResponse(content=None, model=self.model, status=400, rejected=why)
         self.deferred.setdefault(canon.key, canon)
         return ChatResponse(content=None, model=self.model, error=DEFERRED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -36,6 +37,17 @@ class Invocation:
     executor: Executor = "local"
     ray_address: str | None = None
     plan_only: bool = False
+    retry_na: bool = True
+    """When resuming: ask again for LLM reads that an outage left NA."""
+
+
+def check_executor(executor: str, ray_address: str | None) -> Executor:
+    """``--executor`` and ``--ray-address``, checked (one line and exit 2 when wrong)."""
+    if executor not in EXECUTORS:
+        fail(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
+    if ray_address is not None and executor != "ray":
+        fail("--ray-address needs --executor ray")
+    return cast(Executor, executor)
 
 
 DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40"
@@ -132,6 +144,13 @@ def run_audit(
             "requests as a batch, and the same command without --plan-only runs it.",
         ),
     ] = False,
+    retry_na: Annotated[
+        bool,
+        typer.Option(
+            "--retry-na/--keep-na",
+            help="When resuming: ask again for LLM reads that an outage left NA.",
+        ),
+    ] = True,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 
@@ -153,10 +172,7 @@ def run_audit(
         fail("give --preset or --pairs, not both")
     if out is not None and name is not None:
         fail("give --out or --name, not both")
-    if executor not in EXECUTORS:
-        fail(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
-    if ray_address is not None and executor != "ray":
-        fail("--ray-address needs --executor ray")
+    chosen = check_executor(executor, ray_address)
     transform_specs = parse_transforms(transforms)
     budgets = parse_budgets(budget)
     specs = (
@@ -196,7 +212,7 @@ def run_audit(
             run_dir, source, pair_list, digest, specs, versions, budgets,
             transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
             repeats, llm_sample, llm_conditions, schema, llm_transforms,
-            Invocation(cast(Executor, executor), ray_address, plan_only),
+            Invocation(chosen, ray_address, plan_only, retry_na),
         )  # fmt: skip
         if generation_seed is not None:
             summaries[generation_seed] = summary
@@ -252,9 +268,6 @@ def _run_one(
     invocation: Invocation,
 ) -> dict[str, Any]:
     """One run directory: its plan, its execution, its summary printed."""
-    from audit.cli._console import print_summary, progress_bar
-    from audit.engine import execute
-
     llm_stage, open_llm = _llm_stage_options(
         reader,
         writer,
@@ -280,20 +293,62 @@ def _run_one(
     if invocation.plan_only:
         from audit.rundir import prepare_directory
 
-        resumed = prepare_directory(run_dir, plan)
+        resumed, _run_id = prepare_directory(run_dir, plan)
         print(
             f"{'plan unchanged' if resumed else 'planned'}: {run_dir} (nothing run); "
             f"`audit batch export {run_dir}` (with the same --config) writes its LLM requests as "
             "a batch"
         )
         return {}
+    return execute_and_print(run_dir, plan, pair_list, workers, quiet, open_llm, invocation)
+
+
+def execute_and_print(
+    run_dir: Path,
+    plan: RunPlan,
+    pair_list: list[Pair],
+    workers: int,
+    quiet: bool,
+    open_llm: BackendOpener | None,
+    invocation: Invocation,
+) -> dict[str, Any]:
+    """Run or resume ``plan`` in ``run_dir`` and print its summary; exit 3 when the run
+    ends incomplete (LLM reads NA for want of a server)."""
+    from audit.backends import BackendStartError
+    from audit.cli._console import print_summary, progress_bar
+    from audit.engine import execute
+    from audit.rundir import EXIT_INCOMPLETE, read_manifest
+
+    def run(opener: BackendOpener | None) -> dict[str, Any]:
+        with progress_bar(len(pair_list), enabled=not quiet) as advance:
+            return execute(
+                run_dir, plan, pair_list, workers=workers, progress=advance,
+                open_clients=opener, retry_na=invocation.retry_na,
+                executor=invocation.executor, ray_address=invocation.ray_address,
+            )  # fmt: skip
+
     started = time.perf_counter()
-    with progress_bar(len(pair_list), enabled=not quiet) as advance:
-        summary = execute(
-            run_dir, plan, pair_list, workers=workers, progress=advance, open_clients=open_llm,
-            executor=invocation.executor, ray_address=invocation.ray_address,
-        )  # fmt: skip
+    try:
+        summary = run(open_llm)
+    except BackendStartError as error:  # raised before any work: nothing was run
+        offline = _from_cache(run_dir, plan, open_llm) if open_llm is not None else None
+        if offline is None:
+            raise
+        typer.echo(
+            f"note: {str(error).split('; nothing was run')[0]}, but the response cache answers "
+            "every LLM request of this run (run as batches): completing it from the cache",
+            err=True,
+        )
+        summary = run(offline)
     print_summary(summary, run_dir, time.perf_counter() - started)
+    manifest = read_manifest(run_dir)
+    if manifest is not None and manifest.na_units:
+        typer.echo(
+            f"warning: {manifest.na_units} LLM unit(s) hold reads that are NA for want of a "
+            f"server (their scores are bounds): `audit resume {run_dir}` asks again",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INCOMPLETE)
     return summary
 
 
@@ -315,15 +370,6 @@ def _llm_stage_options(
         if llm_conditions:
             fail("--llm-conditions needs --reader and/or --writer")
         return None, None
-    # imported only now: the backends (aiohttp and friends) cost half a second to import
-    from audit.backends import load_config
-    from audit.engine.clients import declared_model, open_clients
-
-    backends = load_config(config_file)  # BackendError: one line
-    if reader is not None:
-        backends.get(reader, "reader")
-    if writer is not None:
-        backends.get(writer, "writer")
     specs: list[ConditionSpec] = parse_conditions(
         llm_conditions or DEFAULT_LLM_CONDITIONS, "--llm-conditions"
     )
@@ -334,6 +380,9 @@ def _llm_stage_options(
         specs = [s for s in specs if classes[s.label].uses_llm]
     if not specs:
         fail("--llm-conditions: nothing to run with the given --reader/--writer")
+    backends = load_backends(config_file, writer, reader)
+    from audit.engine.clients import declared_model
+
     stage = LLMStagePlan(
         reader=reader,
         reader_model=declared_model(backends, reader) if reader else None,
@@ -346,9 +395,68 @@ def _llm_stage_options(
         use_schema=schema,
         prompt_layout=PROMPT_LAYOUT,
     )
-    cache_path = backends.resolved_cache_path()
+    return stage, backend_opener(backends, writer, reader)
 
-    def opener() -> Any:
-        return open_clients(backends, writer, reader, cache_path)
 
-    return stage, opener
+def load_backends(config_file: Path | None, writer: str | None, reader: str | None) -> Any:
+    """The backends configuration, checked before any work: each named backend exists
+    and may serve its role, its API key is set, and the response cache opens."""
+    # imported only now: the backends (aiohttp and friends) cost half a second to import
+    from audit.backends import ResponseCache, load_config, resolve_api_key
+
+    backends = load_config(config_file)  # BackendError: one line
+    if reader is not None:
+        resolve_api_key(reader, backends.get(reader, "reader"), backends)
+    if writer is not None:
+        resolve_api_key(writer, backends.get(writer, "writer"), backends)
+    with ResponseCache(backends.resolved_cache_path()):
+        pass  # a damaged cache fails here, not after the deterministic stage
+    return backends
+
+
+@dataclass(frozen=True)
+class BackendOpener:
+    """Opens the writer and reader clients (``engine.execute`` calls it), checking first
+    that each server answers (``check_reachable``)."""
+
+    backends: Any
+    writer: str | None
+    reader: str | None
+    check_reachable: bool = True
+
+    def __call__(self) -> Any:
+        from audit.engine.clients import open_clients
+
+        return open_clients(
+            self.backends, self.writer, self.reader, self.backends.resolved_cache_path(),
+            check_reachable=self.check_reachable,
+        )  # fmt: skip
+
+
+def backend_opener(backends: Any, writer: str | None, reader: str | None) -> BackendOpener:
+    """The opener of a run's writer and reader clients."""
+    return BackendOpener(backends, writer, reader)
+
+
+def _from_cache(run_dir: Path, plan: RunPlan, opener: BackendOpener) -> BackendOpener | None:
+    """An opener without the reachability check, when the run planned in ``run_dir`` is
+    ``plan`` and the response cache answers every request it would send (its LLM
+    requests were run as batches, ``audit batch``); else None."""
+    from audit.backends import ResponseCache
+    from audit.engine.batch import live_requests
+    from audit.errors import MemoryAuditError
+    from audit.rundir import CONFIG_FILE, read_config_file
+
+    if not (run_dir / CONFIG_FILE).exists():
+        return None
+    try:
+        stored = read_config_file(run_dir).config.model_dump(mode="json")
+        if stored != plan.model_dump(mode="json"):  # another run: execute refuses it
+            return None
+        path = opener.backends.resolved_cache_path()
+        with ResponseCache(path, log_misses=False) as cache:
+            if live_requests(run_dir, opener.backends, cache):
+                return None
+    except MemoryAuditError:
+        return None
+    return dataclasses.replace(opener, check_reachable=False)

@@ -24,7 +24,7 @@ import asyncio
 import hashlib
 import json
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -395,19 +395,21 @@ async def run_stage(
     store: RunStore,
     writer: ChatClient | None,
     reader: ChatClient | None,
-    on_done: Callable[[list[str], pa.Table], object],
+    on_done: Callable[[list[str], pa.Table, str], object],
     concurrency: int = 16,
+    redo: Collection[str] = (),
 ) -> None:
-    """Run the units not yet in the store, committing each as it finishes."""
+    """Run the units not yet in the store (and those in ``redo``: units whose reads an
+    outage left NA, whose new rows replace the old), committing each as it finishes."""
     done = store.finished_jobs()
-    todo = [u for u in units if u.key not in done]
+    todo = [u for u in units if u.key not in done or u.key in redo]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(unit: Unit) -> None:
         async with gate:
             rows = await run_unit(unit, stage, writer, reader)
         packed = rows.pack()
-        if store.add_job(packed):
-            on_done(rows.log, table_from_bytes(packed.results))
+        if store.add_job(packed, replace=unit.key in redo):
+            on_done(rows.log, table_from_bytes(packed.results), unit.key)
 
     await asyncio.gather(*(one(u) for u in todo))

@@ -98,6 +98,15 @@ def connect(address: str | None, workers: int) -> RayCluster:
     return RayCluster(str(gcs), cpus, len(nodes), target is None)
 
 
+def preflight(address: str | None) -> None:
+    """Before any work: Ray is installed, and something listens at the address given
+    (or at ``RAY_ADDRESS``); ``ExecutorError`` in one line otherwise."""
+    import_ray()
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    if target is not None:
+        _reachable(target)
+
+
 def _reachable(address: str, timeout_s: float = 5.0) -> None:
     """Fail fast (one line) on an address nothing listens on: Ray itself would retry
     for minutes."""

@@ -42,7 +42,7 @@ from audit.engine._llm_stage import Unit, plan_units, run_unit
 from audit.engine._streaming import plan_variant
 from audit.errors import BatchError, RunDataError
 from audit.plan import PROMPT_LAYOUT, LLMStagePlan, RunPlan
-from audit.rundir import finished_job_keys, read_config_file, rebuild_pairs
+from audit.rundir import read_config_file, rebuild_pairs, settled_job_keys
 from compressors import ChatRequest, build
 from histories import VARIANTS, Pair
 
@@ -144,11 +144,35 @@ def load_plan(run_dir: Path) -> tuple[RunPlan, LLMStagePlan, list[Pair]]:
 def plan_round(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> BatchRound:
     """Replay the run's LLM stage against the cache: this round's requests and what is
     still to come.  Nothing is sent and nothing in the run directory changes."""
+    found = _replay_run(run_dir, config, cache)
+    return _round(found.tally, found.units, found.finished, found.has_reader, len(found.refused))
+
+
+def live_requests(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> int:
+    """How many requests ``audit run`` would still send for the planned run in
+    ``run_dir`` (not answered by the cache, or refused by a batch and so sent live);
+    0: the run completes from the cache without a server."""
+    found = _replay_run(run_dir, config, cache)
+    return sum(len(c.deferred) + len(c.refused_asked) for c in found.clients)
+
+
+@dataclass
+class _Replayed:
+    tally: _Tally
+    clients: list[OfflineClient]
+    units: int
+    finished: int
+    has_reader: bool
+    refused: dict[str, str]
+
+
+def _replay_run(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> _Replayed:
+    """The run's LLM stage (the units a resume would run) replayed against the cache."""
     plan, stage, pairs = load_plan(run_dir)
     for spec in stage.conditions:
         build(spec)
     units = plan_units(stage, pairs, plan.budgets, plan.seed)
-    done = finished_job_keys(run_dir)
+    done = settled_job_keys(run_dir, {unit.key for unit in units})  # as `audit run` would
     todo = [unit for unit in units if unit.key not in done]
     tally = _Tally()
     refused = cache.refused()
@@ -161,7 +185,10 @@ def plan_round(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> B
     writer = clients.get(stage.writer) if stage.writer else None
     reader = clients.get(stage.reader) if stage.reader else None
     asyncio.run(_replay(todo, stage, writer, reader))
-    return _round(tally, len(units), len(units) - len(todo), reader is not None, len(refused))
+    return _Replayed(
+        tally, list(clients.values()), len(units), len(units) - len(todo), reader is not None,
+        refused,
+    )  # fmt: skip
 
 
 def _counter(tally: _Tally, client: OfflineClient) -> Callable[[ChatRequest, bool], None]:

@@ -1,4 +1,8 @@
-"""Opening the writer and reader backends of a run's LLM stage (and closing them)."""
+"""Opening the writer and reader backends of a run's LLM stage (and closing them).
+
+They are opened before any work of the run: a backend that cannot be reached stops
+the run at once with one line naming it, instead of turning every read into NA.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,14 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
-from audit.backends import SMOLLM2, BackendsConfig, ResponseCache, open_backend
+from audit.backends import (
+    SMOLLM2,
+    BackendClient,
+    BackendsConfig,
+    BackendStartError,
+    ResponseCache,
+    open_backend,
+)
 from compressors import ChatClient
 
 
@@ -23,9 +34,17 @@ def declared_model(config: BackendsConfig, name: str) -> str:
 
 @asynccontextmanager
 async def open_clients(
-    config: BackendsConfig, writer: str | None, reader: str | None, cache_path: Path
+    config: BackendsConfig,
+    writer: str | None,
+    reader: str | None,
+    cache_path: Path,
+    check_reachable: bool = True,
 ) -> AsyncIterator[tuple[ChatClient | None, ChatClient | None]]:
-    """(writer client, reader client); one cache for both; servers stopped on exit."""
+    """(writer client, reader client); one cache for both; servers stopped on exit.
+
+    ``check_reachable``: a server that does not answer stops the run before any work;
+    off only for a run whose every request is known to be answered by the cache (a run
+    completed by batches, ``engine.batch.live_requests``)."""
     async with AsyncExitStack() as stack:
         cache = stack.enter_context(ResponseCache(cache_path))
         opened: dict[str, ChatClient] = {}
@@ -35,8 +54,25 @@ async def open_clients(
                 clients.append(None)
                 continue
             if name not in opened:
-                opened[name] = await stack.enter_async_context(
+                client = await stack.enter_async_context(
                     open_backend(name, config, role=role, cache=cache)  # type: ignore[arg-type]
                 )
+                if check_reachable and config.get(name).kind != "local":  # local: health-checked
+                    await ensure_reachable(client)
+                opened[name] = client
             clients.append(opened[name])
         yield clients[0], clients[1]
+
+
+async def ensure_reachable(client: BackendClient) -> None:
+    """Raise ``BackendStartError`` when a base URL of ``client`` does not answer at all
+    (``GET /models``; any HTTP status counts as an answer: some routers have no such
+    endpoint, and a key problem shows in the reads)."""
+    for base_url in client.backend.base_url:
+        status, _, text = await client.get_json(base_url, "/models")
+        if status is None:
+            raise BackendStartError(
+                f"backend {client.name!r}: {client.scrub(base_url)} does not answer "
+                f"({client.scrub(text)}); nothing was run: start the server or fix base_url "
+                "(audit backends check tells more)"
+            )
