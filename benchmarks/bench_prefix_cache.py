@@ -14,6 +14,15 @@ server's Prometheus counters are read before and after: ``vllm:prefix_cache_quer
 and ``vllm:prefix_cache_hits`` count prompt tokens looked up in, and found in, the
 prefix cache.  The hit rate is hits / queries.  Each tree gets a server of its own, so
 neither inherits the other's cache.
+
+``--ideal --budgets 600,1200,2400`` measures no server: for each tree it plans the run
+with those budgets (``audit run --plan-only``), exports its first batch round
+(``audit batch export``: the exact request bodies, every writer stream's first update
+and every deterministic condition's reads), renders each request with the model's chat
+template and counts, in file order, the prompt tokens in 16-token blocks whose whole
+prefix an earlier request already had: the hit rate of an unbounded prefix cache (no
+eviction, no timing), which isolates what the layout itself shares across conditions,
+budgets, writers and the reader.
 """
 
 from __future__ import annotations
@@ -147,6 +156,69 @@ def measure(
     return delta
 
 
+BLOCK = 16
+"""vLLM's default KV-cache block size: a prefix is cached in whole blocks."""
+
+TOKENIZE = r"""
+import json, sys
+from transformers import AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+for line in open(sys.argv[2]):
+    body = json.loads(line)["body"]
+    ids = tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True)
+    if not isinstance(ids, list):
+        ids = ids["input_ids"]
+    print(json.dumps(list(ids)))
+"""
+
+
+def ideal(tree: Path, key: str, label: str, args: argparse.Namespace, work: Path) -> None:
+    """The first batch round's prompts against an unbounded block prefix cache."""
+    python, model = vllm_env()
+    config = work / f"{key}-ideal.toml"
+    config.write_text(
+        f'cache_path = "{work / (key + "-ideal.sqlite")}"\n[backends.vllm]\n'
+        f'base_url = "http://127.0.0.1:9/v1"\nmodel = "{SERVED}"\n'
+    )
+    run_dir = work / f"ideal-{key}"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    for command in (
+        ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms",
+         "identity", "--reader", "vllm", "--writer", "vllm", "--llm-conditions",
+         args.llm_conditions, "--llm-sample", str(args.sample), "--repeats",
+         str(args.repeats), "--llm-transforms", "identity,relabel:1", "--budget",
+         args.budgets, "--quiet", "--plan-only", "--out", str(run_dir)],
+        ["batch", "export", str(run_dir), "--out", str(work / f"{key}-round1.jsonl")],
+    ):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "audit", *command, "--config", str(config)],
+            cwd=tree, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise SystemExit(f"audit {command[0]} failed ({label}):\n{done.stderr[-3000:]}")
+    tokens = subprocess.run(
+        [python, "-c", TOKENIZE, model, str(work / f"{key}-round1.jsonl")],
+        capture_output=True, text=True, check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    ).stdout.splitlines()  # fmt: skip
+    seen: set[tuple[int, ...]] = set()
+    queries = hits = 0
+    for line in tokens:
+        ids = json.loads(line)
+        queries += len(ids)
+        for end in range(BLOCK, len(ids) + 1, BLOCK):
+            prefix = tuple(ids[:end])
+            if prefix in seen:
+                hits += BLOCK
+            else:
+                seen.add(prefix)
+    print(
+        f"{label}: {len(tokens)} requests of round 1 (budgets {args.budgets}); unbounded "
+        f"prefix cache {hits:,} of {queries:,} prompt tokens hit = {100 * hits / queries:.1f} %",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--old-ref", help="a commit whose prompt layout to measure too")
@@ -154,7 +226,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--llm-conditions", default=CONDITIONS)
+    parser.add_argument("--ideal", action="store_true", help="no server: see the docstring")
+    parser.add_argument("--budgets", default="1200")
     args = parser.parse_args()
+    measure_tree = ideal if args.ideal else measure
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="prefix-") as temp:
         work = Path(temp)
@@ -165,8 +240,8 @@ def main() -> None:
                 ["git", "-C", str(ROOT), "archive", args.old_ref], capture_output=True, check=True
             ).stdout
             subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-            measure(old, "old", f"old layout ({args.old_ref[:10]})", args, work)
-        measure(ROOT, "new", "new layout (working tree)", args, work)
+            measure_tree(old, "old", f"old layout ({args.old_ref[:10]})", args, work)
+        measure_tree(ROOT, "new", "new layout (working tree)", args, work)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -1,6 +1,6 @@
 """Ray on one machine against the local process pool, and the figures of the cost model.
 
-Run: ``python benchmarks/bench_scale.py [--pairs-per-family 13] [--rounds 2]``.
+Run: ``python benchmarks/bench_scale.py [--pairs-per-family 9] [--rounds 2]``.
 
 Starts a real local Ray cluster (``ray start --head --block``, 127.0.0.1, 2 CPUs, a
 private temporary directory; stopped by its process group at the end), then measures,
@@ -9,11 +9,16 @@ each audit in a fresh process (so no run inherits another's warm caches):
 * Ray's per-task overhead: 2,000 no-op tasks submitted at once and collected, seconds
   per task (after 50 to start the workers);
 * the pilot (cca-pilot, the 9 deterministic conditions, identity + rename:40 +
-  permute:40, budget 1200: 104,976 reads) with the local pool (2 workers) and with Ray,
-  alternating, ``--rounds`` times each; the ratio of the medians;
+  permute:40, budget 1200: 24 pairs x 81 instances x 78 reads = 151,632 reads) with the
+  local pool (2 workers) and with Ray, alternating, ``--rounds`` times each; the ratio
+  of the medians, of wall time and of CPU time;
 * a sweep of at least a million reads (``--pairs-per-family`` pairs of each of the 12
   families, generated with seed 7, under identity + rename:40 + permute:40 +
-  relabel:40: 121 instances of each pair, 54 reads each), once with each executor;
+  relabel:40: 121 instances of each pair, 78 reads each; 9 per family = 1,019,304
+  reads), once with each executor;
+* CPU time as well as wall time, since a shared machine's load moves wall time: the
+  driver's own, plus the local pool's worker processes (its children) or every process
+  of the Ray cluster's session (workers, raylet, GCS: Ray's own cost included);
 * that every run's results.csv, results.parquet and summary.json are byte-identical,
   whichever executor ran it (the benchmark stops otherwise);
 * the per-read cost (the local pool's worker CPU seconds per read), the driver's cost
@@ -39,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -108,7 +114,53 @@ def one(kind: str, executor: str, address: str | None, pairs_per_family: int) ->
     }), flush=True)  # fmt: skip
 
 
-def run_one(kind: str, executor: str, address: str, pairs_per_family: int) -> dict[str, Any]:
+def session_cpu(session: int) -> dict[tuple[int, int], float]:
+    """CPU seconds used so far by each live process of a session (the Ray cluster's),
+    keyed by (pid, start time)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[tuple[int, int], float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != session:
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+            found[int(entry.name), int(fields[19])] = cpu
+        except (OSError, ProcessLookupError, ValueError, IndexError):
+            continue
+    return found
+
+
+class SessionCPU:
+    """The CPU time a session's processes use while it runs, sampled every 0.1 s: Ray
+    starts workers for each driver and ends them with it (and its raylet does not
+    inherit their time), so each process is counted up to its last sample."""
+
+    def __init__(self, session: int) -> None:
+        self.session = session
+        self.before = session_cpu(session)
+        self.last = dict(self.before)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.1):
+            self.last.update(session_cpu(self.session))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        self.last.update(session_cpu(self.session))
+        return sum(cpu - self.before.get(key, 0.0) for key, cpu in self.last.items())
+
+
+def run_one(
+    kind: str, executor: str, address: str, pairs_per_family: int, session: int
+) -> dict[str, Any]:
+    cluster = SessionCPU(session)
     out = subprocess.run(
         [sys.executable, __file__, "--one", kind, executor, address, str(pairs_per_family)],
         capture_output=True, text=True, check=False,
@@ -116,15 +168,28 @@ def run_one(kind: str, executor: str, address: str, pairs_per_family: int) -> di
     if out.returncode != 0:
         raise SystemExit(f"{kind} with {executor} failed:\n{out.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    result["cluster_cpu"] = cluster.stop()
+    workers = result["child_cpu"] if executor == "local" else result["cluster_cpu"]
+    result["cpu"] = result["main_cpu"] + workers
     print(
         f"  {kind:<5} {executor:<5}: {result['seconds']:6.1f} s wall "
         f"(jobs {result['jobs_seconds']:.1f} s), {result['reads']:,} reads, "
-        f"{result['reads'] / result['seconds']:,.0f} reads/s; CPU {result['main_cpu']:.1f} s "
-        f"driver, {result['child_cpu']:.1f} s local worker processes; driver peak RSS "
-        f"{result['driver_rss_mib']:,.0f} MiB",
+        f"{result['reads'] / result['seconds']:,.0f} reads/s; CPU {result['cpu']:.1f} s = "
+        f"{result['main_cpu']:.1f} s driver + {workers:.1f} s "
+        f"{'pool workers' if executor == 'local' else 'Ray cluster'}; driver peak RSS "
+        f"{result['driver_rss_mib']:,.0f} MiB; load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return result
+
+
+def compare(kind: str, runs: dict[str, list[dict[str, Any]]], how: str) -> None:
+    """Ray against the local pool: the ratio of the median wall times, and of CPU times."""
+    for measure, unit in (("seconds", "wall time"), ("cpu", "CPU time")):
+        local = statistics.median(r[measure] for r in runs["local"])
+        ray = statistics.median(r[measure] for r in runs["ray"])
+        print(f"{kind}: ray / local {unit} = {ray:.1f} / {local:.1f} s = {ray / local:.2f}x "
+              f"({how})", flush=True)  # fmt: skip
 
 
 def identical(results: list[dict[str, Any]], kind: str) -> None:
@@ -209,7 +274,7 @@ def commit_rate(jobs: int = 200) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs-per-family", type=int, default=13)
+    parser.add_argument("--pairs-per-family", type=int, default=9)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
@@ -228,31 +293,29 @@ def main() -> None:
         overhead = task_overhead(address)
         print(f"ray: local cluster at {address}, 2 CPUs; no-op task {overhead * 1e3:.3f} ms each "
               "(2,000 submitted at once)", flush=True)  # fmt: skip
+        session = cluster.pid  # `ray start` leads the session of every cluster process
         pilot: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
         print(f"pilot: cca-pilot, 9 deterministic conditions, {PILOT_TRANSFORMS}")
         for _ in range(args.rounds):
             for executor in ("local", "ray"):
-                pilot[executor].append(run_one("pilot", executor, address, 0))
-        local = statistics.median(r["seconds"] for r in pilot["local"])
-        ray = statistics.median(r["seconds"] for r in pilot["ray"])
-        print(f"pilot: ray / local wall time = {ray:.1f} / {local:.1f} s = {ray / local:.2f}x "
-              f"(medians of {args.rounds})", flush=True)  # fmt: skip
+                pilot[executor].append(run_one("pilot", executor, address, 0, session))
+        compare("pilot", pilot, f"medians of {args.rounds}")
         identical(pilot["local"] + pilot["ray"], "pilot")
         if not args.skip_sweep:
             per = args.pairs_per_family
             print(f"sweep: {per} pairs x {len(FAMILIES)} families (seed 7), {SWEEP_TRANSFORMS}")
-            sweep = {e: run_one("sweep", e, address, per) for e in ("local", "ray")}
-            ratio = sweep["ray"]["seconds"] / sweep["local"]["seconds"]
-            identical(list(sweep.values()), "sweep")
-            print(f"sweep: ray / local wall time = {sweep['ray']['seconds']:.1f} / "
-                  f"{sweep['local']['seconds']:.1f} s = {ratio:.2f}x", flush=True)  # fmt: skip
-            base = sweep["local"]
+            sweep = {e: [run_one("sweep", e, address, per, session)] for e in ("local", "ray")}
+            compare("sweep", sweep, "one run each")
+            identical(sweep["local"] + sweep["ray"], "sweep")
+            base, ray = sweep["local"][0], sweep["ray"][0]
             print(
-                f"per read: {1e6 * base['child_cpu'] / base['reads']:.1f} us of worker CPU "
-                f"(local pool), {1e6 * base['seconds'] / base['reads']:.1f} us of wall on 2 "
-                f"cores; driver CPU {1e3 * sweep['ray']['main_cpu'] / sweep['ray']['jobs']:.1f} "
-                f"ms per job with ray, {1e3 * base['main_cpu'] / base['jobs']:.1f} ms with the "
-                "local pool (commit, CSV, finish)",
+                f"per read: {1e6 * base['child_cpu'] / base['reads']:.1f} us of pool worker CPU, "
+                f"{1e6 * ray['cluster_cpu'] / ray['reads']:.1f} us of Ray cluster CPU; "
+                f"{base['reads'] / base['jobs']:,.0f} reads per job; driver CPU per job "
+                f"{1e3 * ray['main_cpu'] / ray['jobs']:.1f} ms with Ray, "
+                f"{1e3 * base['main_cpu'] / base['jobs']:.1f} ms with the local pool (plan, "
+                f"commit, CSV, finish); driver peak RSS {ray['driver_rss_mib']:,.0f} MiB with "
+                f"Ray, {base['driver_rss_mib']:,.0f} MiB local",
                 flush=True,
             )
     finally:
