@@ -178,6 +178,13 @@ def dataset_bytes(
     return body, (manifest.model_dump_json(indent=2) + "\n").encode("utf-8")
 
 
+def _umask_mode() -> int:
+    """The mode a plain ``open()`` would give a new file: 0666 less the umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_files_atomically(directory: Path, files: dict[str, bytes]) -> None:
     """Write every file or none: temp files first, then renames; a directory this
     call created is removed again if anything fails."""
@@ -188,6 +195,7 @@ def write_files_atomically(directory: Path, files: dict[str, bytes]) -> None:
         for name, content in files.items():
             fd, temp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
             temps[name] = temp
+            os.fchmod(fd, _umask_mode())  # mkstemp makes 0600; a pair file is a shared input
             with os.fdopen(fd, "wb") as handle:
                 handle.write(content)
         for name, temp in temps.items():

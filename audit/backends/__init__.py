@@ -36,6 +36,7 @@ from audit.backends._check import CheckResult, check_backend, check_client
 from audit.backends._client import (
     BackendClient,
     ClientStats,
+    Completion,
     completion_response,
     from_cache,
     to_cache,
@@ -63,6 +64,7 @@ from audit.backends._errors import (
 )
 from audit.backends._local import SMOLLM2, LocalServerSpec, ensure_local_model, local_server
 from audit.backends._open import open_backend, resolve_api_key
+from audit.backends._secrets import Scrubber, scrub
 
 __all__ = [
     "CHAT_URL",
@@ -85,6 +87,7 @@ __all__ = [
     "CanonicalRequest",
     "CheckResult",
     "ClientStats",
+    "Completion",
     "Explanation",
     "LocalServerSpec",
     "ModelProvisionError",
@@ -92,6 +95,7 @@ __all__ = [
     "ResponseCache",
     "Role",
     "RoleNotConfiguredError",
+    "Scrubber",
     "UnknownBackendError",
     "batch_line",
     "batch_model",
@@ -109,5 +113,6 @@ __all__ = [
     "parse_output_line",
     "request_from_material",
     "resolve_api_key",
+    "scrub",
     "to_cache",
 ]

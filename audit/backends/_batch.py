@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from audit.backends._cache import CanonicalRequest, ResponseCache
-from audit.backends._client import BackendClient, completion_response, from_cache
+from audit.backends._client import BackendClient, completion_response
 from audit.backends._config import BackendsConfig
 from audit.backends._errors import BackendConfigError
 from audit.backends._local import SMOLLM2
@@ -92,7 +92,7 @@ class OfflineClient:
             self.on_request(request, hit is not None)
         if hit is not None:
             self.cached += 1
-            return from_cache(hit)
+            return self.client.cached_answer(hit)
         why = self.refused.get(canon.key)
         if why is not None:
             self.refused_asked.add(canon.key)
@@ -140,8 +140,8 @@ def parse_output_line(text: str) -> BatchAnswer:
     body = response.get("body") if response else None
     if status == 200 and failure is None:
         answer = completion_response(body)
-        if answer is None:
-            raise ValueError("a 200 response whose body is not a chat completion")
+        if isinstance(answer, str):
+            raise ValueError(f"a 200 response whose body is not a chat completion ({answer})")
         return BatchAnswer(key, answer, None)
     message = _error_text(failure if failure is not None else body)
     return BatchAnswer(key, None, f"HTTP {status}: {message}" if status else message)

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audit.scoring import article, grouped_matches, listed
+
 
 @contextmanager
 def progress_bar(total: int, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
@@ -128,33 +130,75 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     )
 
 
+def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
+    """A false order-invariance claim as a warning; spelling dependence as one note."""
+    for alert in alerts:
+        if alert["check"] != "order":
+            continue
+        console.print(
+            f"[bold yellow]warning[/]: {alert['condition']} claims order invariance, but "
+            f"at {alert['budget']} B its memory changed under {alert['transform']} on "
+            f"{alert['k']}/{alert['n']} source pairs ({alert['reads_k']}/{alert['reads_n']} "
+            "reads): the claim is false."
+        )
+    spelled = [
+        f"{a['condition']} {a['k']}/{a['n']}"
+        + (f" at {a['budget']} B" if len({b["budget"] for b in alerts}) > 1 else "")
+        for a in alerts
+        if a["check"] == "labels" and a["kind"] == "strict" and a["reader"] == "exact"
+    ]
+    if spelled:
+        console.print(
+            "note: these memories depend on how labels are spelled (equivariance violated "
+            f"under renaming, source pairs): {', '.join(spelled)}."
+        )
+
+
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
     console = Console(width=max(Console().width, 160))
     _print_exact(console, summary)
     _print_llm(console, summary)
-    for match in summary.get("probe_matches", []):
-        console.print(
-            f"[bold yellow]warning[/]: this audit cannot tell {match['condition']} from a "
-            f"naming heuristic at {match['budget']} B: the probe {match['probe']} does as well "
-            f"on joint J under every transform ({', '.join(match['transforms'])}); add a "
-            "transform that breaks it (relabel) before trusting its score."
+    for group in grouped_matches(summary.get("probe_matches", [])):
+        matches = group["matches"]
+        heuristics = [m.get("heuristic", "naming") for m in matches]  # older summaries: naming
+        kinds = listed(list(dict.fromkeys(heuristics)), "or")
+        probes = ", ".join(
+            m["probe"] + (f" (it exploits {m['exploits']})" if m.get("exploits") else "")
+            for m in matches
         )
+        advice = group["advice"] if matches[0].get("advice") else "add a transform that breaks it"
+        which = "the probe" if len(matches) == 1 else "the probes"
+        does = "does" if len(matches) == 1 else "each do"
+        console.print(
+            f"[bold yellow]warning[/]: this audit cannot tell {group['condition']} from "
+            f"{article(kinds)} {kinds} heuristic at {group['budget']} B: {which} {probes} "
+            f"{does} as well on joint J under every transform "
+            f"({', '.join(group['transforms'])}); {advice}."
+        )
+    _print_equivariance(console, summary.get("equivariance_alerts", []))
     for flag in summary["selection"]:
         if flag["warn"] and flag["misleading"]:
             who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"
+            noise = (
+                " Within noise: no such difference is significant by an exact McNemar test "
+                "on these source pairs."
+                if flag.get("within_noise")
+                else ""
+            )
             console.print(
                 f"[bold yellow]warning[/]{who}: at {flag['budget']} B, current accuracy ranks "
                 f"{', '.join(flag['best_by_current'])} best, but reveal accuracy ranks "
                 f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
-                f"{', '.join(flag['misleading'])}."
+                f"{', '.join(flag['misleading'])}.{noise}"
             )
     raised = sum(
         e["outcomes (reads)"].get("error", 0) for e in summary["scores"] if e["family"] == "all"
     )
     if raised:
         console.print(
-            f"[bold red]{raised} reads failed because a compressor raised[/]: the tracebacks "
-            f"are in {run_dir}/run.log"
+            f"[bold red]{raised} reads failed because a compressor raised[/]: each counts "
+            "against it (scored 0, no adequate memory, a collision), never as a smaller n; "
+            f"the tracebacks are in {run_dir}/run.log"
         )
     console.print(
         f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "
@@ -175,7 +219,7 @@ def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
     for seed in seeds:
         table.add_column(f"seed {seed}", justify="right")
     table.add_column("pooled [95 % Wilson]", justify="right")
-    table.add_column("seeds agree?\n(heterogeneity p)", justify="right")
+    table.add_column("seeds differ?\n(heterogeneity p)", justify="right")
     for row in rows:
         if row["reader"] != "exact":
             continue
@@ -183,11 +227,18 @@ def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
         pooled = joint["pooled"]
         interval = f" [{pooled['low']:.2f}, {pooled['high']:.2f}]" if pooled["n"] else ""
         p = joint["heterogeneity_p"]
-        agree = "-" if p is None else (f"no, p {p:.3g}" if p < 0.05 else f"yes, p {p:.2f}")
+        agree = "-" if p is None else (f"yes, p {p:.3g}" if p < 0.05 else f"no evidence, p {p:.2f}")
         table.add_row(
             row["condition"], str(row["budget"]),
             *(_fmt(joint["per_seed"].get(seed)) for seed in seeds),
             _fmt(pooled) + interval, agree,
         )  # fmt: skip
     console.print(table)
+    per_seed = [c["n"] for row in rows for c in row["joint_J"]["per_seed"].values() if c["n"]]
+    console.print(
+        'seeds differ?: an exact test that the seeds share one joint J rate. "no evidence" '
+        "is not agreement: with "
+        + (f"{min(per_seed)} source pairs a seed" if per_seed else "few source pairs")
+        + " it sees only large differences (low power)."
+    )
     console.print(f"replication of {len(seeds)} seeds in {root}/ (replication.json, seed-N/)")

@@ -50,7 +50,7 @@ def check_executor(executor: str, ray_address: str | None) -> Executor:
     return cast(Executor, executor)
 
 
-DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40"
+DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40,rerev:10,revalue:10"
 DEFAULT_LLM_TRANSFORMS = "identity,relabel:1"
 """The LLM stage's instances: each sampled pair as it is and relabelled once, so LLM
 writers and readers face the same naming check as the deterministic stage."""
@@ -67,7 +67,11 @@ def run_audit(
         typer.Option(help="Comma list of conditions (name[:k=v], or package.module:Class)."),
     ] = None,
     transforms: Annotated[
-        str, typer.Option(help="identity, rename:K, permute:K, relabel:K, decoy:K (comma list).")
+        str,
+        typer.Option(
+            help="identity, rename:K, permute:K, relabel:K, decoy:K, rerev:K, revalue:K "
+            "(comma list)."
+        ),
     ] = DEFAULT_TRANSFORMS,
     budget: Annotated[
         str, typer.Option(help="Memory budgets in UTF-8 bytes (comma list).")
@@ -156,8 +160,9 @@ def run_audit(
 
     With no options this is the default audit: the cca-pilot pairs, every deterministic
     condition and shortcut probe under identity + 40 renamings + 40 permutations + 40
-    relabellings, read by the exact interpreter (seconds, no model).  LLM reads are an
-    opt-in: --reader local and --writer local for the embedded model, --config for vLLM.
+    relabellings + 10 revision remaps + 10 value redraws, read by the exact
+    interpreter (seconds, no model).  LLM reads are an opt-in: --reader local and
+    --writer local for the embedded model, --config for vLLM.
     """
     from audit.cli._console import print_replication
     from audit.rundir import (

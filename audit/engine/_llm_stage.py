@@ -112,9 +112,21 @@ class WriterLog:
     updates: list[list[ChatResponse]] = field(default_factory=list)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
+        """The client's answer, kept.  Whatever the client raises (or a non-answer it
+        returns) is its failure, not the compressor's: ``ChatUnavailableError``, so the
+        reads are NA, never scored wrong."""
         if self.client is None:
             raise ChatUnavailableError("no writer backend was given (--writer)")
-        response = await self.client.chat(request)
+        try:
+            response = await self.client.chat(request)
+        except Exception as error:
+            raise ChatUnavailableError(
+                f"the writer's chat client failed: {type(error).__name__}: {error}"
+            ) from error
+        if not isinstance(response, ChatResponse):
+            raise ChatUnavailableError(
+                f"the writer's chat client returned {type(response).__name__}, not a ChatResponse"
+            )
         if not self.updates:
             self.updates.append([])
         self.updates[-1].append(response)

@@ -195,7 +195,7 @@ def _counter(tally: _Tally, client: OfflineClient) -> Callable[[ChatRequest, boo
     def on_request(request: ChatRequest, cached: bool) -> None:
         canon = client.canonical(request)
         if request.tag.startswith("reader:"):
-            if not cached:
+            if not cached and canon.key not in client.refused:  # refused: `audit run` sends it
                 tally.reader.setdefault(canon.key, canon)
             return
         stream = _STREAM.get()

@@ -135,7 +135,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         systems.append(row)
     baseline = included[0]
     rows = []
-    for key in order:
+    for key in order if shared else []:  # no shared pair: nothing to compare, no test
         label, reader, condition, budget = key
         if label == baseline:
             continue
@@ -204,10 +204,16 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         }
         for lab, run in zip(labels, runs, strict=True)
     ]
+    empty = (
+        None
+        if shared
+        else "No source pair is shared by every run: nothing to compare (a paired test needs "
+        "the same histories in both runs)."
+    )
     alerts = [block for run in runs for block in integrity_alert(run)]
     return _document(
         labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method,
-        alerts,
+        alerts, empty,
     )  # fmt: skip
 
 
@@ -228,6 +234,7 @@ def _document(
     notes: list[str],
     method: str,
     alerts: Sequence[Block] = (),
+    empty: str | None = None,
 ) -> Document:
     run_columns = [
         Column("label", "run", "label"),
@@ -251,7 +258,8 @@ def _document(
     if comparisons.empty:
         blocks.append(
             Paragraph(
-                "No system of a later run matches a baseline system (same condition, "
+                empty
+                or "No system of a later run matches a baseline system (same condition, "
                 "budget and reader kind): nothing to compare."
             )
         )
