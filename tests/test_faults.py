@@ -116,6 +116,7 @@ def audit_run(config: Path, out: Path, codes: tuple[int, ...] = (0,)) -> Any:
             "--workers",
             "1",
             "--quiet",
+            "--no-determinism",  # every request through the proxy is a read under test
             "--out",
             str(out),
         ],
@@ -351,7 +352,17 @@ def resume_after_the_outage(
     proxy.reset(rate=0.0)
     try:
         result = runner.invoke(
-            app, ["resume", str(out), "--config", str(config), "--quiet", "--workers", "1"]
+            app,
+            [
+                "resume",
+                str(out),
+                "--config",
+                str(config),
+                "--quiet",
+                "--workers",
+                "1",
+                "--no-determinism",
+            ],
         )
     finally:
         proxy.reset(rate=RATE)

@@ -32,7 +32,7 @@ from audit.backends._cache import (
     canonical_request,
     request_from_material,
 )
-from audit.backends._check import CheckResult, check_backend, check_client
+from audit.backends._check import CheckResult, check_backend, check_client, check_determinism
 from audit.backends._client import (
     BackendClient,
     ClientStats,
@@ -52,6 +52,12 @@ from audit.backends._config import (
     default_cache_dir,
     default_cache_path,
     load_config,
+)
+from audit.backends._determinism import (
+    PROBE_REQUESTS,
+    DeterminismResult,
+    measure_determinism,
+    probe_requests,
 )
 from audit.backends._errors import (
     BackendConfigError,
@@ -73,6 +79,7 @@ __all__ = [
     "ENV_PREFIX",
     "KEY_VERSION",
     "LOCAL",
+    "PROBE_REQUESTS",
     "ROLES",
     "SMOLLM2",
     "BackendClient",
@@ -88,6 +95,7 @@ __all__ = [
     "CheckResult",
     "ClientStats",
     "Completion",
+    "DeterminismResult",
     "Explanation",
     "LocalServerSpec",
     "ModelProvisionError",
@@ -102,6 +110,7 @@ __all__ = [
     "canonical_request",
     "check_backend",
     "check_client",
+    "check_determinism",
     "completion_response",
     "default_cache_dir",
     "default_cache_path",
@@ -109,8 +118,10 @@ __all__ = [
     "from_cache",
     "load_config",
     "local_server",
+    "measure_determinism",
     "open_backend",
     "parse_output_line",
+    "probe_requests",
     "request_from_material",
     "resolve_api_key",
     "scrub",

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -54,44 +55,78 @@ def _cells(summary: dict[str, Any], exact: bool) -> list[dict[str, Any]]:
 
 
 def _print_exact(console: Console, summary: dict[str, Any]) -> None:
+    """The exact reader's table: in full when the terminal holds it, else a compact
+    headline (condition, current, reveal, joint J, late-ref, collisions) that fits 80
+    columns; names and denominators are never cut, the report has the rest."""
     entries = _cells(summary, exact=True)
     if not entries:
         return
-    transforms = list(dict.fromkeys(e["transform"] for e in entries))
-    others = [t for t in transforms if t != "identity"]
-    table = Table(
-        title="Exact reader, all families: k/n source pairs at identity; "
-        "under a transform, k/n blocks (every renamed or permuted instance)",
-        box=box.SIMPLE_HEAD,
+    full = _exact_table(summary, entries, compact=False)
+    unbounded = console.options.update_width(100_000)  # a measurement is clamped to it
+    if Measurement.get(console, unbounded, full).maximum <= console.width:
+        console.print(full)
+        return
+    console.print(_exact_table(summary, entries, compact=True))
+    console.print(
+        f"(a {console.width}-column terminal: override, budget and every transform's "
+        "column are in summary.json and the report)"
     )
-    for column in ("condition", "budget", "current", "reveal", "override", "joint J",
-                   "late-ref adequacy", "collisions"):  # fmt: skip
-        table.add_column(column, justify="left" if column == "condition" else "right")
+
+
+def _exact_table(summary: dict[str, Any], entries: list[dict[str, Any]], compact: bool) -> Table:
+    transforms = list(dict.fromkeys(e["transform"] for e in entries))
+    others = [] if compact else [t for t in transforms if t != "identity"]
+    budgets = {e["budget"] for e in entries}
+    title = (
+        "Exact reader, all families, k/n source pairs at identity"
+        if compact
+        else "Exact reader, all families: k/n source pairs at identity; "
+        "under a transform, k/n blocks (every renamed or permuted instance)"
+    )
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact)
+    columns = ["condition", "budget", "current", "reveal", "override", "joint J",
+               "late-ref adequacy", "collisions"]  # fmt: skip
+    if compact:
+        columns = ["condition", *(["budget"] if len(budgets) > 1 else []), "current",
+                   "reveal", "joint J", "late-ref", "collided"]  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column == "condition" else "right",
+                         no_wrap=True)  # fmt: skip
     for transform in others:
-        table.add_column(f"reveal\n@{transform}", justify="right")
-    table.add_column("equivariance\nviolations\n(pairs, rename)", justify="right")
+        table.add_column(f"reveal\n@{transform}", justify="right", no_wrap=True)
+    if not compact:
+        table.add_column("equivariance\nviolations\n(pairs, rename)", justify="right")
     by_key = {(e["condition"], e["budget"], e["transform"]): e for e in entries}
     kinds = summary.get("kinds", {})
-    marks = {"archive": " (ceiling)", "probe": " (probe)"}
+    marks = {"archive": " (ceiling)", "probe": "" if compact else " (probe)"}  # probe_*
     for (condition, budget, transform), entry in by_key.items():
         if transform != "identity" and "identity" in transforms:
             continue
         pairs = entry["source pairs"]
         name = condition + marks.get(kinds.get(condition, "strict"), "")
-        cells = [name, str(budget), _fmt(pairs["current"]), _fmt(pairs["reveal"]),
-                 _fmt(pairs["override"]), _fmt(pairs["joint_J"]),
-                 _fmt(pairs["late_reference_adequacy"]), _fmt(pairs["collision"])]  # fmt: skip
+        values = {
+            "condition": name, "budget": str(budget), "current": _fmt(pairs["current"]),
+            "reveal": _fmt(pairs["reveal"]), "override": _fmt(pairs["override"]),
+            "joint J": _fmt(pairs["joint_J"]),
+            "late-ref adequacy": _fmt(pairs["late_reference_adequacy"]),
+            "late-ref": _fmt(pairs["late_reference_adequacy"]),
+            "collisions": _fmt(pairs["collision"]),
+            "collided": _fmt(pairs["collision"]),
+        }  # fmt: skip
+        cells = [values[column] for column in columns]
         for other in others:
             moved = by_key.get((condition, budget, other))
             cells.append(_fmt(moved["blocks"]["reveal"]) if moved else "-")
-        # equivariance under the same-length renamings; relabel changes label lengths, so
-        # a budgeted memory may keep other records there (the report shows it apart)
-        renamed = by_key.get((condition, budget, "rename")) or by_key.get(
-            (condition, budget, "decoy")
-        )
-        cells.append(_fmt(renamed["equivariance_violations"]["source pairs"]) if renamed else "-")
+        if not compact:
+            # equivariance under the same-length renamings; relabel changes label lengths,
+            # so a budgeted memory may keep other records there (the report shows it apart)
+            renamed = by_key.get((condition, budget, "rename")) or by_key.get(
+                (condition, budget, "decoy")
+            )
+            violations = renamed["equivariance_violations"]["source pairs"] if renamed else None
+            cells.append(_fmt(violations) if renamed else "-")
         table.add_row(*cells)
-    console.print(table)
+    return table
 
 
 def _print_llm(console: Console, summary: dict[str, Any]) -> None:
@@ -155,7 +190,7 @@ def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
 
 
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
-    console = Console(width=max(Console().width, 160))
+    console = Console()
     _print_exact(console, summary)
     _print_llm(console, summary)
     for group in grouped_matches(summary.get("probe_matches", [])):
@@ -208,7 +243,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
 
 def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
     """Per system: joint J per seed, pooled, and whether the seeds agree."""
-    console = Console(width=max(Console().width, 120))
+    console = Console()
     seeds = sorted({s for row in rows for s in row["joint_J"]["per_seed"]}, key=int)
     table = Table(
         title="Replication: joint J at identity, k/n source pairs per generation seed and pooled",

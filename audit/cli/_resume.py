@@ -14,14 +14,18 @@ from typing import Annotated
 
 import typer
 
+from audit.cli._common import MAX_WORKERS
 from audit.errors import RunDirectoryError
 
 
 def resume_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
-    workers: Annotated[int, typer.Option(min=1, help="Processes (default: every core).")] = max(
-        1, os.cpu_count() or 1
-    ),
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
+        ),
+    ] = max(1, os.cpu_count() or 1),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     config_file: Annotated[
         Path | None,
@@ -47,6 +51,14 @@ def resume_command(
             "a private local Ray with --workers CPUs."
         ),
     ] = None,
+    determinism: Annotated[
+        bool,
+        typer.Option(
+            "--determinism/--no-determinism",
+            help="Measure each LLM backend's determinism before its reads (kept in "
+            "config.json: the first measurement stays).",
+        ),
+    ] = True,
 ) -> None:
     """Finish a stopped run, retry its NA reads and rewrite its result files.
 
@@ -61,7 +73,8 @@ def resume_command(
     )
     from audit.rundir import read_config_file, rebuild_pairs
 
-    invocation = Invocation(check_executor(executor, ray_address), ray_address, retry_na=retry_na)
+    chosen = check_executor(executor, ray_address)
+    invocation = Invocation(chosen, ray_address, retry_na=retry_na, determinism=determinism)
     config = read_config_file(run_dir)  # RunDataError: one line naming the file
     plan = config.config
     try:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, cast
 
 import typer
 
-from audit.cli._common import fail
+from audit.cli._common import MAX_WORKERS, fail
 from audit.errors import PlanError
 from audit.plan import (
     PROMPT_LAYOUT,
@@ -39,6 +39,8 @@ class Invocation:
     plan_only: bool = False
     retry_na: bool = True
     """When resuming: ask again for LLM reads that an outage left NA."""
+    determinism: bool = True
+    """Measure each LLM backend's determinism before its reads."""
 
 
 def check_executor(executor: str, ray_address: str | None) -> Executor:
@@ -83,9 +85,12 @@ def run_audit(
     name: Annotated[
         str | None, typer.Option("--name", help="Run directory runs/NAME (instead of --out).")
     ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Processes (default: every core).")] = max(
-        1, os.cpu_count() or 1
-    ),
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
+        ),
+    ] = max(1, os.cpu_count() or 1),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     reader: Annotated[
         str | None, typer.Option(help="Backend for the LLM reader (local, or one in --config).")
@@ -155,6 +160,14 @@ def run_audit(
             help="When resuming: ask again for LLM reads that an outage left NA.",
         ),
     ] = True,
+    determinism: Annotated[
+        bool,
+        typer.Option(
+            "--determinism/--no-determinism",
+            help="Before LLM reads: measure each backend's determinism (16 fixed requests "
+            "sent twice) and record it in config.json.",
+        ),
+    ] = True,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 
@@ -217,7 +230,7 @@ def run_audit(
             run_dir, source, pair_list, digest, specs, versions, budgets,
             transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
             repeats, llm_sample, llm_conditions, schema, llm_transforms,
-            Invocation(chosen, ray_address, plan_only, retry_na),
+            Invocation(chosen, ray_address, plan_only, retry_na, determinism),
         )  # fmt: skip
         if generation_seed is not None:
             summaries[generation_seed] = summary
@@ -324,28 +337,32 @@ def execute_and_print(
     from audit.engine import execute
     from audit.rundir import EXIT_INCOMPLETE, read_manifest
 
-    def run(opener: BackendOpener | None) -> dict[str, Any]:
+    def run(opener: BackendOpener | None, measure: bool) -> dict[str, Any]:
         with progress_bar(len(pair_list), enabled=not quiet) as advance:
             return execute(
                 run_dir, plan, pair_list, workers=workers, progress=advance,
-                open_clients=opener, retry_na=invocation.retry_na,
+                open_clients=opener, retry_na=invocation.retry_na, measure_backends=measure,
                 executor=invocation.executor, ray_address=invocation.ray_address,
             )  # fmt: skip
 
     started = time.perf_counter()
     try:
-        summary = run(open_llm)
+        summary = run(open_llm, invocation.determinism)
     except BackendStartError as error:  # raised before any work: nothing was run
         offline = _from_cache(run_dir, plan, open_llm) if open_llm is not None else None
         if offline is None:
             raise
         typer.echo(
             f"note: {str(error).split('; nothing was run')[0]}, but the response cache answers "
-            "every LLM request of this run (run as batches): completing it from the cache",
+            "every LLM request of this run (run as batches): completing it from the cache "
+            "(no determinism measurement: there is no server to measure)",
             err=True,
         )
-        summary = run(offline)
-    print_summary(summary, run_dir, time.perf_counter() - started)
+        summary = run(offline, False)
+    if _did_nothing(run_dir):
+        typer.echo(f"complete: nothing to do; every job of {run_dir} was already finished")
+    else:
+        print_summary(summary, run_dir, time.perf_counter() - started)
     manifest = read_manifest(run_dir)
     if manifest is not None and manifest.na_units:
         typer.echo(
@@ -354,7 +371,33 @@ def execute_and_print(
             err=True,
         )
         raise typer.Exit(EXIT_INCOMPLETE)
+    for line in next_steps(run_dir, plan):
+        typer.echo(line)
     return summary
+
+
+def _did_nothing(run_dir: Path) -> bool:
+    """This invocation ran no job and no LLM unit (the run was already whole)."""
+    from audit.rundir import read_costs
+
+    costs = read_costs(run_dir)
+    if costs is None or not costs.invocations:
+        return False
+    last = costs.invocations[-1]
+    jobs = last.deterministic.jobs if last.deterministic is not None else 0
+    units = last.llm.units if last.llm is not None else 0
+    return jobs == 0 and units == 0
+
+
+def next_steps(run_dir: Path, plan: RunPlan) -> list[str]:
+    """What to do next with this run: the report, and LLM reads when it has none."""
+    lines = [f"next: audit report {run_dir}", "      (report.html and report.md in its report/)"]
+    if plan.llm is None:
+        lines += [
+            "      LLM reads: add --reader local (the embedded model; minutes on a",
+            "      CPU), or --config audit.toml for a vLLM server",
+        ]
+    return lines
 
 
 def _llm_stage_options(

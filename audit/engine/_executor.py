@@ -42,14 +42,16 @@ import pyarrow as pa
 from audit.engine._jobs import run_job
 from audit.engine._llm_stage import Unit, plan_units, run_stage
 from audit.engine._streaming import share_identical_records
-from audit.errors import RunDataError, RunDirectoryError, RunStorageError
+from audit.errors import RunDataError, RunDirectoryError, RunStorageError, Terminated
 from audit.plan import Cell, RunPlan, TransformSpec
 from audit.rundir import (
     LOG_FILE,
     RESULTS_CSV,
     RESULTS_PARQUET,
     SUMMARY_FILE,
+    BackendRecord,
     ClientCounters,
+    Determinism,
     Invocation,
     LLMStageCost,
     PackedJob,
@@ -63,7 +65,9 @@ from audit.rundir import (
     label_readers,
     new_run_id,
     prepare_directory,
+    record_backends,
     record_costs,
+    remove_stale_temps,
     retryable_na_keys,
     table_from_bytes,
     write_atomically,
@@ -192,6 +196,8 @@ def _now() -> str:
 
 def _why(error: BaseException) -> str:
     """Why an invocation stopped, in one line."""
+    if isinstance(error, Terminated):
+        return f"terminated (exit {error.code})"
     if isinstance(error, KeyboardInterrupt):
         return "interrupted"
     if isinstance(error, SystemExit):
@@ -210,6 +216,7 @@ def execute(
     retry_na: bool = True,
     executor: Executor = "local",
     ray_address: str | None = None,
+    measure_backends: bool = True,
 ) -> dict[str, Any]:
     """Run (or resume) every job, then write results.csv/parquet, summary.json and
     manifest.json.
@@ -225,6 +232,9 @@ def execute(
     ``RAY_ADDRESS``, else a private local Ray with ``workers`` CPUs; checked before any
     work, as the backends are).  The LLM stage runs in this process either way, and the
     run directory (store, manifest, run id, resume) is the same whichever ran the jobs.
+
+    ``measure_backends``: before the LLM stage, each backend's determinism is measured
+    (``audit.backends.measure_determinism``) and recorded in config.json and costs.json.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}")
@@ -249,10 +259,52 @@ def execute(
             exits.callback(runner.run, opened.aclose())
         _resuming, run_id = prepare_directory(out, plan)
         _check_writable(out)
+        remove_stale_temps(out)
         store = RunStore(out, run_id)  # RunDirectoryError: another version's or run's store
         exits.callback(store.close)
         return _execute_in(out, plan, pairs, store, run_id, workers, progress, runner,
-                           clients, retry_na, executor, ray_address)  # fmt: skip
+                           clients, retry_na, measure_backends, executor,
+                           ray_address)  # fmt: skip
+
+
+async def _measure_backends(plan: RunPlan, clients: ClientPair) -> dict[str, BackendRecord]:
+    """Each LLM backend of the run: what it is, and the determinism probe's figure.
+
+    Measured before the stage, so the figure describes the server the reads meet; a probe
+    that fails (the server went away) leaves it unmeasured, and the stage records NA.
+    """
+    from audit.backends import measure_determinism
+
+    assert plan.llm is not None
+    writer, reader = clients
+    roles: dict[int, tuple[ChatClient, list[str], str | None]] = {}
+    for role, client, name in (
+        ("writer", writer, plan.llm.writer),
+        ("reader", reader, plan.llm.reader),
+    ):
+        if client is None:
+            continue
+        entry = roles.setdefault(id(client), (client, [], name))
+        entry[1].append(role)
+    records: dict[str, BackendRecord] = {}
+    for client, role_names, name in roles.values():
+        backend = getattr(client, "backend", None)
+        kind = getattr(backend, "kind", None)
+        try:
+            result = await measure_determinism(client)
+        except Exception:
+            result = None
+        records[name or role_names[0]] = BackendRecord(
+            roles=role_names,
+            kind=kind,
+            model=getattr(client, "model", None),
+            mode=getattr(backend, "mode", None) if kind == "local" else "server",
+            determinism=None
+            if result is None or not result.compared
+            else Determinism.model_validate(result.as_dict()),
+            measured=_now(),
+        )
+    return records
 
 
 def _execute_in(
@@ -266,6 +318,7 @@ def _execute_in(
     runner: asyncio.Runner | None,
     clients: ClientPair,
     retry_na: bool,
+    measure_backends: bool = True,
     executor: Executor = "local",
     ray_address: str | None = None,
 ) -> dict[str, Any]:
@@ -296,8 +349,13 @@ def _execute_in(
             finished_jobs=len(planned) - len(jobs),
             finished_units=len(units) - len(todo_units),
         )
+        store.record_plan(manifest.planned_jobs, manifest.planned_units)
         write_manifest(out, manifest)
         record_costs(out, invocation)  # listed even if this invocation is killed
+        if plan.llm is not None and runner is not None and todo_units and measure_backends:
+            measured = runner.run(_measure_backends(plan, clients))
+            record_backends(out, measured)
+            invocation.backends = measured
         total = len(pairs) + len(units)
         finished = total - len(jobs) - len(todo_units)
         if progress:
@@ -321,11 +379,13 @@ def _execute_in(
         with _settled_heap():
             if executor == "ray" and jobs:
                 cost.cpus = _run_on_ray(jobs, plan, workers, ray_address, record)
-            elif workers <= 1 or len(jobs) <= 1:
+            elif min(workers, len(jobs)) <= 1:
                 for job in jobs:
                     record(_execute(job, plan.transforms, plan.seed))
             else:
-                _run_parallel(jobs, plan, workers, record)
+                _run_parallel(
+                    jobs, plan, min(workers, len(jobs)), record
+                )  # a process a job at most
         cost.seconds = round(time.perf_counter() - started, 3)
         invocation.deterministic = cost
         record_costs(out, invocation)

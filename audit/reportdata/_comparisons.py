@@ -41,6 +41,18 @@ COMPARISON_COLUMNS = [
     ),
     Column("underpowered", "underpowered?", "flag", flag_text="underpowered"),
 ]
+NOISE_COLUMNS = [
+    Column(
+        "noise_floor",
+        "reader noise floor",
+        "rate",
+        help="the larger share, of the two readers, of source pairs whose pass changed when "
+        "the same reader read an identical memory again (repeats); 0 for the exact reader; "
+        "blank: not measured",
+    ),
+    Column("within_noise", "within noise?", "flag", flag_text="within reader noise"),
+]
+"""``audit compare`` only: runs made apart can differ by the readers' own noise."""
 
 
 def comparison_row(

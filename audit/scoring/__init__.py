@@ -6,6 +6,7 @@ reads (``score_results``); ``_gaps``, ``_selection`` and ``_stats`` build on the
 ``audit compare`` take their numbers from here, so one name never means two things.
 """
 
+from audit.scoring._agreement import ReaderAgreement, noise_floor, reader_agreement
 from audit.scoring._claims import equivariance_alerts
 from audit.scoring._gaps import GAP_METRICS, shortcut_gaps
 from audit.scoring._metrics import (
@@ -104,6 +105,7 @@ __all__ = [
     "PairedComparison",
     "PairedTable",
     "Proportion",
+    "ReaderAgreement",
     "Scores",
     "Unit",
     "alpha_per_test",
@@ -123,6 +125,7 @@ __all__ = [
     "mcnemar_exact",
     "minimum_detectable_difference",
     "newcombe_paired",
+    "noise_floor",
     "paired_comparison",
     "pairs_needed",
     "power",
@@ -130,6 +133,7 @@ __all__ = [
     "probe_facts",
     "probe_matches",
     "proportion",
+    "reader_agreement",
     "replicate",
     "score_results",
     "selection_warnings",
