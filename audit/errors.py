@@ -13,6 +13,10 @@
     │                                (a full disk, a read-only medium, a damaged store)
     ├── RunDataError                 a run directory cannot be read back for a report
     ├── PluginScaffoldError          a compressor plugin cannot be scaffolded
+    ├── ExecutorError                the executor cannot run the jobs (Ray missing or
+    │                                unreachable, workers with other code, a job lost)
+    ├── BatchError                   a batch file or export that cannot be used: names
+    │                                the file and line
     └── BackendError                 (audit.backends: configuration, start-up, the cache)
 
 The command line prints any of these as one line (``error: ...``) and exits 2 (bad
@@ -52,7 +56,21 @@ class PluginScaffoldError(MemoryAuditError, ValueError):
     """A plugin cannot be scaffolded; the message names the problem."""
 
 
+class ExecutorError(MemoryAuditError, RuntimeError):
+    """The executor cannot run the jobs: Ray is not installed or not reachable, its
+    workers run other code than the driver, or a job was lost after its retries."""
+
+    exit_code = 1
+
+
+class BatchError(MemoryAuditError, ValueError):
+    """A batch export or import that cannot be done; the message names the file (and
+    line) or the run directory."""
+
+
 __all__ = [
+    "BatchError",
+    "ExecutorError",
     "MemoryAuditError",
     "PlanError",
     "PluginScaffoldError",

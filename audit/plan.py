@@ -134,6 +134,14 @@ def cells_of(conditions: Sequence[ConditionSpec], budgets: Sequence[int]) -> lis
     return cells
 
 
+PROMPT_LAYOUT = 2
+"""How the LLM reader's prompt is laid out, recorded in a plan's LLM stage (the writers'
+prompts are versioned by their compressors): 2 puts the rules first (every prompt of an
+audit starts with them, the writers' too), then the reader's instructions, the query
+keys and the memory last, for a server's prefix cache.  A stage planned before there
+was a number (layout 1: instructions, rules, memory, then the query keys) has None."""
+
+
 class LLMStagePlan(BaseModel):
     """The LLM part of a run: model writers and the LLM reader on a sample of pairs."""
 
@@ -152,6 +160,9 @@ class LLMStagePlan(BaseModel):
     transforms: list[Transform] = Field(default_factory=lambda: [IDENTITY])
     use_schema: bool = True
     """Ask the reader for its envelope through JSON schema (off: study formatting)."""
+    prompt_layout: int | None = None
+    """The reader's prompt layout (``PROMPT_LAYOUT`` for a stage planned now; part of
+    every unit's key, and compared on resume)."""
 
 
 class RunPlan(BaseModel):

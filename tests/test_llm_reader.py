@@ -13,7 +13,7 @@ import json
 import pytest
 
 from audit.engine import answer_schema, judge, parse_answer, read_exact, reader_request
-from compressors import ChatResponse
+from compressors import ChatResponse, ChunkView, build
 from compressors.builtin.llm_writers import RECORD_LOG_SCHEMA, structured_memory
 from histories import PUBLIC_SEMANTICS, SetRecord
 
@@ -83,13 +83,48 @@ def test_reader_request_is_stable_prefix_first_and_schema_optional():
     assert system.role == "system"
     assert PUBLIC_SEMANTICS in system.content
     assert "MEMORY-TEXT" not in system.content
-    assert user.content.index("MEMORY-TEXT") < user.content.index('["k", "j"]')
+    # the rules first (every prompt starts with them), then the query keys, the memory last
+    assert system.content.startswith(PUBLIC_SEMANTICS)
+    assert user.content.index('["k", "j"]') < user.content.index("MEMORY-TEXT")
     assert request.json_schema == answer_schema(["k", "j"])
     assert request.repeat == 1
     assert reader_request("m", ["k"], use_schema=False).json_schema is None
     schema = answer_schema(["k", "j"])["properties"]["values"]
     assert schema["required"] == ["k", "j"]
     assert schema["additionalProperties"] is False
+
+
+def shared_prefix(a: str, b: str) -> str:
+    end = next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+    return a[:end]
+
+
+def test_every_prompt_of_an_audit_starts_with_the_same_rules_and_varies_last():
+    """Prompt layout 2, for a server's prefix cache: the reader's and every writer's
+    system message start with the rules; the writers' differ only after the shared
+    instructions (format, then budget); the user message is the query keys, then the
+    memory, then the new chunk."""
+    chunk = ChunkView([SetRecord(id="a", key="k", value="CHUNK-VALUE", rev=1)])
+    reader_system = reader_request("m", ["k"]).messages[0].content
+    systems = {}
+    for name in ("prose_off", "prose_high", "structured_high"):
+        for budget in (300, 1200):
+            system, user = build(name).messages("MEMORY-TEXT", chunk, ["k", "j"], budget)
+            assert system.content.startswith(PUBLIC_SEMANTICS + "\n\n"), name
+            assert system.content.endswith(f"Budget: at most {budget} bytes (UTF-8)."), name
+            query, memory = user.content.index('["k", "j"]'), user.content.index("MEMORY-TEXT")
+            assert query < memory < user.content.index("CHUNK-VALUE"), name
+            systems[name, budget] = system.content
+    for (name, budget), text in systems.items():
+        for (other, other_budget), other_text in systems.items():
+            shared = len(shared_prefix(text, other_text))
+            if name == other and budget != other_budget:  # only the budget's number differs
+                assert text[:shared].endswith("Budget: at most "), (name, text[shared:])
+            # every writer shares the rules and the role, whatever its format and budget
+            assert shared > len(PUBLIC_SEMANTICS) + 200, (name, other)
+        assert shared_prefix(text, reader_system).startswith(PUBLIC_SEMANTICS + "\n\n")
 
 
 def test_structured_writer_output_becomes_a_record_log_or_stays_unparsed():

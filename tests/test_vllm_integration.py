@@ -112,9 +112,29 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class VllmEnv:
+    python: str
+    model: str
+    setup_s: float
+
+
+def _server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(
+        VLLM_CPU_NUM_OF_RESERVED_CPU="0",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        HF_HUB_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    return env
+
+
 @pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    logs = tmp_path_factory.mktemp("vllm")
+def vllm_env(tmp_path_factory: pytest.TempPathFactory) -> VllmEnv:
+    """The provisioned vLLM CPU environment (its Python and the converted model)."""
+    logs = tmp_path_factory.mktemp("vllm-setup")
     started = time.monotonic()
     setup = subprocess.run(
         [sys.executable, str(SETUP), "--check"],
@@ -134,18 +154,17 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
     found = dict(
         line.split("=", 1) for line in setup.stdout.splitlines() if line.startswith("VLLM_")
     )
-    python, model = found["VLLM_PYTHON"], found["VLLM_MODEL"]
-    setup_s = time.monotonic() - started
+    return VllmEnv(found["VLLM_PYTHON"], found["VLLM_MODEL"], time.monotonic() - started)
 
+
+@pytest.fixture(scope="session")
+def vllm_server(
+    vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmServer]:
+    logs = tmp_path_factory.mktemp("vllm")
+    python, model, setup_s = vllm_env.python, vllm_env.model, vllm_env.setup_s
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(
-        VLLM_CPU_NUM_OF_RESERVED_CPU="0",
-        VLLM_CPU_KVCACHE_SPACE="1",
-        HF_HUB_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
-    )
+    env = _server_env()
     log = logs / "server.log"
     command = [
         python, "-m", "vllm.entrypoints.openai.api_server",
@@ -253,3 +272,60 @@ def test_vllm_cpu_backend_end_to_end(vllm_server: VllmServer, tmp_path: Path) ->
     costs = json.loads((second / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
     assert costs["sent"] == 0, costs
     assert len([r for r in _rows(second) if r["reader"] == "vllm"]) == 6
+
+
+BATCH_TIMEOUT_S = 900
+
+
+def test_a_batch_round_trip_through_vllm_run_batch_completes_a_run_sending_nothing(
+    vllm_env: VllmEnv, tmp_path: Path
+) -> None:
+    """``audit batch export`` -> vLLM's own batch runner -> ``audit batch import`` -> the
+    same ``audit run`` completes from the cache with 0 live requests (its server URL
+    answers nothing: any request sent would fail)."""
+    config = tmp_path / "audit.toml"
+    config.write_text(
+        f'cache_path = "{tmp_path / "responses.sqlite"}"\n'
+        '[backends.vllm]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        f'model = "{SERVED}"\nmax_tokens = 128\nmax_retries = 0\n'
+    )
+    run_dir = tmp_path / "run"
+    args = ["run", *RUN_ARGS, "--config", str(config), "--out", str(run_dir)]
+    result = runner.invoke(app, [*args, "--plan-only"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["batch", "export", str(run_dir), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("round 1: 6 requests (0 writer"), result.output
+    assert "this is the last round" in result.output, result.output
+    requests, answers = run_dir / "batch" / "round-001.jsonl", tmp_path / "answers.jsonl"
+
+    started = time.monotonic()
+    batch = subprocess.run(
+        [vllm_env.python, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(requests),
+         "-o", str(answers), "--model", vllm_env.model, "--served-model-name", SERVED,
+         "--enforce-eager", "--max-model-len", "2048", "--dtype", "float32"],
+        capture_output=True, text=True, env=_server_env(), timeout=BATCH_TIMEOUT_S,
+        check=False,
+    )  # fmt: skip
+    print(f"\n[vllm] run_batch of 6 requests: {time.monotonic() - started:.1f}s")
+    assert batch.returncode == 0, (batch.stdout + batch.stderr)[-6000:]
+    lines = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert len(lines) == 6
+    assert all(line["response"]["status_code"] == 200 for line in lines), lines
+
+    result = runner.invoke(app, ["batch", "import", str(answers), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "6 answers imported" in result.output, result.output
+    result = runner.invoke(app, ["batch", "export", str(run_dir), "--config", str(config)])
+    assert result.output.startswith("nothing to export"), result.output
+
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    costs = json.loads((run_dir / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
+    assert costs["sent"] == 0, costs
+    assert costs["attempts"] == 0, costs
+    assert costs["cache_hits"] == 6, costs
+    reader_rows = [r for r in _rows(run_dir) if r["reader"] == "vllm"]
+    assert len(reader_rows) == 6, reader_rows
+    assert all(r["reader_model"] == SERVED for r in reader_rows), reader_rows
+    assert all(r["cache_hit"] == "1" for r in reader_rows), reader_rows

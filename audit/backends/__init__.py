@@ -14,6 +14,15 @@ The lead's entry point::
 See ``docs/backends.md`` for the configuration fields, the cache and ``audit backends``.
 """
 
+from audit.backends._batch import (
+    CHAT_URL,
+    DEFERRED,
+    BatchAnswer,
+    OfflineClient,
+    batch_line,
+    batch_model,
+    parse_output_line,
+)
 from audit.backends._cache import (
     KEY_VERSION,
     CacheStats,
@@ -21,9 +30,17 @@ from audit.backends._cache import (
     Explanation,
     ResponseCache,
     canonical_request,
+    request_from_material,
 )
 from audit.backends._check import CheckResult, check_backend, check_client, check_determinism
-from audit.backends._client import BackendClient, ClientStats, Completion
+from audit.backends._client import (
+    BackendClient,
+    ClientStats,
+    Completion,
+    completion_response,
+    from_cache,
+    to_cache,
+)
 from audit.backends._config import (
     DEFAULT_CONFIG_FILE,
     ENV_PREFIX,
@@ -56,7 +73,9 @@ from audit.backends._open import open_backend, resolve_api_key
 from audit.backends._secrets import Scrubber, scrub
 
 __all__ = [
+    "CHAT_URL",
     "DEFAULT_CONFIG_FILE",
+    "DEFERRED",
     "ENV_PREFIX",
     "KEY_VERSION",
     "LOCAL",
@@ -69,6 +88,7 @@ __all__ = [
     "BackendError",
     "BackendStartError",
     "BackendsConfig",
+    "BatchAnswer",
     "CacheError",
     "CacheStats",
     "CanonicalRequest",
@@ -79,23 +99,31 @@ __all__ = [
     "Explanation",
     "LocalServerSpec",
     "ModelProvisionError",
+    "OfflineClient",
     "ResponseCache",
     "Role",
     "RoleNotConfiguredError",
     "Scrubber",
     "UnknownBackendError",
+    "batch_line",
+    "batch_model",
     "canonical_request",
     "check_backend",
     "check_client",
     "check_determinism",
+    "completion_response",
     "default_cache_dir",
     "default_cache_path",
     "ensure_local_model",
+    "from_cache",
     "load_config",
     "local_server",
     "measure_determinism",
     "open_backend",
+    "parse_output_line",
     "probe_requests",
+    "request_from_material",
     "resolve_api_key",
     "scrub",
+    "to_cache",
 ]

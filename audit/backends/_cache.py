@@ -64,6 +64,13 @@ CREATE TABLE IF NOT EXISTS responses (
     last_used REAL NOT NULL,
     hits INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS batch_pending (
+    -- requests written to a batch file (audit batch export), awaiting their answers
+    key TEXT PRIMARY KEY,
+    request BLOB NOT NULL,
+    exported REAL NOT NULL,
+    refused TEXT
+);
 CREATE TABLE IF NOT EXISTS misses (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL,
@@ -381,6 +388,69 @@ class ResponseCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- offline batches (audit batch export / import) --------------------------------------
+
+    def add_pending(self, requests: Sequence[CanonicalRequest]) -> None:
+        """Remember requests written to a batch file, so their answers can be imported
+        by key (a batch output names a request only by its ``custom_id``, the key)."""
+        now = time.time()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(
+                "INSERT INTO batch_pending (key, request, exported) VALUES (?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET exported = excluded.exported, refused = NULL",
+                [(r.key, r.material(), now) for r in requests],
+            )
+            self._db.execute("COMMIT")
+        except sqlite3.Error as error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise CacheError(f"{self.path}: cannot write the cache ({error})") from None
+
+    def pending(self, key: str) -> tuple[CanonicalRequest, str | None] | None:
+        """An exported request awaiting its answer, and why a batch refused it (None if
+        it did not); None for a key never exported from this cache."""
+        row = self._db.execute(
+            "SELECT request, refused FROM batch_pending WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        return request_from_material(bytes(row[0])), row[1]
+
+    def settle_pending(self, answered: Sequence[str], refused: Mapping[str, str]) -> None:
+        """Forget answered requests; note why a batch refused others (they are not
+        exported again; a live run sends them, as it sends any refused request)."""
+        self.flush()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(
+                "DELETE FROM batch_pending WHERE key = ?", [(key,) for key in answered]
+            )
+            self._db.executemany(
+                "UPDATE batch_pending SET refused = ? WHERE key = ?",
+                [(why, key) for key, why in refused.items()],
+            )
+            self._db.execute("COMMIT")
+        except sqlite3.Error as error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise CacheError(f"{self.path}: cannot write the cache ({error})") from None
+
+    def refused(self) -> dict[str, str]:
+        """Exported requests a batch refused, with the reason."""
+        return dict(
+            self._db.execute(
+                "SELECT key, refused FROM batch_pending WHERE refused IS NOT NULL"
+            ).fetchall()
+        )
+
+    def contains(self, key: str) -> bool:
+        """Whether an answer for ``key`` is stored (no hit is counted)."""
+        if key in self._pending:
+            return True
+        row = self._db.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()
+        return row is not None
+
     # -- maintenance (the `audit cache` commands) -------------------------------------------
 
     def stats(self) -> CacheStats:
@@ -536,6 +606,13 @@ class ResponseCache:
                     key=key, status="nearest", nearest_key=best[1], differences=tuple(best[2])
                 )
         return Explanation(key=key, status="new")
+
+
+def request_from_material(material: bytes) -> CanonicalRequest:
+    """The request whose ``material()`` this is (its key recomputed from it)."""
+    body, _, extras = material.partition(b"\n")
+    _version, repeat, tag = json.loads(extras)
+    return canonical_request(json.loads(body), repeat=int(repeat), tag=str(tag))
 
 
 def _decode(blob: bytes) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -235,7 +235,9 @@ class BackendClient:
         self._memo: dict[str, ChatResponse] = {}
         """Without a cache, this run's answers (bounded): a repeated request is sent once."""
         self._semaphore = asyncio.Semaphore(backend.max_concurrency * len(self.base_urls))
-        self._base: dict[str, Any] = {}
+        self._base: dict[str, Any] = self._sampling() if model is not None else {}
+        """Every body's fixed fields; known before ``start`` when the model is given (a
+        batch export builds bodies without a server)."""
         self._started = False
 
     def __repr__(self) -> str:  # never the key
@@ -697,37 +699,22 @@ class BackendClient:
         completion = parse_completion(payload)
         if isinstance(completion, str):
             return completion
-        choice = completion.choices[0]
-        message = choice.message
-        scrub = self._scrub
-        content = message.content
-        reasoning = (
-            message.reasoning if message.reasoning is not None else message.reasoning_content
-        )
-        finish = choice.finish_reason
-        usage = _usage(completion.usage)
+        answer = completion_answer(completion, self.model, self._scrub)
+        usage, reasoning = answer.usage, answer.reasoning
         stats = self.stats
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
         stats.completion_tokens += usage.get("completion_tokens", 0)
         if reasoning:
             stats.reasoning_chars += len(reasoning)
-            if not content:
+            if not answer.content:
                 stats.reasoning_only += 1
-        if finish == "length":
+        if answer.finish_reason == "length":
             stats.length_cutoffs += 1
-        served = (
-            completion.model if isinstance(completion.model, str) and completion.model else None
-        )
-        return ChatResponse(
-            content=None if content is None else scrub(content),
-            reasoning=None if reasoning is None else scrub(reasoning),
-            finish_reason=None if finish is None else scrub(finish),
-            model=scrub(served) if served else self.model,
-            usage=usage,
-            status=200,
-            attempts=attempts,
-            latency_s=time.monotonic() - started,
-        )
+        return replace(answer, attempts=attempts, latency_s=time.monotonic() - started)
+
+    def cached_answer(self, hit: Mapping[str, Any]) -> ChatResponse:
+        """A cache entry as this client answers it (what an offline replay must see)."""
+        return self._from_cache(hit)
 
     def _from_cache(self, hit: Mapping[str, Any]) -> ChatResponse:
         """A cached answer, scrubbed again (an entry written before scrubbing existed)."""
@@ -766,6 +753,36 @@ def _redirect_refused(base_url: str, location: str | None) -> str:
         f"redirect to {origin} refused: requests go only to the configured base URL "
         "(redirects are never followed)"
     )
+
+
+def completion_answer(
+    completion: Completion, model: str | None, scrub: Callable[[str], str] | None = None
+) -> ChatResponse:
+    """A validated chat completion as a ``ChatResponse`` (``scrub`` applied to every text
+    it shows).  The answer is ``content``; the reasoning text is ``reasoning`` (older
+    servers: ``reasoning_content``); the served model, else ``model``."""
+    clean = scrub or (lambda text: text)
+    choice = completion.choices[0]
+    message = choice.message
+    content = message.content
+    reasoning = message.reasoning if message.reasoning is not None else message.reasoning_content
+    finish = choice.finish_reason
+    served = completion.model if isinstance(completion.model, str) and completion.model else None
+    return ChatResponse(
+        content=None if content is None else clean(content),
+        reasoning=None if reasoning is None else clean(reasoning),
+        finish_reason=None if finish is None else clean(finish),
+        model=clean(served) if served else model,
+        usage=_usage(completion.usage),
+        status=200,
+    )
+
+
+def completion_response(data: Any, model: str | None = None) -> ChatResponse | str:
+    """A chat completion given as decoded JSON (a batch output line's body) as a
+    ``ChatResponse``, validated exactly as a live answer is; or why it is not one."""
+    completion = parse_completion(json.dumps(data).encode())
+    return completion if isinstance(completion, str) else completion_answer(completion, model)
 
 
 def _schema_name(schema: Mapping[str, Any]) -> str:
@@ -850,6 +867,16 @@ def _error_message(payload: bytes) -> str:
         if detail:
             return str(detail)[:300]
     return text.strip()[:300]
+
+
+def to_cache(answer: ChatResponse) -> dict[str, Any]:
+    """What the cache keeps of an answer."""
+    return _to_cache(answer)
+
+
+def from_cache(hit: Mapping[str, Any]) -> ChatResponse:
+    """A cached answer as a ``ChatResponse`` (``cached`` set)."""
+    return _from_cache(hit)
 
 
 def _to_cache(answer: ChatResponse) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import sys
 from types import FrameType
 
 from audit.cli._backends import backends_app, cache_app
+from audit.cli._batch import batch_app
 from audit.cli._common import fail, new_app, report_bug
 from audit.cli._generate import generate, list_families, pairs_app
 from audit.cli._plugins import list_compressors, new_compressor
@@ -37,6 +38,7 @@ app.command("compressors")(list_compressors)
 app.command("new-compressor")(new_compressor)
 app.add_typer(backends_app, name="backends")
 app.add_typer(cache_app, name="cache")
+app.add_typer(batch_app, name="batch")
 
 
 _SIGNALLED: list[int] = []

@@ -37,6 +37,22 @@ DeterminismOption = Annotated[
     ),
 ]
 
+ExecutorOption = Annotated[
+    str,
+    typer.Option(
+        help="Where the deterministic jobs run: local (a process pool of --workers) or "
+        "ray (Ray tasks; needs the ray extra). Not part of the plan: a run started "
+        "with one resumes with the other, with identical results."
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="With --executor ray: the cluster (HOST:PORT, as `ray start --head` prints "
+        "it). Default: RAY_ADDRESS, else a private local Ray with --workers CPUs."
+    ),
+]
+
 BUG_HINT = (
     "this is a bug in memory-audit, not a problem with your input: please report it "
     "with the traceback above"

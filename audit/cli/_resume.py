@@ -13,7 +13,13 @@ from typing import Annotated
 
 import typer
 
-from audit.cli._common import DEFAULT_WORKERS, DeterminismOption, WorkersOption
+from audit.cli._common import (
+    DEFAULT_WORKERS,
+    DeterminismOption,
+    ExecutorOption,
+    RayAddressOption,
+    WorkersOption,
+)
 from audit.errors import RunDirectoryError
 
 
@@ -31,15 +37,25 @@ def resume_command(
             "--retry-na/--keep-na", help="Ask again for LLM reads that an outage left NA."
         ),
     ] = True,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
     determinism: DeterminismOption = True,
 ) -> None:
     """Finish a stopped run, retry its NA reads and rewrite its result files.
 
     Exit status 0 when the run is complete, 3 when LLM reads are still NA.
     """
-    from audit.cli._run import backend_opener, execute_and_print, load_backends
+    from audit.cli._run import (
+        Invocation,
+        backend_opener,
+        check_executor,
+        execute_and_print,
+        load_backends,
+    )
     from audit.rundir import read_config_file, rebuild_pairs
 
+    chosen = check_executor(executor, ray_address)
+    invocation = Invocation(chosen, ray_address, retry_na=retry_na, determinism=determinism)
     config = read_config_file(run_dir)  # RunDataError: one line naming the file
     plan = config.config
     try:
@@ -58,4 +74,4 @@ def resume_command(
     if plan.llm is not None:
         backends = load_backends(config_file, plan.llm.writer, plan.llm.reader)
         opener = backend_opener(backends, plan.llm.writer, plan.llm.reader)
-    execute_and_print(run_dir, plan, pairs, workers, quiet, opener, retry_na, determinism)
+    execute_and_print(run_dir, plan, pairs, workers, quiet, opener, invocation)

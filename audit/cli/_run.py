@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 import typer
 
-from audit.cli._common import DEFAULT_WORKERS, DeterminismOption, WorkersOption, fail
+from audit.cli._common import (
+    DEFAULT_WORKERS,
+    DeterminismOption,
+    ExecutorOption,
+    RayAddressOption,
+    WorkersOption,
+    fail,
+)
 from audit.errors import PlanError
 from audit.plan import (
+    PROMPT_LAYOUT,
     LLMStagePlan,
     RunPlan,
     TransformSpec,
@@ -21,6 +31,32 @@ from audit.plan import (
 )
 from compressors import ConditionSpec, build, deterministic_builtins, parse_spec
 from histories import PRESETS, Pair
+
+EXECUTORS = ("local", "ray")
+Executor = Literal["local", "ray"]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How this invocation runs the plan (never part of the plan itself)."""
+
+    executor: Executor = "local"
+    ray_address: str | None = None
+    plan_only: bool = False
+    retry_na: bool = True
+    """When resuming: ask again for LLM reads that an outage left NA."""
+    determinism: bool = True
+    """Measure each LLM backend's determinism before its reads."""
+
+
+def check_executor(executor: str, ray_address: str | None) -> Executor:
+    """``--executor`` and ``--ray-address``, checked (one line and exit 2 when wrong)."""
+    if executor not in EXECUTORS:
+        fail(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
+    if ray_address is not None and executor != "ray":
+        fail("--ray-address needs --executor ray")
+    return cast(Executor, executor)
+
 
 DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40,rerev:10,revalue:10"
 DEFAULT_LLM_TRANSFORMS = "identity,relabel:1"
@@ -94,6 +130,17 @@ def run_audit(
             "a preset only): one run directory per seed, then per-seed and pooled scores."
         ),
     ] = None,
+    executor: ExecutorOption = "local",
+    ray_address: RayAddressOption = None,
+    plan_only: Annotated[
+        bool,
+        typer.Option(
+            "--plan-only",
+            help="Write the run directory's plan (config.json) and stop: nothing runs and "
+            "no LLM request is sent. Then `audit batch export RUNDIR` writes its LLM "
+            "requests as a batch, and the same command without --plan-only runs it.",
+        ),
+    ] = False,
     retry_na: Annotated[
         bool,
         typer.Option(
@@ -124,6 +171,7 @@ def run_audit(
         fail("give --preset or --pairs, not both")
     if out is not None and name is not None:
         fail("give --out or --name, not both")
+    chosen = check_executor(executor, ray_address)
     transform_specs = parse_transforms(transforms)
     budgets = parse_budgets(budget)
     specs = (
@@ -162,12 +210,12 @@ def run_audit(
         summary = _run_one(
             run_dir, source, pair_list, digest, specs, versions, budgets,
             transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
-            repeats, llm_sample, llm_conditions, schema, llm_transforms, retry_na,
-            determinism,
+            repeats, llm_sample, llm_conditions, schema, llm_transforms,
+            Invocation(chosen, ray_address, plan_only, retry_na, determinism),
         )  # fmt: skip
         if generation_seed is not None:
             summaries[generation_seed] = summary
-    if summaries:
+    if summaries and not plan_only:
         print_replication(write_replication(root, summaries), root)
 
 
@@ -216,8 +264,7 @@ def _run_one(
     llm_conditions: str | None,
     schema: bool,
     llm_transforms: str,
-    retry_na: bool,
-    determinism: bool = True,
+    invocation: Invocation,
 ) -> dict[str, Any]:
     """One run directory: its plan, its execution, its summary printed."""
     llm_stage, open_llm = _llm_stage_options(
@@ -242,9 +289,17 @@ def _run_one(
         seed=seed,
         reference=reference,
     )
-    return execute_and_print(
-        run_dir, plan, pair_list, workers, quiet, open_llm, retry_na, determinism
-    )
+    if invocation.plan_only:
+        from audit.rundir import prepare_directory
+
+        resumed, _run_id = prepare_directory(run_dir, plan)
+        print(
+            f"{'plan unchanged' if resumed else 'planned'}: {run_dir} (nothing run); "
+            f"`audit batch export {run_dir}` (with the same --config) writes its LLM requests as "
+            "a batch"
+        )
+        return {}
+    return execute_and_print(run_dir, plan, pair_list, workers, quiet, open_llm, invocation)
 
 
 def execute_and_print(
@@ -253,22 +308,38 @@ def execute_and_print(
     pair_list: list[Pair],
     workers: int,
     quiet: bool,
-    open_llm: Any,
-    retry_na: bool,
-    determinism: bool = True,
+    open_llm: BackendOpener | None,
+    invocation: Invocation,
 ) -> dict[str, Any]:
     """Run or resume ``plan`` in ``run_dir`` and print its summary; exit 3 when the run
     ends incomplete (LLM reads NA for want of a server)."""
+    from audit.backends import BackendStartError
     from audit.cli._console import print_summary, progress_bar
     from audit.engine import execute
     from audit.rundir import EXIT_INCOMPLETE, read_manifest
 
+    def run(opener: BackendOpener | None, measure: bool) -> dict[str, Any]:
+        with progress_bar(len(pair_list), enabled=not quiet) as advance:
+            return execute(
+                run_dir, plan, pair_list, workers=workers, progress=advance,
+                open_clients=opener, retry_na=invocation.retry_na, measure_backends=measure,
+                executor=invocation.executor, ray_address=invocation.ray_address,
+            )  # fmt: skip
+
     started = time.perf_counter()
-    with progress_bar(len(pair_list), enabled=not quiet) as advance:
-        summary = execute(
-            run_dir, plan, pair_list, workers=workers, progress=advance,
-            open_clients=open_llm, retry_na=retry_na, measure_backends=determinism,
-        )  # fmt: skip
+    try:
+        summary = run(open_llm, invocation.determinism)
+    except BackendStartError as error:  # raised before any work: nothing was run
+        offline = _from_cache(run_dir, plan, open_llm) if open_llm is not None else None
+        if offline is None:
+            raise
+        typer.echo(
+            f"note: {str(error).split('; nothing was run')[0]}, but the response cache answers "
+            "every LLM request of this run (run as batches): completing it from the cache "
+            "(no determinism measurement: there is no server to measure)",
+            err=True,
+        )
+        summary = run(offline, False)
     if _did_nothing(run_dir):
         typer.echo(f"complete: nothing to do; every job of {run_dir} was already finished")
     else:
@@ -351,6 +422,7 @@ def _llm_stage_options(
         repeats=repeats,
         transforms=transforms,
         use_schema=schema,
+        prompt_layout=PROMPT_LAYOUT,
     )
     return stage, backend_opener(backends, writer, reader)
 
@@ -371,13 +443,49 @@ def load_backends(config_file: Path | None, writer: str | None, reader: str | No
     return backends
 
 
-def backend_opener(backends: Any, writer: str | None, reader: str | None) -> Any:
-    """A function opening the writer and reader clients (``engine.execute`` calls it)."""
-    from audit.engine.clients import open_clients
+@dataclass(frozen=True)
+class BackendOpener:
+    """Opens the writer and reader clients (``engine.execute`` calls it), checking first
+    that each server answers (``check_reachable``)."""
 
-    cache_path = backends.resolved_cache_path()
+    backends: Any
+    writer: str | None
+    reader: str | None
+    check_reachable: bool = True
 
-    def opener() -> Any:
-        return open_clients(backends, writer, reader, cache_path)
+    def __call__(self) -> Any:
+        from audit.engine.clients import open_clients
 
-    return opener
+        return open_clients(
+            self.backends, self.writer, self.reader, self.backends.resolved_cache_path(),
+            check_reachable=self.check_reachable,
+        )  # fmt: skip
+
+
+def backend_opener(backends: Any, writer: str | None, reader: str | None) -> BackendOpener:
+    """The opener of a run's writer and reader clients."""
+    return BackendOpener(backends, writer, reader)
+
+
+def _from_cache(run_dir: Path, plan: RunPlan, opener: BackendOpener) -> BackendOpener | None:
+    """An opener without the reachability check, when the run planned in ``run_dir`` is
+    ``plan`` and the response cache answers every request it would send (its LLM
+    requests were run as batches, ``audit batch``); else None."""
+    from audit.backends import ResponseCache
+    from audit.engine.batch import live_requests
+    from audit.errors import MemoryAuditError
+    from audit.rundir import CONFIG_FILE, read_config_file
+
+    if not (run_dir / CONFIG_FILE).exists():
+        return None
+    try:
+        stored = read_config_file(run_dir).config.model_dump(mode="json")
+        if stored != plan.model_dump(mode="json"):  # another run: execute refuses it
+            return None
+        path = opener.backends.resolved_cache_path()
+        with ResponseCache(path, log_misses=False) as cache:
+            if live_requests(run_dir, opener.backends, cache):
+                return None
+    except MemoryAuditError:
+        return None
+    return dataclasses.replace(opener, check_reachable=False)

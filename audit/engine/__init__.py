@@ -4,7 +4,8 @@
 local process pool, then the LLM stage (model writers, the LLM reader) when the
 plan has one; files go through ``audit.rundir``, scores through ``audit.scoring``.
 Opening the LLM backends is ``audit.engine.clients`` (imported only for an LLM stage:
-the backends' HTTP stack costs a quarter of a second).
+the backends' HTTP stack costs a quarter of a second), and so is ``audit.engine.batch``
+(LLM requests as offline batches).
 """
 
 from audit.engine._exact import ExactRead, read_exact

@@ -34,7 +34,7 @@ from contextlib import (
 )
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import pyarrow as pa
@@ -181,6 +181,9 @@ def _cycle_collection_after(acyclic: bool = False) -> Iterator[None]:
             gc.enable()
 
 
+Executor = Literal["local", "ray"]
+EXECUTORS: tuple[Executor, ...] = ("local", "ray")
+
 ProgressCallback = Callable[[int, int], None]
 ClientPair = tuple[ChatClient | None, ChatClient | None]
 """(writer, reader) clients for the LLM stage."""
@@ -211,6 +214,8 @@ def execute(
     progress: ProgressCallback | None = None,
     open_clients: OpenClients | None = None,
     retry_na: bool = True,
+    executor: Executor = "local",
+    ray_address: str | None = None,
     measure_backends: bool = True,
 ) -> dict[str, Any]:
     """Run (or resume) every job, then write results.csv/parquet, summary.json and
@@ -221,9 +226,18 @@ def execute(
     before any work, so a backend that cannot be reached stops the run at once.
     ``retry_na``: LLM units holding reads that are NA for want of a server (an outage
     during an earlier invocation) are run again, their new rows replacing the old.
+
+    ``executor``: the deterministic jobs on a local process pool of ``workers``
+    processes, or as Ray tasks on the cluster at ``ray_address`` (default:
+    ``RAY_ADDRESS``, else a private local Ray with ``workers`` CPUs; checked before any
+    work, as the backends are).  The LLM stage runs in this process either way, and the
+    run directory (store, manifest, run id, resume) is the same whichever ran the jobs.
+
     ``measure_backends``: before the LLM stage, each backend's determinism is measured
     (``audit.backends.measure_determinism``) and recorded in config.json and costs.json.
     """
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}")
     for spec in plan.conditions:  # fail before any work on a bad condition
         build(spec)
     if plan.llm is not None:
@@ -231,6 +245,10 @@ def execute(
             build(spec)
         if open_clients is None:
             raise ValueError("the run has an LLM stage but no backends were given")
+    if executor == "ray":
+        from audit.engine import _ray  # imports ray itself only now
+
+        _ray.preflight(ray_address)  # ExecutorError: Ray missing, nothing at the address
     with ExitStack() as exits:
         clients: ClientPair = (None, None)
         runner: asyncio.Runner | None = None
@@ -245,7 +263,8 @@ def execute(
         store = RunStore(out, run_id)  # RunDirectoryError: another version's or run's store
         exits.callback(store.close)
         return _execute_in(out, plan, pairs, store, run_id, workers, progress, runner,
-                           clients, retry_na, measure_backends)  # fmt: skip
+                           clients, retry_na, measure_backends, executor,
+                           ray_address)  # fmt: skip
 
 
 async def _measure_backends(plan: RunPlan, clients: ClientPair) -> dict[str, BackendRecord]:
@@ -300,6 +319,8 @@ def _execute_in(
     clients: ClientPair,
     retry_na: bool,
     measure_backends: bool = True,
+    executor: Executor = "local",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     invocation = Invocation(id=new_run_id(), started=_now())
     manifest: RunManifest | None = None
@@ -354,16 +375,19 @@ def _execute_in(
             if store.add_job(result):
                 committed(table_from_bytes(result.results), result.key)
 
+        cost = StageCost(jobs=len(jobs), executor=executor)
         with _settled_heap():
-            workers = min(workers, len(jobs))  # a process per job at most
-            if workers <= 1:
+            if executor == "ray" and jobs:
+                cost.cpus = _run_on_ray(jobs, plan, workers, ray_address, record)
+            elif min(workers, len(jobs)) <= 1:
                 for job in jobs:
                     record(_execute(job, plan.transforms, plan.seed))
             else:
-                _run_parallel(jobs, plan, workers, record)
-        invocation.deterministic = StageCost(
-            jobs=len(jobs), seconds=round(time.perf_counter() - started, 3)
-        )
+                _run_parallel(
+                    jobs, plan, min(workers, len(jobs)), record
+                )  # a process a job at most
+        cost.seconds = round(time.perf_counter() - started, 3)
+        invocation.deterministic = cost
         record_costs(out, invocation)
         if plan.llm is not None and runner is not None:
             invocation.llm = LLMStageCost(units=len(todo_units))
@@ -484,6 +508,25 @@ def _run_parallel(
         pool.shutdown(wait=False, cancel_futures=True)  # stop at once, not after the queue
         raise
     pool.shutdown(wait=True)
+
+
+def _run_on_ray(
+    jobs: Sequence[Job],
+    plan: RunPlan,
+    workers: int,
+    address: str | None,
+    record: Callable[[PackedJob], None],
+) -> int:
+    """The jobs as Ray tasks (``_ray``); returns the cluster's CPUs."""
+    from audit.engine import _ray  # imports ray itself only now
+
+    cluster = _ray.connect(address, workers)
+    try:
+        _ray.check_workers(plan.conditions, plan.compressor_versions)
+        _ray.run_on_ray(jobs, _execute, (plan.transforms, plan.seed), record, cluster.cpus)
+    finally:
+        _ray.disconnect()
+    return cluster.cpus
 
 
 def finish(

@@ -42,11 +42,14 @@ READER_OUTCOMES: tuple[Outcome, ...] = (
 """The outcomes an LLM read can have (``rundir.OUTCOMES`` says what each means)."""
 
 _INSTRUCTIONS = """\
-You read an agent's memory of a record log and report the current value of each query
-key, applying the rules below to what the memory says. Answer with JSON only, exactly
-{{"values": {{"<key>": "<string value>" or null}}}}, with exactly the query keys.
+{semantics}
 
-{semantics}"""
+You read an agent's memory of a record log and report the current value of each query
+key, applying the rules above to what the memory says. Answer with JSON only, exactly
+{{"values": {{"<key>": "<string value>" or null}}}}, with exactly the query keys."""
+"""The system message.  The rules come first: every prompt of an audit (the reader's and
+every LLM writer's) starts with the same rules, so a server's prefix cache holds their
+KV once for all of them (``docs/performance.md``, prefix cache)."""
 
 
 def answer_schema(query: Sequence[str]) -> dict[str, Any]:
@@ -75,10 +78,12 @@ def reader_request(
     max_tokens: int = 256,
     tag: str = "reader",
 ) -> ChatRequest:
-    """Stable prefix first: instructions and semantics, then the memory, then the query."""
+    """Stable prefix first: the rules and the instructions (the system message, the same
+    for every read), then the query keys (the same for every read of a pair), then the
+    memory."""
     user = (
+        f"Query keys: {json.dumps(list(query))}\n\n"
         f"Memory:\n{memory if memory else '(empty)'}\n\n"
-        f"Query keys: {json.dumps(list(query))}\n"
         'Answer with {"values": {...}} only.'
     )
     return ChatRequest(

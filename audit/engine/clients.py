@@ -34,9 +34,17 @@ def declared_model(config: BackendsConfig, name: str) -> str:
 
 @asynccontextmanager
 async def open_clients(
-    config: BackendsConfig, writer: str | None, reader: str | None, cache_path: Path
+    config: BackendsConfig,
+    writer: str | None,
+    reader: str | None,
+    cache_path: Path,
+    check_reachable: bool = True,
 ) -> AsyncIterator[tuple[ChatClient | None, ChatClient | None]]:
-    """(writer client, reader client); one cache for both; servers stopped on exit."""
+    """(writer client, reader client); one cache for both; servers stopped on exit.
+
+    ``check_reachable``: a server that does not answer stops the run before any work;
+    off only for a run whose every request is known to be answered by the cache (a run
+    completed by batches, ``engine.batch.live_requests``)."""
     async with AsyncExitStack() as stack:
         cache = stack.enter_context(ResponseCache(cache_path))
         opened: dict[str, ChatClient] = {}
@@ -49,7 +57,7 @@ async def open_clients(
                 client = await stack.enter_async_context(
                     open_backend(name, config, role=role, cache=cache)  # type: ignore[arg-type]
                 )
-                if config.get(name).kind != "local":  # the embedded server was health-checked
+                if check_reachable and config.get(name).kind != "local":  # local: health-checked
                     await ensure_reachable(client)
                 opened[name] = client
             clients.append(opened[name])

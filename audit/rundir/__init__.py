@@ -41,6 +41,7 @@ from audit.rundir._integrity import (
     RunIntegrity,
     read_checked,
     retryable_na_keys,
+    settled_job_keys,
 )
 from audit.rundir._layout import (
     CONFIG_FILE,
@@ -172,6 +173,7 @@ __all__ = [
     "results_table",
     "retryable_na_keys",
     "seed_run_dir",
+    "settled_job_keys",
     "store_format",
     "table_bytes",
     "table_from_bytes",

@@ -237,6 +237,10 @@ class StageCost(BaseModel):
 
     jobs: int = 0
     seconds: float = 0.0
+    executor: str | None = None
+    """``local`` (a process pool) or ``ray``; None in runs made before there was a choice."""
+    cpus: int | None = None
+    """With ``ray``: the cluster's CPUs."""
 
 
 class ClientCounters(BaseModel):

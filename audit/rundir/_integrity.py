@@ -140,6 +140,25 @@ def retryable_na_keys(table: pa.Table) -> set[str]:
     return set(frame.loc[na, "job_key"].astype(str))
 
 
+def settled_job_keys(directory: Path, among: set[str]) -> set[str]:
+    """The jobs of ``among`` that a run directory's store holds and that a resume would
+    not run again (one with reads NA for want of a server is run again), read without
+    writing anything; empty when there is no store yet."""
+    path = directory / STORE_FILE
+    if not path.exists():
+        return set()
+    db = connect_read_only(path)
+    try:
+        stored = set(job_keys(db, only=among))
+        if not stored:
+            return set()
+        return stored - retryable_na_keys(concat_results(job_tables(db, only=stored)))
+    except sqlite3.OperationalError:  # created, killed before its schema was written
+        return set()
+    finally:
+        db.close()
+
+
 def _file_problem(path: Path, manifest: RunManifest) -> str | None:
     """What is wrong with a file ``manifest.json`` records (None: it matches)."""
     record = manifest.files.get(path.name)

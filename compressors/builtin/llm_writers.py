@@ -9,8 +9,9 @@
 
 Like every condition they are target-aware (they see the query keys and the public
 semantics) and future-hidden.  The prompt is ordered stable-prefix-first
-(instructions and semantics, then the query, then the memory, then the new chunk)
-so a server's prefix cache hits across the updates of one stream.
+(the rules, which every prompt of an audit starts with, the reader's too; the writer's
+instructions; its budget; then the query, the memory and the new chunk) so a server's
+prefix cache hits across conditions, budgets and the updates of every stream.
 
 Token allowances.  ``answer_tokens`` is the allowance of the answer (the memory),
 by default about budget/3 tokens.  A server counts a thinking model's reasoning
@@ -39,26 +40,33 @@ from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import PUBLIC_SEMANTICS, RECORD_KINDS, RECORD_LIST_ADAPTER
 
-_PROSE_INSTRUCTIONS = """\
+_ROLE = """\
 You maintain the memory of an agent that reads a long record log in chunks. You will
 never see a chunk again: your memory is all that is kept. Later, someone will ask for
 the current values of the query keys, possibly after more records arrive that you
-cannot see now. Keep whatever you would need to answer then, not only now.
-Write the new memory as plain text of at most {budget} bytes (UTF-8). Output only the
+cannot see now. Keep whatever you would need to answer then, not only now."""
+
+_PROSE_INSTRUCTIONS = (
+    "{semantics}\n\n"
+    + _ROLE
+    + """
+Write the new memory as plain text within the byte budget below. Output only the
 memory, nothing else.
+Budget: at most {budget} bytes (UTF-8)."""
+)
 
-{semantics}"""
-
-_STRUCTURED_INSTRUCTIONS = """\
-You maintain the memory of an agent that reads a long record log in chunks. You will
-never see a chunk again: your memory is all that is kept. Later, someone will ask for
-the current values of the query keys, possibly after more records arrive that you
-cannot see now. Keep whatever you would need to answer then, not only now.
+_STRUCTURED_INSTRUCTIONS = (
+    "{semantics}\n\n"
+    + _ROLE
+    + """
 Your memory is a record log: answer with a JSON object {{"records": [...]}} whose
 records are copied exactly from the memory and the new chunk (same id, op and fields).
-The canonical JSON of the kept records, one per line, must fit in {budget} bytes.
-
-{semantics}"""
+The canonical JSON of the kept records, one per line, must fit in the byte budget below.
+Budget: at most {budget} bytes (UTF-8)."""
+)
+"""Every prompt starts with the rules (the LLM reader's too), then what is the same for
+every writer, then this writer's format, and the budget last: a server's prefix cache
+holds the longest stable prefix once, across conditions and budgets."""
 
 
 def _record_schema() -> dict[str, Any]:
@@ -159,8 +167,9 @@ class ThinkingWriterParams(WriterParams):
 class _LLMWriter(Compressor):
     """Shared call path: build the prompt, ask the model, turn its answer into memory."""
 
-    version = "2"
-    """2: a reasoning allowance of its own; refused requests are NA."""
+    version = "3"
+    """2: a reasoning allowance of its own; refused requests are NA.  3: the prompt laid
+    out for a prefix cache (the rules first, the budget after the instructions)."""
     uses_llm = True
     Params = WriterParams
     thinking: ClassVar[bool | None] = None

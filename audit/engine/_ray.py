@@ -1,0 +1,221 @@
+"""The Ray executor: the deterministic jobs of a run as Ray tasks, on a Ray cluster.
+
+The same job function the local process pool runs (``_executor._execute``) becomes a
+Ray task; each finished job comes back to the driver and goes through the same
+``record`` callback, so the driver alone writes the run store, one transaction per
+job, exactly as with the local pool.  What follows from that:
+
+* results are byte-identical to the local executor's (the store is rewritten in plan
+  order at the end, whichever worker finished first);
+* a worker (or a node) lost mid-job: Ray runs the task again (``max_retries``); a job
+  is committed only once, whole, by the driver, so nothing is duplicated;
+* a killed driver: its tasks die with it (Ray ends a job's tasks with its driver), and
+  the same ``audit run`` resumes from the store, with either executor (the executor is
+  an invocation option, not part of the plan, so it changes no job key).
+
+``ray`` is an optional dependency (``pip install 'memory-audit[ray]'``), imported only
+here, only when a run asks for it.  Before any job, one task on a worker checks that
+the cluster runs the same memory-audit and compressor versions as the driver: a job
+key promises its rows, and a worker with other code would break that promise.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, TypeVar
+
+from audit.errors import ExecutorError
+from compressors import ConditionSpec, build
+
+T = TypeVar("T")
+Result = TypeVar("Result")
+
+MAX_RETRIES = 3
+"""Times Ray runs a task again after its worker process or node died."""
+IN_FLIGHT_PER_CPU = 2
+"""Tasks submitted per cluster CPU at once: enough to keep every CPU busy while the
+driver commits, few enough that finished results do not pile up in the driver."""
+
+INSTALL_HINT = "--executor ray needs Ray: pip install 'memory-audit[ray]'"
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an ``ExecutorError`` saying how to install it."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from a run
+    try:
+        return importlib.import_module("ray")
+    except ImportError:
+        raise ExecutorError(INSTALL_HINT) from None
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """What the driver connected to."""
+
+    address: str
+    cpus: int
+    nodes: int
+    private: bool
+    """A Ray instance started by this run (no address given): stopped at the end."""
+
+
+def connect(address: str | None, workers: int) -> RayCluster:
+    """Connect to the cluster at ``address`` (``ray start --head`` prints it), else to the
+    one ``RAY_ADDRESS`` names, else start a private local Ray with ``workers`` CPUs."""
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    if target is not None:
+        _reachable(target)
+    try:
+        if target is None:
+            context = ray.init(
+                address="local",
+                num_cpus=workers,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
+        else:
+            context = ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as error:
+        where = target or "a private local instance"
+        raise ExecutorError(f"--executor ray: cannot connect to {where} ({error})") from None
+    resources = ray.cluster_resources()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    cpus = int(resources.get("CPU", 0))
+    if cpus < 1:
+        ray.shutdown()
+        raise ExecutorError(f"--executor ray: the cluster at {target} has no CPU to run jobs on")
+    gcs = getattr(context, "address_info", {}).get("gcs_address") or target or "local"
+    return RayCluster(str(gcs), cpus, len(nodes), target is None)
+
+
+def preflight(address: str | None) -> None:
+    """Before any work: Ray is installed, and something listens at the address given
+    (or at ``RAY_ADDRESS``); ``ExecutorError`` in one line otherwise."""
+    import_ray()
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    if target is not None:
+        _reachable(target)
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast (one line) on an address nothing listens on: Ray itself would retry
+    for minutes."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        if address == "auto":
+            return
+        raise ExecutorError(f"--ray-address: {address!r} is not HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise ExecutorError(
+            f"--ray-address: nothing answers at {address} ({error.strerror or error}); "
+            "start the cluster with `ray start --head` and give the address it prints"
+        ) from None
+
+
+def disconnect() -> None:
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def worker_identity(specs: Sequence[ConditionSpec]) -> dict[str, Any]:
+    """What a worker would run: memory-audit's version and each condition's versioned
+    label (building each also proves the condition imports there)."""
+    try:
+        version: str | None = metadata.version("memory-audit")
+    except metadata.PackageNotFoundError:
+        version = None
+    labels: dict[str, str] = {}
+    for spec in specs:
+        try:
+            labels[spec.label] = build(spec).label
+        except Exception as error:  # reported by the driver, in one line
+            labels[spec.label] = f"cannot be built on a worker: {type(error).__name__}: {error}"
+    return {"memory-audit": version, "labels": labels}
+
+
+def check_workers(specs: Sequence[ConditionSpec], versions: dict[str, str]) -> None:
+    """Refuse a cluster whose workers would run other code than the plan names."""
+    ray = import_ray()
+    remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_identity)
+    try:
+        found = ray.get(remote.remote(list(specs)), timeout=300)
+    except Exception as error:
+        raise ExecutorError(
+            f"--executor ray: a worker could not import memory-audit ({_cause(error)}); "
+            "install the same memory-audit on every node"
+        ) from None
+    mine = worker_identity([])["memory-audit"]
+    if found["memory-audit"] != mine:
+        raise ExecutorError(
+            f"--executor ray: the workers run memory-audit {found['memory-audit']}, the driver "
+            f"{mine}: install the same version on every node"
+        )
+    differing = {label: got for label, got in found["labels"].items() if versions.get(label) != got}
+    if differing:
+        label, got = next(iter(differing.items()))
+        raise ExecutorError(
+            f"--executor ray: condition {label} is {versions.get(label)} on the driver but "
+            f"{got!r} on a worker: install the same compressors on every node"
+        )
+
+
+def _cause(error: BaseException) -> str:
+    cause = getattr(error, "cause", None)
+    inner = cause if isinstance(cause, BaseException) else error
+    text = str(inner).strip().splitlines()
+    return f"{type(inner).__name__}: {text[-1] if text else ''}"
+
+
+def run_on_ray(
+    jobs: Sequence[T],
+    function: Callable[..., Result],
+    args: tuple[Any, ...],
+    record: Callable[[Result], None],
+    cpus: int,
+) -> None:
+    """Run ``function(job, *args)`` for every job as a Ray task and ``record`` each
+    result on the driver as it arrives (biggest jobs first, a bounded window in flight).
+
+    A task whose worker died is run again by Ray (``MAX_RETRIES``); an exception raised
+    by the job itself is re-raised here, as the local pool would.
+    """
+    ray = import_ray()
+    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)(function)
+    shared = [ray.put(arg) for arg in args]  # sent to the object store once, not per task
+    queue = sorted(jobs, key=lambda job: getattr(job, "size", 0))  # popped from the end
+    pending: dict[Any, T] = {}
+    window = max(1, cpus * IN_FLIGHT_PER_CPU)
+    while queue or pending:
+        while queue and len(pending) < window:
+            job = queue.pop()
+            pending[task.remote(job, *shared)] = job
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            job = pending.pop(ref)
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayTaskError as error:
+                cause = getattr(error, "cause", None)
+                if isinstance(cause, BaseException):
+                    raise cause from None
+                raise
+            except ray.exceptions.RayError as error:
+                key = getattr(job, "key", "?")
+                raise ExecutorError(
+                    f"--executor ray: job {key} was lost after {MAX_RETRIES} retries "
+                    f"({_cause(error)}); rerun the same command to resume"
+                ) from None
+            record(result)

@@ -1,0 +1,284 @@
+"""``audit batch export`` / ``audit batch import``: a run's LLM requests as offline batches.
+
+The same run is made twice: live, against a local HTTP server that records every body it
+receives, and offline, as rounds of batch files answered by a batch runner of the test's
+own (the same answers, computed from the request, as the server's).  The exported
+requests must be exactly the requests the live run sends (bodies and therefore cache
+keys), one round per writer update plus the reader's round, and the offline run must
+end with the same results while sending nothing.  The round trip through vLLM's own
+batch runner is in tests/test_vllm_integration.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from typer.testing import CliRunner
+
+from audit.cli import app
+
+runner = CliRunner()
+MODEL = "batch-model"
+RUN = ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
+       "--writer", "llm", "--reader", "llm", "--llm-conditions", "prose_off,frontier",
+       "--llm-sample", "1", "--repeats", "1", "--llm-transforms", "identity",
+       "--workers", "1", "--quiet"]  # fmt: skip
+COMPARED = ("pair_id", "condition", "reader", "variant", "branch", "outcome", "correct",
+            "answer", "memory_sha256", "writer_model", "reader_model")  # fmt: skip
+
+
+def answer(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion computed from the request: a writer's memory names a digest of
+    its prompt (so each update's answer differs, and a wrong chain shows), a reader answers
+    null for each query key."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if system.startswith("You read") or "You read an agent's memory" in system:
+        keys = json.loads(re.search(r"Query keys: (\[.*?\])", user).group(1))  # type: ignore[union-attr]
+        content = json.dumps({"values": dict.fromkeys(keys)})
+    else:
+        digest = hashlib.sha256(json.dumps(body["messages"]).encode()).hexdigest()[:12]
+        content = f"kept {digest}"
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": body["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+    }
+
+
+@contextmanager
+def live_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(base URL, bodies received) of a local server answering with ``answer``."""
+    bodies: list[dict[str, Any]] = []
+    loop = asyncio.new_event_loop()
+    ready, stop = threading.Event(), asyncio.Event()
+    url: list[str] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        bodies.append(body)
+        return web.json_response(answer(body))
+
+    async def serve() -> None:
+        application = web.Application()
+        application.router.add_post("/v1/chat/completions", chat)
+        site_runner = web.AppRunner(application, access_log=None)
+        await site_runner.setup()
+        site = web.TCPSite(site_runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url.append(f"http://127.0.0.1:{port}/v1")
+        ready.set()
+        await stop.wait()
+        await site_runner.cleanup()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield url[0], bodies
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+        loop.close()
+
+
+def run_batch(requests: Path, outputs: Path, refuse: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """A batch runner: OpenAI Batch API input lines in, output lines out."""
+    with outputs.open("w") as sink:
+        for text in requests.read_text().splitlines():
+            line = json.loads(text)
+            assert line["method"] == "POST"
+            assert line["url"] == "/v1/chat/completions"
+            if line["custom_id"] in refuse:
+                result = {"status_code": 400, "request_id": "r", "body": None}
+                error: Any = {"message": "prompt too long"}
+            else:
+                result = {"status_code": 200, "request_id": "r", "body": answer(line["body"])}
+                error = None
+            sink.write(json.dumps({"id": "b", "custom_id": line["custom_id"],
+                                   "response": result, "error": error}) + "\n")  # fmt: skip
+
+
+def config(path: Path, base_url: str, cache: Path) -> Path:
+    path.write_text(
+        f'cache_path = "{cache}"\n[backends.llm]\nbase_url = "{base_url}"\nmodel = "{MODEL}"\n'
+        "max_retries = 0\n"
+    )
+    return path
+
+
+def rows(run_dir: Path) -> list[tuple[str, ...]]:
+    with (run_dir / "results.csv").open(newline="") as handle:
+        return sorted(tuple(r[c] for c in COMPARED) for r in csv.DictReader(handle))
+
+
+def invoke(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_batch_rounds_send_exactly_the_live_requests_and_finish_with_none(tmp_path: Path):
+    with live_server() as (url, received):
+        live_config = config(tmp_path / "live.toml", url, tmp_path / "live.sqlite")
+        # without the determinism probe, whose requests measure a server and are no part
+        # of the stage (a batch has no server to measure: the offline run skips it too)
+        invoke(*RUN, "--config", str(live_config), "--out", str(tmp_path / "live"),
+               "--no-determinism")  # fmt: skip
+    assert received
+
+    # offline: the server URL answers nothing; every answer comes through batch files
+    offline = config(tmp_path / "offline.toml", "http://127.0.0.1:9/v1", tmp_path / "b.sqlite")
+    run_dir = tmp_path / "offline"
+    planned = invoke(*RUN, "--config", str(offline), "--out", str(run_dir), "--plan-only")
+    assert "planned" in planned
+    assert not (run_dir / "store.sqlite").exists()
+    exported: list[dict[str, Any]] = []
+    rounds: list[str] = []
+    for number in range(1, 30):
+        output = invoke("batch", "export", str(run_dir), "--config", str(offline))
+        if output.startswith("nothing to export"):
+            break
+        if number == 10:  # the last round still to answer: the run would need its server
+            early = runner.invoke(app, [*RUN, "--config", str(offline), "--out", str(run_dir)])
+            assert early.exit_code == 1, early.output
+            assert "does not answer" in early.output, early.output
+            assert "nothing was run" in early.output, early.output
+            assert not (run_dir / "store.sqlite").exists()
+        rounds.append(output)
+        assert output.startswith(f"round {number}: "), output
+        batch = run_dir / "batch" / f"round-{number:03d}.jsonl"
+        lines = [json.loads(t) for t in batch.read_text().splitlines()]
+        assert all(line["custom_id"] == line["custom_id"].lower() for line in lines)
+        exported += [line["body"] for line in lines]
+        run_batch(batch, tmp_path / f"out-{number}.jsonl")
+        imported = invoke("batch", "import", str(tmp_path / f"out-{number}.jsonl"),
+                          "--config", str(offline))  # fmt: skip
+        assert f"{len(lines)} answers imported" in imported, imported
+    # pilot pairs: 5 prefix chunks and 2 + 2 future chunks, one update each, then the reader
+    assert len(rounds) == 10, rounds
+    # the pair's two variants begin with the same chunk: one request is both streams' first
+    # update (identical requests are exported once, as the live client sends them once)
+    assert "1 writer updates of 2 streams, 6 reader reads" in rounds[0], rounds[0]
+    assert all("2 writer updates of 2 streams, 0 reader reads" in r for r in rounds[1:-1])
+    assert "still to come: 9 more round(s), at most 16 writer requests and 6 reader" in rounds[0]
+    assert "0 writer updates of 0 streams, 6 reader reads" in rounds[-1], rounds[-1]
+    assert "this is the last round" in rounds[-1]
+
+    def canonical(bodies: list[dict[str, Any]]) -> list[str]:
+        return sorted(json.dumps(b, sort_keys=True) for b in bodies)
+
+    assert canonical(exported) == canonical(received)  # the very requests, byte for byte
+
+    # every answer is in the cache: the run completes without its server (which answers
+    # nothing), and says so
+    final = invoke(*RUN, "--config", str(offline), "--out", str(run_dir))
+    assert "the response cache answers every LLM request of this run" in final, final
+    llm = json.loads((run_dir / "costs.json").read_text())["invocations"][-1]["llm"]
+    counters = llm["writer_and_reader"]
+    assert counters["sent"] == 0, counters
+    assert counters["attempts"] == 0, counters
+    live = json.loads((tmp_path / "live" / "costs.json").read_text())["invocations"][-1]
+    live_counters = live["llm"]["writer_and_reader"]
+    assert live_counters["sent"] == len(received)
+    # every chat call the live run made, now from the cache (an identical request the live
+    # run sent once for two streams, answering the second in flight, is two hits here)
+    assert counters["cache_hits"] == counters["requests"] == live_counters["requests"]
+    assert counters["cache_hits"] == len(received) + live_counters["deduplicated"]
+    assert rows(run_dir) == rows(tmp_path / "live")
+
+
+def test_an_import_is_checked_line_by_line_before_anything_is_stored(tmp_path: Path):
+    offline = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", tmp_path / "c.sqlite")
+    run_dir = tmp_path / "run"
+    invoke(*RUN, "--config", str(offline), "--out", str(run_dir), "--plan-only")
+    first = invoke("batch", "export", str(run_dir), "--config", str(offline))
+    assert first.startswith("round 1: 7 requests"), first  # 1 writer (both streams), 6 reader
+    batch = run_dir / "batch" / "round-001.jsonl"
+    out = tmp_path / "out.jsonl"
+    run_batch(batch, out)
+    good = out.read_text().splitlines()
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good[0] + "\n{not json\n")
+    result = runner.invoke(app, ["batch", "import", str(bad), "--config", str(offline)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: {bad}:2: not JSON (Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1))"
+    ]
+    forged = tmp_path / "forged.jsonl"
+    line = json.loads(good[0])
+    line["custom_id"] = "0" * 64
+    forged.write_text(json.dumps(line) + "\n")
+    result = runner.invoke(app, ["batch", "import", str(forged), "--config", str(offline)])
+    assert result.exit_code == 2
+    assert f"{forged}:1: custom_id 0000000000000000... names no request exported" in result.output
+
+    # nothing was stored by the refused files: the same round is exported again
+    again = invoke("batch", "export", str(run_dir), "--config", str(offline))
+    assert again.startswith("round 1: 7 requests"), again
+
+    refused = json.loads(good[-1])["custom_id"]  # a reader request (writers come first)
+    run_batch(batch, out, refuse={refused})
+    output = invoke("batch", "import", str(out), "--config", str(offline))
+    assert "6 answers imported" in output, output
+    assert "1 refused by the batch" in output, output
+    twice = invoke("batch", "import", str(out), "--config", str(offline))
+    assert "0 answers imported" in twice, twice
+    assert "6 already in the cache" in twice, twice
+    following = invoke("batch", "export", str(run_dir), "--config", str(offline))
+    assert following.startswith("round 2: "), following
+    assert refused not in (run_dir / "batch" / "round-002.jsonl").read_text()
+    assert "1 request(s) refused by an earlier batch are not exported" in following
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing", "{run}: not a run directory ({run}/config.json: missing; not a run directory)"),
+        ("deterministic", "{run}: its plan has no LLM stage"),
+        ("no-model", "set model = ... for this backend"),
+        ("old-layout", "{run}: its LLM stage was planned with prompt layout 1; this version"),
+    ],
+)
+def test_export_refuses_what_it_cannot_batch_in_one_line(tmp_path: Path, setup: str, message: str):
+    run_dir = tmp_path / "run"
+    cfg = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", tmp_path / "c.sqlite")
+    if setup == "deterministic":
+        invoke("run", "--preset", "cca-pilot", "--conditions", "tail", "--transforms",
+               "identity", "--quiet", "--workers", "1", "--out", str(run_dir))  # fmt: skip
+    elif setup == "no-model":
+        invoke(*RUN, "--config", str(cfg), "--out", str(run_dir), "--plan-only")
+        cfg.write_text(f'cache_path = "{tmp_path / "c.sqlite"}"\n[backends.llm]\n'
+                       'base_url = "http://127.0.0.1:9/v1"\n')  # fmt: skip
+    elif setup == "old-layout":  # planned before prompts had a layout number
+        invoke(*RUN, "--config", str(cfg), "--out", str(run_dir), "--plan-only")
+        planned = json.loads((run_dir / "config.json").read_text())
+        del planned["config"]["llm"]["prompt_layout"]
+        (run_dir / "config.json").write_text(json.dumps(planned))
+    result = runner.invoke(app, ["batch", "export", str(run_dir), "--config", str(cfg)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("error: "), result.output
+    assert message.format(run=run_dir) in lines[0], lines[0]
