@@ -18,21 +18,31 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from compressors._chat import ChatClient
-from histories import MemoryAuditError, Record, RenderStyle, render_records
+from histories import (
+    ChatTurn,
+    MemoryAuditError,
+    Record,
+    RenderStyle,
+    chat_messages,
+    render_records,
+)
 
 CompressorKind = Literal["strict", "archive", "probe"]
 
 
 class ChunkView:
     """One chunk of history as a compressor sees it: the records, and (rendered on
-    first use) the text of the pair's rendering, for writers that read text.
+    first use) the text of the pair's rendering, for writers that read text, and its
+    chat form (``messages``), for adapters of chat-memory libraries.
 
     A view is immutable, so the audit builds one per chunk of a pair and shows it to
     every condition: what is derived from it on first use is derived once.  ``seed``
-    picks a prose rendering's phrasings: one seed for the chunk, or one per record.
+    picks a prose rendering's phrasings and the chat form's wording: one seed for the
+    chunk, or one per record (the audit gives one per record, from the record's
+    identity in the source pair).
     """
 
-    __slots__ = ("_lines", "_sizes", "_text", "records", "seed", "style")
+    __slots__ = ("_lines", "_messages", "_sizes", "_text", "records", "seed", "style")
 
     def __init__(
         self, records: Sequence[Record], style: RenderStyle = "json", seed: int | Sequence[int] = 0
@@ -43,12 +53,22 @@ class ChunkView:
         self._text: str | None = None
         self._lines: tuple[str, ...] | None = None
         self._sizes: tuple[int, ...] | None = None
+        self._messages: tuple[ChatTurn, ...] | None = None
 
     @property
     def text(self) -> str:
         if self._text is None:
             self._text = render_records(self.records, self.style, self.seed)
         return self._text
+
+    @property
+    def messages(self) -> tuple[ChatTurn, ...]:
+        """The chunk as chat turns (``histories.chat_messages``): a request, a call of
+        the tool ``read_log``, its result (the records in the pair's rendering) and an
+        acknowledgement, worded by the records' seeds."""
+        if self._messages is None:
+            self._messages = chat_messages(self.records, self.style, self.seed)
+        return self._messages
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -94,6 +114,9 @@ class Compressor(ABC):
     arrived in (under every prefix permutation, the memory is the identity memory up to
     line order).  Log order carries no meaning, so a condition whose design ignores it
     should say so."""
+    adapter: ClassVar[bool] = False
+    """True for adapters of a third-party memory library (``compressors.adapters``): an
+    optional extra, never part of the default audit."""
     summary: ClassVar[str] = ""
     """One line for ``audit compressors``."""
     Params: ClassVar[type[BaseModel]] = NoParams

@@ -38,17 +38,30 @@ def register(cls: C) -> C:
     return cls
 
 
-def builtins() -> dict[str, type[Compressor]]:
-    """Registered built-ins: strict conditions first, then archives, in preferred order."""
+def _registered() -> dict[str, type[Compressor]]:
+    """Every registered class, built-ins and adapters, in preferred order."""
+    from compressors.adapters import ADAPTERS  # registers on import (no extra imported)
     from compressors.builtin import ORDER  # registers on import
 
-    rank = {name: i for i, name in enumerate(ORDER)}
+    rank = {name: i for i, name in enumerate((*ORDER, *ADAPTERS))}
     names = sorted(_BUILTINS, key=lambda n: (rank.get(n, len(rank)), n))
     return {name: _BUILTINS[name] for name in names}
 
 
+def builtins() -> dict[str, type[Compressor]]:
+    """Registered built-ins: strict conditions first, then archives, in preferred order."""
+    return {name: cls for name, cls in _registered().items() if not cls.adapter}
+
+
+def adapters() -> dict[str, type[Compressor]]:
+    """The adapters of third-party memory libraries (``compressors.adapters``), whether
+    or not their extras are installed: each imports its library only when it runs."""
+    return {name: cls for name, cls in _registered().items() if cls.adapter}
+
+
 def deterministic_builtins() -> list[str]:
-    """Built-ins an exact-reader audit runs by default: no model writes or reads them."""
+    """Built-ins an exact-reader audit runs by default: no model writes or reads them
+    (adapters are never in it: an opt-in, ``--conditions inspect_trim``)."""
     return [n for n, c in builtins().items() if not c.uses_llm and not c.needs_llm_reader]
 
 
@@ -114,8 +127,8 @@ def _check_class(obj: object, where: str) -> type[Compressor]:
 
 
 def resolve_class(target: str) -> type[Compressor]:
-    """The class a target names: built-in, then entry point, then module:attr."""
-    known = builtins()
+    """The class a target names: built-in or adapter, then entry point, then module:attr."""
+    known = _registered()
     if target in known:
         return known[target]
     plugins = _entry_points()
@@ -169,8 +182,10 @@ class Listing:
 
 
 def available() -> list[Listing]:
-    """Built-ins, then installed plugins (loaded to describe them; failures listed)."""
+    """Built-ins, then adapters (installed or not), then installed plugins (loaded to
+    describe them; failures listed)."""
     rows = [Listing(name, "built-in", cls) for name, cls in builtins().items()]
+    rows += [Listing(name, "adapter", cls) for name, cls in adapters().items()]
     for name, ep in sorted(_entry_points().items()):
         try:
             rows.append(Listing(name, f"plugin {ep.value}", _check_class(ep.load(), name)))

@@ -46,11 +46,10 @@ def plan_variant(pair: Pair, variant: VariantName) -> VariantPlan:
     """The chunks one variant streams: worked out once per pair instance, shared by
     every condition streaming it."""
 
-    prose = pair.render == "prose"
-
     def chunk(records: Sequence[Record], index: int) -> ChunkPlan:
-        seed = phrasing_seeds(pair, records) if prose else 0
-        view = ChunkView(records, pair.render, seed)
+        # per-record seeds for every rendering: prose phrasings and the chat form's
+        # wording (a record shared by A and B, or renamed, is worded the same)
+        view = ChunkView(records, pair.render, phrasing_seeds(pair, records))
         return (view, tuple(map(id, view.records)), index)
 
     prefix = pair.variants.of(variant).chunks
