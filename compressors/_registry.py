@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -93,11 +94,23 @@ class ConditionSpec:
         return {k: v for k, v in self.params.items() if k != "budget"}
 
 
+_COMMAND_KEYS = re.compile(r"(run|timeout)=")
+
+
 def parse_spec(text: str) -> ConditionSpec:
-    """``name``, ``name:k=v,k2=v2``, ``pkg.mod:Class`` or ``pkg.mod:Class:k=v``."""
+    """``name``, ``name:k=v,k2=v2``, ``pkg.mod:Class`` or ``pkg.mod:Class:k=v``; and
+    the external forms: ``cmd:COMMAND`` (short for ``cmd:run=COMMAND``) and
+    ``http://HOST:PORT/PATH`` (short for ``http:url=URL``)."""
     text = text.strip()
     if not text:
         raise UnknownCompressorError("empty condition name")
+    if text.startswith("cmd:") and not _COMMAND_KEYS.match(text[4:]):
+        command = text[4:].strip()
+        if not command:
+            raise UnknownCompressorError("cmd: give the command to run, cmd:COMMAND")
+        return ConditionSpec(label=text, target="cmd", params={"run": command})
+    if text.startswith(("http://", "https://")):
+        return ConditionSpec(label=text, target="http", params={"url": text})
     parts = text.split(":")
     if len(parts) >= 2 and "=" not in parts[1]:
         target, rest = f"{parts[0]}:{parts[1]}", parts[2:]

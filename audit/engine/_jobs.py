@@ -25,7 +25,7 @@ from audit.engine._streaming import (
     stream_variant,
 )
 from audit.plan import Cell, TransformSpec
-from compressors import Compressor, build, dump, load
+from compressors import ChatUnavailableError, Compressor, build, dump, load
 from histories import (
     BRANCHES,
     VARIANTS,
@@ -162,6 +162,11 @@ def _run_instance(
         streamed = {
             v: stream_variant(compressor, pair, v, budget, memo, plans[v]) for v in VARIANTS
         }
+    except ChatUnavailableError as error:  # infrastructure (an external system): NA
+        rows.log.append(f"{label} on {pair.pair_id}: unavailable: {error}")
+        shared = rows.shared(pair, label, compressor, budget, reader="exact")
+        rows.failed(shared, golds, f"unavailable: {error}", outcome="na", correct=None)
+        return
     except (Exception, SystemExit):  # a plugin that exits is a compressor that raised
         trace = traceback.format_exc()
         rows.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")

@@ -281,7 +281,7 @@ async def run_unit(
             if log is not None:
                 figures[variant] = branch_figures(log.updates, plan)
         except ChatUnavailableError as error:
-            streamed[variant] = f"writer unavailable: {error}"
+            streamed[variant] = f"unavailable: {error}"
         except Exception:
             trace = traceback.format_exc()
             rows.log.append(f"{label} on {pair.pair_id} (repeat {unit.repeat}): raised\n{trace}")

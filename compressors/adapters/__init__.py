@@ -8,6 +8,7 @@ library's threshold, and what each kept on the pilot.
 """
 
 from compressors.adapters import (
+    command,
     inspect_compaction,
     langchain_memory,
     langmem_summary,
@@ -29,6 +30,8 @@ ADAPTERS = (
     "langchain_summary",
     "langmem_summary",
     "llamaindex_summary",
+    "cmd",
+    "http",
 )
 """The adapters in listing order: no-LLM first within each library."""
 
@@ -37,6 +40,7 @@ __all__ = [
     "BYTES_PER_TOKEN",
     "AdapterNotInstalledError",
     "ChatAdapter",
+    "command",
     "count_tokens",
     "inspect_compaction",
     "langchain_memory",
