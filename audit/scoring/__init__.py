@@ -6,6 +6,7 @@ reads (``score_results``); ``_gaps``, ``_selection`` and ``_stats`` build on the
 ``audit compare`` take their numbers from here, so one name never means two things.
 """
 
+from audit.scoring._compactions import COMPACTION_LEVELS, compaction_curve
 from audit.scoring._gaps import GAP_METRICS, shortcut_gaps
 from audit.scoring._metrics import (
     ALL,
@@ -72,6 +73,7 @@ __all__ = [
     "BOOTSTRAP_WITHIN",
     "BY_NAME",
     "CELL",
+    "COMPACTION_LEVELS",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
     "DEFAULT_TARGET",
@@ -103,6 +105,7 @@ __all__ = [
     "cell_entry",
     "cluster_bootstrap",
     "cluster_bootstrap_interval",
+    "compaction_curve",
     "detectable_difference",
     "heterogeneity_p",
     "holm",
