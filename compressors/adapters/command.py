@@ -327,8 +327,13 @@ class CommandMemory(Compressor):
         assert isinstance(params, CommandParams)
         where = f"cmd:{params.run}"
         line = json.dumps(request_payload(memory, chunk, query_keys, budget)).encode()
-        raw = process_for(self._argv(), where).ask(line, params.timeout)
-        return parse_answer(raw, where)
+        process = process_for(self._argv(), where)
+        raw = process.ask(line, params.timeout)
+        try:
+            return parse_answer(raw, where)
+        except ExternalUnavailableError:
+            process.stop()  # what it will say next is anyone's guess: start afresh
+            raise
 
     async def aupdate(
         self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
