@@ -250,3 +250,28 @@ def test_vllm_cpu_backend_end_to_end(vllm_server: VllmServer, tmp_path: Path) ->
     costs = json.loads((second / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
     assert costs["sent"] == 0, costs
     assert len([r for r in _rows(second) if r["reader"] == "vllm"]) == 6
+
+
+def test_llm_adapters_against_vllm(vllm_server: VllmServer, tmp_path: Path) -> None:
+    """The summarizing adapters write through the vLLM server (the --writer backend):
+    every one sends requests, and no read is an error."""
+    config = _write_config(tmp_path, vllm_server)
+    out = tmp_path / "adapters"
+    conditions = (
+        "inspect_summary:max_tokens=64,langchain_summary:keep_messages=4,"
+        "langmem_summary:max_summary_tokens=64,llamaindex_summary:max_tokens=64"
+    )
+    result = runner.invoke(
+        app,
+        ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
+         "--writer", "vllm", "--llm-conditions", conditions, "--llm-sample", "1",
+         "--repeats", "1", "--llm-transforms", "identity", "--workers", "1", "--quiet",
+         "--config", str(config), "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = [r for r in _rows(out) if r["writer_model"]]
+    assert {r["condition"] for r in rows} == set(conditions.split(","))
+    assert all(SERVED in r["writer_model"] for r in rows), rows
+    assert not [r for r in rows if r["outcome"] == "error"], rows
+    costs = json.loads((out / "costs.json").read_text())["invocations"][-1]["llm"]["writer"]
+    assert costs["sent"] > 0, costs

@@ -40,7 +40,10 @@ def run_audit(
         typer.Option(help="Comma list of conditions (name[:k=v], or package.module:Class)."),
     ] = None,
     transforms: Annotated[
-        str, typer.Option(help="identity, rename:K, permute:K, relabel:K, decoy:K (comma list).")
+        str,
+        typer.Option(
+            help="identity, rename:K, permute:K, relabel:K, decoy:K, rechunk:K (comma list)."
+        ),
     ] = DEFAULT_TRANSFORMS,
     budget: Annotated[
         str, typer.Option(help="Memory budgets in UTF-8 bytes (comma list).")

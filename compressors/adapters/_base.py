@@ -153,12 +153,17 @@ class ChatAdapter(Compressor):
 
     # --- the bridge to the writer client (LLM-backed adapters) -----------------
 
+    def requested_cap(self) -> int | None:
+        """The user's cap of every request (``max_tokens=N``), if given."""
+        given = getattr(self.params, "max_tokens", None)
+        return None if given is None else int(given)
+
     def request_cap(self, budget: int, library_cap: int | None = None) -> int:
         """``max_tokens`` of a summary request: the user's, else the library's, else
         about budget/3 tokens (64 to 1,024)."""
-        given = getattr(self.params, "max_tokens", None)
+        given = self.requested_cap()
         if given is not None:
-            return int(given)
+            return given
         if library_cap is not None:
             return library_cap
         return min(1024, max(64, budget // 3))

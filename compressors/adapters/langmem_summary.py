@@ -28,8 +28,8 @@ DEFAULT_SUMMARY_TOKENS = 256
 
 
 class LangmemParams(LLMAdapterParams):
-    """``max_tokens`` here is langmem's (default budget // 4); ``max_summary_tokens``
-    (default 256) also caps the summary request."""
+    """``max_tokens`` here is langmem's own (default budget // 4), not a request cap:
+    ``max_summary_tokens`` (default 256) caps the summary request."""
 
     max_tokens: int | None = Field(default=None, ge=2)
     max_tokens_before_summary: int | None = Field(default=None, ge=1)
@@ -45,6 +45,9 @@ class LangmemSummary(ChatAdapter):
     requires = ("langmem", "langchain_core")
     uses_llm = True
     Params: ClassVar[type[BaseModel]] = LangmemParams
+
+    def requested_cap(self) -> int | None:
+        return None  # langmem's max_summary_tokens caps the request (its model is bound)
 
     async def compact(
         self, turns: list[ChatTurn], query_keys: Sequence[str], budget: int, repeat: int
