@@ -467,7 +467,8 @@ def test_llm_adapters_run_against_the_embedded_local_model(tmp_path: Path):
         ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms",
          "identity", "--budget", str(BUDGET), "--writer", "local", "--llm-sample", "1",
          "--repeats", "1", "--llm-transforms", "identity", "--llm-conditions",
-         "inspect_summary,langchain_summary:keep_messages=4,langmem_summary,llamaindex_summary",
+         "inspect_summary:max_tokens=24,langchain_summary:keep_messages=4,max_tokens=24,"
+         "langmem_summary:max_summary_tokens=24,llamaindex_summary:max_tokens=24",
          "--workers", "1", "--out", str(out), "--quiet"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -476,8 +477,8 @@ def test_llm_adapters_run_against_the_embedded_local_model(tmp_path: Path):
     rows = pd.read_csv(out / "results.csv")
     llm = rows[rows["writer_model"].notna()]
     assert set(llm["condition"]) == {
-        "inspect_summary", "langchain_summary:keep_messages=4", "langmem_summary",
-        "llamaindex_summary",
+        "inspect_summary:max_tokens=24", "langchain_summary:keep_messages=4,max_tokens=24",
+        "langmem_summary:max_summary_tokens=24", "llamaindex_summary:max_tokens=24",
     }  # fmt: skip
     assert not (llm["outcome"] == "error").any(), llm[["condition", "error"]]
     costs = json.loads((out / "costs.json").read_text())["invocations"][-1]["llm"]

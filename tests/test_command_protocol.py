@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.engine import plan_variant, share_identical_records, stream_variant
+from audit.plan import parse_conditions
 from compressors import ChunkView, build, parse_spec
 from compressors.adapters.command import (
     ExternalMemoryError,
@@ -93,6 +94,13 @@ def test_cmd_and_http_specs_parse_to_their_compressors():
     assert (spec.target, spec.params) == ("http", {"url": "http://127.0.0.1:8765/update"})
     with pytest.raises(ValueError, match="cmd"):
         parse_spec("cmd:")
+    # in a --conditions list, a bare key=value item belongs to the condition before it
+    listed = parse_conditions("cmd:run=python m.py,timeout=5,tail,langchain_trim:max_tokens=9")
+    assert [(s.target, s.params) for s in listed] == [
+        ("cmd", {"run": "python m.py", "timeout": "5"}),
+        ("tail", {}),
+        ("langchain_trim", {"max_tokens": "9"}),
+    ]
     with pytest.raises(ValueError, match="url"):
         build("http:url=ftp://x")
 
