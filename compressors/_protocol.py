@@ -12,7 +12,7 @@ re-read the raw history (extra storage), so they are ceilings, not memories.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -42,23 +42,38 @@ class ChunkView:
     identity in the source pair).
     """
 
-    __slots__ = ("_lines", "_messages", "_sizes", "_text", "records", "seed", "style")
+    __slots__ = ("_lines", "_messages", "_seed", "_seed_of", "_sizes", "_text", "records", "style")
 
     def __init__(
-        self, records: Sequence[Record], style: RenderStyle = "json", seed: int | Sequence[int] = 0
+        self,
+        records: Sequence[Record],
+        style: RenderStyle = "json",
+        seed: int | Sequence[int] | Callable[[], Sequence[int]] = 0,
     ) -> None:
         self.records = tuple(records)
         self.style: RenderStyle = style
-        self.seed = seed
+        self._seed_of = seed if callable(seed) else None
+        self._seed: int | Sequence[int] = 0 if callable(seed) else seed
         self._text: str | None = None
         self._lines: tuple[str, ...] | None = None
         self._sizes: tuple[int, ...] | None = None
         self._messages: tuple[ChatTurn, ...] | None = None
 
     @property
+    def seed(self) -> int | Sequence[int]:
+        """The phrasing seed(s); a callable given instead is called on first use (the
+        audit's per-record seeds cost a hash per record, paid only by what reads prose
+        or the chat form)."""
+        if self._seed_of is not None:
+            self._seed, self._seed_of = tuple(self._seed_of()), None
+        return self._seed
+
+    @property
     def text(self) -> str:
         if self._text is None:
-            self._text = render_records(self.records, self.style, self.seed)
+            # only prose reads the seeds: json and log never pay for them
+            seed = self.seed if self.style == "prose" else 0
+            self._text = render_records(self.records, self.style, seed)
         return self._text
 
     @property
