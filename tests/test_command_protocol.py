@@ -157,6 +157,23 @@ def test_a_timeout_is_na_with_its_cause_and_the_process_is_restarted(tmp_path):
     assert len(_pids(tmp_path)) == 2
 
 
+def test_a_process_that_stops_reading_is_na_within_the_timeout_not_a_hang(tmp_path):
+    """An update larger than the pipe holds, sent to a process that closed its input or
+    never reads it: NA with the cause within the timeout, not a hang."""
+    (tmp_path / "deaf.py").write_text("import os, time\nos.close(0)\ntime.sleep(60)\n")
+    compressor = build(f"cmd:run={sys.executable} {tmp_path / 'deaf.py'},timeout=1")
+    started = time.monotonic()
+    with pytest.raises(ExternalUnavailableError, match="the process closed its input"):
+        compressor.update("x" * 1_000_000, CHUNK, ["k"], 2_000_000)
+    assert time.monotonic() - started < 10
+    sleeper = build(f"cmd:run={sys.executable} {tmp_path / 'sleepy.py'},timeout=1")
+    (tmp_path / "sleepy.py").write_text("import time\ntime.sleep(60)\n")  # stdin open, unread
+    started = time.monotonic()
+    with pytest.raises(ExternalUnavailableError, match=r"no answer within 1 s \(timeout\)"):
+        sleeper.update("x" * 1_000_000, CHUNK, ["k"], 2_000_000)
+    assert time.monotonic() - started < 10
+
+
 def test_a_crash_is_na_with_its_exit_code_and_stderr(tmp_path):
     command = _script(
         tmp_path,

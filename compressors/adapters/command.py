@@ -197,15 +197,38 @@ class ExternalProcess:
                 process = self._start()
             deadline = time.monotonic() + timeout
             assert process.stdin is not None
-            try:
-                process.stdin.write(line + b"\n")
-                process.stdin.flush()
-            except OSError:  # a broken pipe: it is gone
-                code = process.wait(timeout=5) if process.poll() is None else process.returncode
-                raise self._fail(
-                    f"the process exited (code {code}) before reading the update"
-                ) from None
+            self._write_line(process, line + b"\n", deadline, timeout)
             return self._read_line(process, deadline, timeout)
+
+    def _write_line(
+        self, process: subprocess.Popen[bytes], data: bytes, deadline: float, timeout: float
+    ) -> None:
+        """Write the update within the timeout: a process that stops reading its input
+        cannot block the audit once the pipe is full."""
+        assert process.stdin is not None
+        fd = process.stdin.fileno()
+        os.set_blocking(fd, False)
+        view = memoryview(data)
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise self._fail(f"no answer within {timeout:g} s (timeout)")
+                try:
+                    written = os.write(fd, view)
+                except BlockingIOError:
+                    continue
+                except OSError:  # a broken pipe: it exited, or closed its input
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(timeout=1)
+                    code = process.poll()
+                    if code is None:
+                        raise self._fail("the process closed its input") from None
+                    raise self._fail(
+                        f"the process exited (code {code}) before reading the update"
+                    ) from None
+                view = view[written:]
 
     def _read_line(
         self, process: subprocess.Popen[bytes], deadline: float, timeout: float
