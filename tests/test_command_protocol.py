@@ -319,12 +319,31 @@ def test_a_killed_audit_takes_its_external_processes_with_it(tmp_path):
 
 
 class _Memory(http.server.BaseHTTPRequestHandler):
-    """keep_newest over HTTP; ``/fail`` answers 500, ``/slow`` sleeps."""
+    """keep_newest over HTTP; ``/fail`` answers 500, ``/slow`` sleeps, ``/truncated``
+    closes before its stated length, ``/trickle`` sends a byte every 0.3 s."""
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path == "/fail":
             self.send_error(500, "boom")
+            return
+        if self.path in ("/truncated", "/trickle"):
+            body = b'{"memory": "' + b"x" * 40 + b'"}'
+            self.send_response(200)
+            self.send_header(
+                "Content-Length", str(len(body) + (9 if self.path == "/truncated" else 0))
+            )
+            self.end_headers()
+            try:
+                if self.path == "/truncated":
+                    self.wfile.write(body)
+                    return
+                for i in range(len(body)):
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.3)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             return
         if self.path == "/slow":
             time.sleep(3)
@@ -375,6 +394,12 @@ def test_the_http_form_against_a_real_local_server(pilot, http_memory):
         build(f"{http_memory}/fail").update("", CHUNK, ["k"], 100)
     with pytest.raises(ExternalUnavailableError, match="timed out"):
         build(f"http:url={http_memory}/slow,timeout=0.5").update("", CHUNK, ["k"], 100)
+    with pytest.raises(ExternalUnavailableError, match="incomplete answer"):
+        build(f"{http_memory}/truncated").update("", CHUNK, ["k"], 100)
+    started = time.monotonic()  # each byte within the timeout, the whole answer not
+    with pytest.raises(ExternalUnavailableError, match=r"no answer within 1 s \(timeout\)"):
+        build(f"http:url={http_memory}/trickle,timeout=1").update("", CHUNK, ["k"], 100)
+    assert time.monotonic() - started < 3
 
 
 def test_the_http_form_when_nothing_listens():

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import http.client
 import json
 import os
 import selectors
@@ -391,21 +392,46 @@ class HttpMemory(Compressor):
         request = urllib.request.Request(
             params.url, data=body, headers={"Content-Type": "application/json"}, method="POST"
         )
+        deadline = time.monotonic() + params.timeout
         try:
             with urllib.request.urlopen(request, timeout=params.timeout) as response:
-                raw = response.read(MAX_ANSWER_BYTES + 1)
+                raw = _read_body(response, deadline, params)
         except urllib.error.HTTPError as error:
             raise ExternalUnavailableError(
                 f"{params.url}: HTTP {error.code} {error.reason}"
             ) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as error:
-            reason = getattr(error, "reason", error)
+        except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as error:
+            reason = getattr(error, "reason", None) or f"{type(error).__name__}: {error}"
             raise ExternalUnavailableError(f"{params.url}: {reason}") from None
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise ExternalUnavailableError(f"{params.url}: malformed answer (over the size cap)")
         return parse_answer(raw.strip(), params.url)
 
     async def aupdate(
         self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
     ) -> str:
         return await asyncio.to_thread(self.update, memory, chunk, query_keys, budget)
+
+
+def _read_body(response: Any, deadline: float, params: HttpParams) -> bytes:
+    """The whole answer within the timeout (a server sending a byte at a time under
+    the per-read timeout cannot stretch it), no more than the size cap, and as long as
+    its Content-Length says."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise ExternalUnavailableError(
+                f"{params.url}: no answer within {params.timeout:g} s (timeout)"
+            )
+        part = response.read1(1 << 16)
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+        if size > MAX_ANSWER_BYTES:
+            raise ExternalUnavailableError(f"{params.url}: malformed answer (over the size cap)")
+    stated = response.headers.get("Content-Length")
+    if stated is not None and stated.isdigit() and int(stated) != size:
+        raise ExternalUnavailableError(
+            f"{params.url}: incomplete answer ({size} of {stated} bytes)"
+        )
+    return b"".join(parts)
