@@ -8,7 +8,9 @@
     ├── UnknownCompressorError, InvalidParamsError, ChatUnavailableError  (compressors)
     ├── PlanError                    a run plan that does not parse: names the option and item
     ├── RunDirectoryError            the run directory cannot hold or resume this run
-    │   └── StoreFormatError         its store was written by another version of memory-audit
+    │   ├── StoreFormatError         its store was written by another version of memory-audit
+    │   └── RunStorageError          its files cannot be written, or its store opened
+    │                                (a full disk, a read-only medium, a damaged store)
     ├── RunDataError                 a run directory cannot be read back for a report
     ├── PluginScaffoldError          a compressor plugin cannot be scaffolded
     └── BackendError                 (audit.backends: configuration, start-up, the cache)
@@ -35,6 +37,13 @@ class StoreFormatError(RunDirectoryError):
     """The run directory's store was written by another version of memory-audit."""
 
 
+class RunStorageError(RunDirectoryError):
+    """The run directory cannot be written, or its store opened: a full disk, a
+    read-only medium, a damaged store.  The message names the file and the way out."""
+
+    exit_code = 1
+
+
 class RunDataError(MemoryAuditError, ValueError):
     """The directory is not a readable run directory; the message names the file."""
 
@@ -49,5 +58,6 @@ __all__ = [
     "PluginScaffoldError",
     "RunDataError",
     "RunDirectoryError",
+    "RunStorageError",
     "StoreFormatError",
 ]

@@ -8,6 +8,7 @@ Writing never leaves a half-written dataset behind.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -45,12 +46,35 @@ def _field_path(loc: Sequence[int | str]) -> str:
     return ".".join(str(part) for part in loc)
 
 
+class _DuplicateKeyError(MemoryAuditError, ValueError):
+    """A JSON object names a key twice (``json`` would keep the last silently)."""
+
+
+def _unique_keys(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(items)
+    if len(found) != len(items):
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+    return found
+
+
 def parse_pair_line(text: str, path: Path | str = "<string>", line: int = 1) -> Pair:
-    """One JSON line -> a verified Pair, or PairFileError naming line and field."""
+    """One JSON line -> a verified Pair, or PairFileError naming line and field.
+
+    An object that names a key twice is refused: JSON parsers disagree on which one
+    wins, so the file means different things to different readers.
+    """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES:
         raise PairFileError(path, line, None, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
-        data: Any = json.loads(text)
+        data: Any = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as error:
+        raise PairFileError(
+            path, line, None, f"duplicate key {str(error)!r} in a JSON object: give each key once"
+        ) from None
     except (json.JSONDecodeError, RecursionError) as error:
         raise PairFileError(path, line, None, f"not valid JSON ({error})") from None
     if not isinstance(data, dict):
@@ -68,31 +92,47 @@ def parse_pair_line(text: str, path: Path | str = "<string>", line: int = 1) -> 
     return pair if pair.gold is not None else pair.model_copy(update={"gold": gold})
 
 
+def _lines(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a file read in binary, each line bounded while it is
+    read: a line past ``MAX_LINE_BYTES`` (or a file with no line breaks at all, like
+    ``/dev/zero``) is refused after that many bytes, never held whole."""
+    for number in itertools.count(1):
+        raw = handle.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            raise PairFileError(path, number, None, f"line longer than {MAX_LINE_BYTES} bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise PairFileError(
+                path, number, None, f"not UTF-8 text (byte {error.start + 1}: {error.reason})"
+            ) from None
+        yield number, text
+
+
 def iter_pair_file(path: Path | str) -> Iterator[Pair]:
     """Verified pairs of a JSON-lines file, one per non-blank line; duplicate ids refused."""
     path = Path(path)
     seen: dict[str, int] = {}
     try:
-        handle = path.open("r", encoding="utf-8")
+        handle = path.open("rb")
     except OSError as error:
         raise PairFileError(path, None, None, f"cannot read pair file ({error.strerror})") from None
     with handle:
-        try:
-            for number, text in enumerate(handle, start=1):
-                if not text.strip():
-                    continue
-                pair = parse_pair_line(text, path, number)
-                if pair.pair_id in seen:
-                    raise PairFileError(
-                        path,
-                        number,
-                        "pair_id",
-                        f"duplicate pair id {pair.pair_id!r} (first on line {seen[pair.pair_id]})",
-                    )
-                seen[pair.pair_id] = number
-                yield pair
-        except UnicodeDecodeError as error:
-            raise PairFileError(path, None, None, f"not UTF-8 text ({error.reason})") from None
+        for number, text in _lines(path, handle):
+            if not text.strip():
+                continue
+            pair = parse_pair_line(text, path, number)
+            if pair.pair_id in seen:
+                raise PairFileError(
+                    path,
+                    number,
+                    "pair_id",
+                    f"duplicate pair id {pair.pair_id!r} (first on line {seen[pair.pair_id]})",
+                )
+            seen[pair.pair_id] = number
+            yield pair
     if not seen:
         raise PairFileError(path, None, None, "no pairs in file")
 
@@ -138,6 +178,13 @@ def dataset_bytes(
     return body, (manifest.model_dump_json(indent=2) + "\n").encode("utf-8")
 
 
+def _umask_mode() -> int:
+    """The mode a plain ``open()`` would give a new file: 0666 less the umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_files_atomically(directory: Path, files: dict[str, bytes]) -> None:
     """Write every file or none: temp files first, then renames; a directory this
     call created is removed again if anything fails."""
@@ -148,6 +195,7 @@ def write_files_atomically(directory: Path, files: dict[str, bytes]) -> None:
         for name, content in files.items():
             fd, temp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
             temps[name] = temp
+            os.fchmod(fd, _umask_mode())  # mkstemp makes 0600; a pair file is a shared input
             with os.fdopen(fd, "wb") as handle:
                 handle.write(content)
         for name, temp in temps.items():

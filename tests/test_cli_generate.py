@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,17 @@ def test_validate_accepts_a_generated_file(tmp_path):
     result = run("pairs", "validate", str(out / "pairs.jsonl"))
     assert result.exit_code == 0
     assert "24 pairs OK" in result.output
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_generated_files_follow_the_umask(tmp_path: Path, umask: int):
+    """Pair files are an input others read: created like any file, not owner-only."""
+    old = os.umask(umask)
+    try:
+        result = run("generate", "--preset", "cca-pilot", "--out", str(tmp_path / "p"))
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    for name in ("pairs.jsonl", "manifest.json"):
+        mode = stat.S_IMODE((tmp_path / "p" / name).stat().st_mode)
+        assert mode == 0o666 & ~umask, (name, oct(mode))

@@ -112,3 +112,48 @@ def test_plugins_are_never_imported_from_a_pair_file(tmp_path: Path, monkeypatch
     data["family"] = "evil:Module"
     parse_pair_line(json.dumps(data), "pairs.jsonl", 1)
     assert "evil" not in sys.modules
+
+
+def test_a_file_without_line_breaks_is_refused_after_the_limit():
+    """/dev/zero has no line break: the limit holds while reading, not after."""
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero")
+    tracemalloc.start()
+    with pytest.raises(PairFileError, match=r"/dev/zero:1: line longer than"):
+        load_pairs("/dev/zero")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 3 * MAX_LINE_BYTES
+
+
+def test_the_validate_command_on_dev_zero_ends_in_one_line():
+    import subprocess
+    import sys
+
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero")
+    result = subprocess.run(
+        [sys.executable, "-m", "audit", "pairs", "validate", "/dev/zero"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1  # the check failed
+    assert result.stderr.strip() == f"error: /dev/zero:1: line longer than {MAX_LINE_BYTES} bytes"
+
+
+def test_invalid_utf8_names_its_line(tmp_path: Path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_bytes(GOOD.encode() + b"\n" + b'{"pair_id": "caf\xe9"}\n')
+    with pytest.raises(PairFileError, match=r"pairs.jsonl:2: not UTF-8 text \(byte 17"):
+        load_pairs(path)
+
+
+def test_a_key_given_twice_is_refused():
+    """Two ``gold`` objects: json keeps the last, another parser the first; refuse."""
+    data = json.loads(GOOD)
+    twice = json.dumps(data)[:-1] + ', "gold": ' + json.dumps(data["gold"]) + "}"
+    assert json.loads(twice) == data  # the standard parser would accept it silently
+    with pytest.raises(PairFileError, match=r"pairs.jsonl:4: duplicate key 'gold'"):
+        parse_pair_line(twice, "pairs.jsonl", 4)
+    nested = json.dumps(data).replace('"variants": {', '"variants": {"A": null, ', 1)
+    with pytest.raises(PairFileError, match="duplicate key 'A'"):
+        parse_pair_line(nested, "pairs.jsonl", 4)

@@ -145,16 +145,22 @@ def test_rerunning_resumes_and_the_cache_sends_nothing(llm_run, tmp_path):
     assert after == before
 
 
-def test_unreachable_reader_gives_na_and_j_bounds(tmp_path):
-    config = write_config(
-        tmp_path,
-        '[backends.down]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "nothing"\n'
-        "max_retries = 1\nretry_budget_s = 2\nconnect_timeout_s = 1\nbackoff_initial_s = 0.05\n",
-    )
-    out = tmp_path / "run"
-    result = run("run", *LLM_ARGS, "--reader", "down", "--llm-conditions", "frontier",
-                 "--config", str(config), "--out", str(out))  # fmt: skip
-    assert result.exit_code == 0, result.output
+def test_a_failing_reader_gives_na_j_bounds_and_exit_3(tmp_path):
+    from tests._fake_openai import Reply, Rule, serving_in_thread
+
+    with serving_in_thread("nothing") as fake:
+        fake.rules = [Rule(contains=[""], replies=[Reply(status=503)])]
+        config = write_config(
+            tmp_path,
+            f'[backends.down]\nbase_url = "{fake.base_url}"\nmodel = "nothing"\n'
+            "max_retries = 1\nretry_budget_s = 2\nconnect_timeout_s = 1\n"
+            "backoff_initial_s = 0.05\n",
+        )
+        out = tmp_path / "run"
+        result = run("run", *LLM_ARGS, "--reader", "down", "--llm-conditions", "frontier",
+                     "--config", str(config), "--out", str(out))  # fmt: skip
+    assert result.exit_code == 3, result.output  # incomplete: the reads are NA
+    assert f"audit resume {out}" in result.output
     llm = [r for r in rows_of(out) if r["reader"] == "down"]
     assert len(llm) == 6
     assert {r["outcome"] for r in llm} == {"na"}
@@ -165,6 +171,24 @@ def test_unreachable_reader_gives_na_and_j_bounds(tmp_path):
     )
     assert entry["source pairs"]["joint_J"] == {"k": 0, "k_high": 1, "n": 1}
     assert entry["reads"]["na"]["k"] == 6
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["state"] == "incomplete"
+    assert manifest["na_units"] == 1
+
+
+def test_an_unreachable_reader_stops_the_run_before_any_work(tmp_path):
+    config = write_config(
+        tmp_path,
+        '[backends.down]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "nothing"\n'
+        "max_retries = 1\nretry_budget_s = 2\nconnect_timeout_s = 1\n",
+    )
+    out = tmp_path / "run"
+    result = run("run", *LLM_ARGS, "--reader", "down", "--llm-conditions", "frontier",
+                 "--config", str(config), "--out", str(out))  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "'down'" in result.output
+    assert "does not answer" in result.output
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
@@ -185,3 +209,26 @@ def test_llm_bad_input_fails_before_any_work(tmp_path, extra, message):
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("problem", ["unset key", "damaged cache"])
+def test_a_key_or_cache_problem_stops_the_run_before_any_work(tmp_path, monkeypatch, problem):
+    """Found before the deterministic stage runs, not after it (minutes, on a big run)."""
+    from tests._fake_openai import serving_in_thread
+
+    monkeypatch.delenv("MA_TEST_KEY", raising=False)
+    with serving_in_thread("m") as fake:
+        body = f'[backends.up]\nbase_url = "{fake.base_url}"\nmodel = "m"\n'
+        if problem == "unset key":
+            body += 'api_key_env = "MA_TEST_KEY"\n'
+        else:
+            (tmp_path / "responses.sqlite").write_bytes(b"not a cache" * 100)
+        config = write_config(tmp_path, body)
+        out = tmp_path / "run"
+        result = run("run", *LLM_ARGS, "--reader", "up", "--llm-conditions", "frontier",
+                     "--config", str(config), "--out", str(out))  # fmt: skip
+    assert result.exit_code in (1, 2), result.output
+    assert "Traceback" not in result.output
+    assert ("MA_TEST_KEY" if problem == "unset key" else "responses.sqlite") in result.output
+    assert not out.exists(), "work began before the problem was found"
+    assert not fake.bodies

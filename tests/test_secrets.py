@@ -20,17 +20,24 @@ import contextlib
 import logging
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
+from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from audit.backends import BackendClient, BackendConfig
+from audit.backends._secrets import Scrubber, scrub
 from audit.cli import app
 from audit.rundir import RunStore
 from tests._fake_openai import FakeOpenAI, serving_in_thread
 from tests._fault_proxy import FaultProxy
+from tests.test_backends_hardening import RawServer, completion
 
 runner = CliRunner()
 
@@ -144,7 +151,7 @@ def test_api_key_is_sent_and_never_stored_or_shown(
         cli("cache", "explain", "--config", str(config))
         # the server rejects the key and echoes it in its error message
         rejected = cli("run", "--reader", "rejecting", "--out", str(tmp_path / "run-401"), *common)
-        assert rejected.exit_code == 0, texts
+        assert rejected.exit_code == 3, texts  # incomplete: every LLM read NA
         cli("report", str(tmp_path / "run-401"))
 
         # the key is sent, as a bearer token, on every request that reached a server
@@ -199,3 +206,182 @@ def test_backends_check_does_not_show_a_key_the_server_echoes(
     assert "401" in text, text
     found, _ = scan(tmp_path, {"backends check": text}, encodings(key))
     assert not found, text
+
+
+# -- the key in pieces: scrubbed from everything a server sends back (issue 15, item 7) ------
+
+
+def windows(key: str, size: int = 8) -> set[str]:
+    """Every piece of the key that must never be seen (a longer piece contains one)."""
+    return {key[i : i + size] for i in range(len(key) - size + 1)}
+
+
+def pieces_in(root: Path, texts: dict[str, str], key: str) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            blob = path.read_bytes()
+            found += [
+                f"{path.relative_to(root)}: {w!r}" for w in windows(key) if w.encode() in blob
+            ]
+    for where, text in texts.items():
+        found += [f"{where}: {w!r}" for w in windows(key) if w in text]
+    return found
+
+
+def brute_scrub(text: str, key: str) -> str:
+    """The definition: every character inside an 8+ character piece of the key is masked,
+    each run of masked characters becomes one ``***``."""
+    covered = [False] * len(text)
+    for i in range(len(text) - 7):
+        if text[i : i + 8] in key:
+            covered[i : i + 8] = [True] * 8
+    out, i = [], 0
+    while i < len(text):
+        if covered[i]:
+            out.append("***")
+            while i < len(text) and covered[i]:
+                i += 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.text(alphabet="abcd/+=-", min_size=8, max_size=40),
+    cuts=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=5),
+    filler=st.lists(st.text(alphabet="abcdxy /+", max_size=9), min_size=6, max_size=6),
+)
+def test_scrub_masks_exactly_the_pieces_of_8_or_more(
+    key: str, cuts: list[tuple[int, int]], filler: list[str]
+):
+    text = filler[0] + "".join(key[a:b] + filler[i + 1] for i, (a, b) in enumerate(cuts))
+    assert Scrubber(key)(text) == brute_scrub(text, key)
+    assert scrub(text, key) == brute_scrub(text, key)
+
+
+def test_scrub_examples_and_the_client_helper():
+    key = "sk-test-ABCDEFGHIJKLMNOP/+=0123"
+    client = BackendClient(
+        "b", BackendConfig(base_url="http://h/v1"), base_urls=["http://h/v1"], model="m",
+        api_key=key,
+    )  # fmt: skip
+    assert client.scrub(f"whole {key} end") == "whole *** end"
+    assert client.scrub("cut EFGHIJKLMN. here") == "cut ***. here"  # 10 characters of it
+    assert client.scrub("short EFGHIJK stays") == "short EFGHIJK stays"  # 7: ordinary text
+    assert client.scrub(f"{key[:12]} and {key[-8:]}") == "*** and ***"
+    assert Scrubber("short")("a short one") == "a *** one"  # a tiny key: whole matches
+    assert Scrubber(None)("anything") == Scrubber("")("anything") == "anything"
+
+
+def test_scrub_is_linear_in_the_text_not_quadratic():
+    key = "sk-" + secrets.token_urlsafe(48)
+    scrubber = Scrubber(key)
+    worst = (key[5:40] + "x") * (4_000_000 // 36)  # pieces everywhere: the costly case
+    prose = "The quick brown fox jumps over the lazy dog. " * 90_000
+    started = time.perf_counter()
+    assert set(scrubber(worst).split("x")) == {"***", ""}
+    assert scrubber(prose) == prose
+    assert time.perf_counter() - started < 20  # ~2 s here; quadratic would take hours
+
+
+class EchoingServer:
+    """A server that puts pieces of the bearer key it gets into a 200 answer: the content
+    (whole key, a 10-character piece, the last 9 characters), the reasoning and the model
+    name (a careless or hostile proxy)."""
+
+    @staticmethod
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        body = completion(
+            {
+                "role": "assistant",
+                "content": f'{{"values": {{}}}} {key} also {key[3:13]} and {key[-9:]}',
+                "reasoning": f"I was told {key[10:30]}",
+            },
+            model=f"m-{key[2:12]}",
+        )
+        return web.json_response(body)
+
+
+def test_a_key_echoed_in_a_200_answer_is_stored_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.upper().startswith("MEMORY_AUDIT_"):
+            monkeypatch.delenv(name)
+    variable = f"AUDIT_TEST_KEY_{secrets.token_hex(4).upper()}"
+    key = f"sk-test-{secrets.token_urlsafe(24)}"
+    monkeypatch.setenv(variable, key)
+    texts: dict[str, str] = {}
+    with RawServer({("POST", "/v1/chat/completions"): EchoingServer.chat}) as server:
+        config = tmp_path / "audit.toml"
+        config.write_text(
+            f'cache_path = "{tmp_path / "cache" / "responses.sqlite"}"\n'
+            f'[backends.echo]\nbase_url = "{server.base_url}"\nmodel = "m"\n'
+            f'api_key_env = "{variable}"\nmax_retries = 0\n'
+        )
+        common = [
+            "--conditions", "frontier", "--transforms", "identity", "--llm-sample", "1",
+            "--repeats", "1", "--llm-conditions", "frontier", "--llm-transforms", "identity",
+            "--workers", "1", "--quiet", "--config", str(config),
+        ]  # fmt: skip
+        run = runner.invoke(
+            app, ["run", "--reader", "echo", "--out", str(tmp_path / "run"), *common]
+        )
+        texts["run"] = output_of(run)
+        assert run.exit_code == 0, texts
+        assert server.calls["/v1/chat/completions"] == 6
+    for args in (["report", str(tmp_path / "run")], ["cache", "explain", "--config", str(config)]):
+        texts[args[0]] = output_of(runner.invoke(app, args))
+    store = RunStore(tmp_path / "run")
+    try:
+        rows = [r for r in store.rows() if r["reader"] == "echo"]
+    finally:
+        store.close()
+    assert len(rows) == 6
+    assert all("***" in (r["raw_answer"] or "") for r in rows), rows  # the echo, scrubbed
+    assert {r["reader_model"] for r in rows} == {"m-***"}
+    found = pieces_in(tmp_path, texts, key)
+    assert not found, found
+
+
+def test_a_key_echoed_by_the_model_list_is_not_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI
+):
+    """No ``model`` configured: the client asks ``/v1/models``, whose 401 echoes the
+    ``Authorization`` header; ``audit run`` and ``audit backends check`` print the start
+    error, without the key."""
+    monkeypatch.chdir(tmp_path)
+    variable = f"AUDIT_TEST_KEY_{secrets.token_hex(4).upper()}"
+    key = f"sk-test-{secrets.token_urlsafe(24)}"
+    monkeypatch.setenv(variable, key)
+    texts: dict[str, str] = {}
+    with FaultProxy(fake.base_url, require_api_key="another-key") as rejecting:
+        config = tmp_path / "audit.toml"
+        config.write_text(
+            f'cache_path = "{tmp_path / "responses.sqlite"}"\n'
+            f'[backends.rejecting]\nbase_url = "{rejecting.base_url}"\n'
+            f'api_key_env = "{variable}"\nmax_retries = 0\n'
+        )
+        run = runner.invoke(
+            app,
+            ["run", "--reader", "rejecting", "--llm-conditions", "frontier", "--conditions",
+             "frontier", "--transforms", "identity", "--llm-sample", "1", "--workers", "1",
+             "--quiet", "--config", str(config), "--out", str(tmp_path / "run")],
+        )  # fmt: skip
+        texts["run"] = output_of(run)
+        check = runner.invoke(app, ["backends", "check", "rejecting", "--config", str(config)])
+        texts["check"] = output_of(check)
+        assert set(rejecting.authorization_seen) == {f"Bearer {key}"}
+    assert run.exit_code == 1, texts
+    assert "401" in texts["run"], texts
+    assert "invalid credentials: Bearer ***" in texts["run"], texts
+    assert check.exit_code == 1, texts
+    assert "FAIL rejecting start" in texts["check"], texts
+    found = pieces_in(tmp_path, texts, key)
+    assert not found, found

@@ -23,7 +23,7 @@ from audit.backends._cache import (
     canonical_request,
 )
 from audit.backends._check import CheckResult, check_backend, check_client
-from audit.backends._client import BackendClient, ClientStats
+from audit.backends._client import BackendClient, ClientStats, Completion
 from audit.backends._config import (
     DEFAULT_CONFIG_FILE,
     ENV_PREFIX,
@@ -47,6 +47,7 @@ from audit.backends._errors import (
 )
 from audit.backends._local import SMOLLM2, LocalServerSpec, ensure_local_model, local_server
 from audit.backends._open import open_backend, resolve_api_key
+from audit.backends._secrets import Scrubber, scrub
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
@@ -66,12 +67,14 @@ __all__ = [
     "CanonicalRequest",
     "CheckResult",
     "ClientStats",
+    "Completion",
     "Explanation",
     "LocalServerSpec",
     "ModelProvisionError",
     "ResponseCache",
     "Role",
     "RoleNotConfiguredError",
+    "Scrubber",
     "UnknownBackendError",
     "canonical_request",
     "check_backend",
@@ -83,4 +86,5 @@ __all__ = [
     "local_server",
     "open_backend",
     "resolve_api_key",
+    "scrub",
 ]

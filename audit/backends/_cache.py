@@ -3,8 +3,13 @@
 The key is the SHA-256 of the exact JSON body sent to the server (sorted keys: the served
 model id, every sampling parameter including the seed, the messages in order, the
 response format with its schema, the chat-template kwargs) plus the repeat index, the
-asker's tag (compressor name and version) and the key-format version.  The API key is a
-header, never part of the body, so it is never part of the key or stored.
+asker's tag (compressor name and version), the key-format version and, for a model the
+name does not pin (a local GGUF file), the model's identity (its content's SHA-256).  The
+API key is a header, never part of the body, so it is never part of the key or stored.
+
+The file holds prompts and answers: it is created owner-only (0600, its directory 0700
+when this creates it; SQLite gives its ``-wal`` and ``-shm`` files the same mode), and an
+existing file of ours that others may read is narrowed to 0600 when opened.
 
 Only answers are stored: infrastructure failures and requests the server rejected (4xx)
 never are, so a rerun retries them.  Writes are batched (every ``batch`` entries or
@@ -12,15 +17,21 @@ never are, so a rerun retries them.  Writes are batched (every ``batch`` entries
 pending entries at once.  Several processes may share a cache file (WAL, busy timeout).
 
 Each miss is also logged (bounded, newest ``MISS_LOG_LIMIT``) so ``audit cache explain``
-can say which part of a missed request differs from the nearest cached one.
+can say which part of a missed request differs from the nearest cached one: entries
+with the same messages first (a miss whose messages are cached differs in a key component:
+model, sampling, seed, schema), then the same messages but the last, then the same model
+and tag; components are compared before message text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
+import os
 import sqlite3
+import stat
 import time
 import zlib
 from collections import Counter
@@ -78,10 +89,12 @@ class CanonicalRequest:
     tag: str
     messages: Sequence[Mapping[str, Any]]
     key: str
+    identity: str = ""
+    """What the model is beyond its name (``sha256:...`` of a local GGUF), or empty."""
 
     def material(self) -> bytes:
         """Everything the key is a hash of (no secret is in it)."""
-        return self.body + b"\n" + _extras(self.repeat, self.tag)
+        return self.body + b"\n" + _extras(self.repeat, self.tag, self.identity)
 
     def message_hashes(self) -> tuple[str, str]:
         """Short checksums of all the messages and of all but the last (for ``explain``'s
@@ -100,16 +113,21 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 @functools.lru_cache(maxsize=4096)
-def _extras(repeat: int, tag: str) -> bytes:
-    return _COMPACT.encode([KEY_VERSION, repeat, tag]).encode()
+def _extras(repeat: int, tag: str, identity: str = "") -> bytes:
+    # without an identity, the material of key format 1 as it always was: old entries hit
+    parts: list[Any] = [KEY_VERSION, repeat, tag] + ([identity] if identity else [])
+    return _COMPACT.encode(parts).encode()
 
 
-def canonical_request(body: Mapping[str, Any], *, repeat: int, tag: str) -> CanonicalRequest:
-    """Serialise ``body`` canonically and compute its cache key."""
+def canonical_request(
+    body: Mapping[str, Any], *, repeat: int, tag: str, identity: str = ""
+) -> CanonicalRequest:
+    """Serialise ``body`` canonically and compute its cache key (``identity``: what the
+    model is beyond its name, e.g. the SHA-256 of a local GGUF file)."""
     raw = _CANONICAL.encode(body).encode()
     digest = hashlib.sha256(raw)
     digest.update(b"\n")
-    digest.update(_extras(repeat, tag))
+    digest.update(_extras(repeat, tag, identity))
     return CanonicalRequest(
         body=raw,
         model=str(body.get("model", "")),
@@ -117,6 +135,7 @@ def canonical_request(body: Mapping[str, Any], *, repeat: int, tag: str) -> Cano
         tag=tag,
         messages=body.get("messages") or (),
         key=digest.hexdigest(),
+        identity=identity,
     )
 
 
@@ -181,7 +200,7 @@ class ResponseCache:
         self.flush_s = flush_s
         self.log_misses = log_misses
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _owner_only(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -199,7 +218,7 @@ class ResponseCache:
                     f"{self.path}: cache layout {row[0]}, this version reads {SCHEMA_VERSION}; "
                     "use another --cache file or `audit cache clear`"
                 )
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             raise CacheError(f"{self.path}: cannot open the cache ({error})") from None
         self._pending: dict[str, tuple[CanonicalRequest, str, float]] = {}
         self._pending_misses: list[tuple[CanonicalRequest, bool, float]] = []
@@ -493,52 +512,78 @@ class ResponseCache:
     ) -> Explanation:
         if request is None:  # its answer was pruned since
             return Explanation(key=key, status="new")
-        candidates = self._db.execute(
-            "SELECT key, request FROM responses WHERE key != ? AND created < ? AND "
-            "(messages_hash = ? OR prefix_hash = ? OR (model = ? AND tag = ?)) "
-            "ORDER BY last_used DESC LIMIT 200",
-            (key, created, messages_hash, prefix_hash, model, tag),
-        ).fetchall()
-        if not candidates:
-            return Explanation(key=key, status="new")
         mine = _decode(request)
-        best: tuple[float, str, list[str]] | None = None
-        for other_key, other_request in candidates:
-            differences, score = _compare(mine, _decode(other_request))
-            if best is None or score > best[0]:
-                best = (score, other_key, differences)
-        assert best is not None
-        return Explanation(
-            key=key, status="nearest", nearest_key=best[1], differences=tuple(best[2])
-        )
+        # tier by tier, so a full cache cannot push the nearest entry out of the search: the
+        # same messages (the miss is then a key component), the same messages but the last,
+        # then the same model and tag
+        for clause, value in (
+            ("messages_hash = ?", (messages_hash,)),
+            ("prefix_hash = ?", (prefix_hash,)),
+            ("model = ? AND tag = ?", (model, tag)),
+        ):
+            candidates = self._db.execute(
+                f"SELECT key, request FROM responses WHERE key != ? AND created < ? AND {clause} "
+                "ORDER BY last_used DESC LIMIT 200",
+                (key, created, *value),
+            ).fetchall()
+            best: tuple[tuple[float, float], str, list[str]] | None = None
+            for other_key, other_request in candidates:
+                differences, score = _compare(mine, _decode(other_request))
+                if best is None or score > best[0]:
+                    best = (score, other_key, differences)
+            if best is not None:
+                return Explanation(
+                    key=key, status="nearest", nearest_key=best[1], differences=tuple(best[2])
+                )
+        return Explanation(key=key, status="new")
 
 
 def _decode(blob: bytes) -> dict[str, Any]:
     body, _, extras = bytes(blob).partition(b"\n")
-    version, repeat, tag = json.loads(extras)
+    version, repeat, tag, *identity = json.loads(extras)
     decoded: dict[str, Any] = json.loads(body)
     decoded["<key version>"] = version
     decoded["<repeat>"] = repeat
     decoded["<tag>"] = tag
+    decoded["<model identity>"] = identity[0] if identity else None
     return decoded
 
 
-def _compare(mine: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[list[str], float]:
-    """The differing components, and a closeness score (higher = nearer)."""
+_FIRST = ("model", "<model identity>")
+_LAST = ("<repeat>", "<tag>", "<key version>")
+
+
+def _order(name: str) -> tuple[int, str]:
+    """Components in the order they are explained: the model, then sampling, seed, schema
+    and template kwargs (alphabetical), the repeat and tag, the messages last."""
+    if name in _FIRST:
+        return 0, str(_FIRST.index(name))
+    if name in _LAST:
+        return 2, str(_LAST.index(name))
+    if name == "messages":
+        return 3, ""
+    return 1, name
+
+
+def _compare(
+    mine: Mapping[str, Any], other: Mapping[str, Any]
+) -> tuple[list[str], tuple[float, float]]:
+    """The differing components (key components first, messages last) and a closeness
+    score (higher = nearer) that ranks equal key components before message text."""
     differences: list[str] = []
-    score = 0.0
-    for name in sorted(set(mine) | set(other)):
+    components = 0.0
+    text = 0.0
+    for name in sorted(set(mine) | set(other), key=_order):
         a, b = mine.get(name), other.get(name)
         if name == "messages":
-            lines, closeness = _compare_messages(a or [], b or [])
+            lines, text = _compare_messages(a or [], b or [])
             differences += lines
-            score += closeness
             continue
         if a == b:
-            score += 1
+            components += 1
             continue
         differences.append(f"{_label(name)}: {_short(a)} (entry: {_short(b)})")
-    return differences, score
+    return differences, (components, text)
 
 
 def _label(name: str) -> str:
@@ -548,6 +593,7 @@ def _label(name: str) -> str:
         "<repeat>": "repeat index",
         "<tag>": "tag (compressor and version)",
         "<key version>": "key format version",
+        "<model identity>": "model file (content sha256)",
     }.get(name, name)
 
 
@@ -581,6 +627,23 @@ def _compare_messages(mine: list[Any], other: list[Any]) -> tuple[list[str], flo
             )
     total = max(len(mine), len(other), 1)
     return lines, 3.0 * same / total
+
+
+def _owner_only(path: Path) -> None:
+    """Create the cache file (and its directory, if missing) readable by its owner only, or
+    narrow an existing one of ours; SQLite gives ``-wal`` and ``-shm`` the file's mode."""
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    for each in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            info = each.stat()
+        except FileNotFoundError:
+            continue
+        if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
+            each.chmod(stat.S_IMODE(info.st_mode) & 0o700)
 
 
 def _short(value: object, limit: int = 60) -> str:

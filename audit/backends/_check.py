@@ -12,7 +12,10 @@ Per base URL of a started ``BackendClient``:
 - ``reasoning``: whether that answer carried a ``reasoning`` (or older
   ``reasoning_content``) field: information, never a failure.
 
-Each result is one line: what was checked, the URL, what was expected and what came.
+Each result is one line: what was checked, the URL, what was expected and what came,
+scrubbed of the API key.  A backend none of whose URLs answers fails its ``start`` check
+too (opening a backend whose model is configured contacts nothing, so "opened" is not
+"reachable"); a malformed answer is a ``FAIL`` line, never a traceback.
 """
 
 from __future__ import annotations
@@ -20,13 +23,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from audit.backends._client import BackendClient, _Endpoint, _error_message, context_length
+from audit.backends._client import (
+    BackendClient,
+    Completion,
+    _Endpoint,
+    _error_message,
+    context_length,
+    model_entries,
+    parse_completion,
+)
 from audit.backends._config import BackendsConfig
 from audit.backends._errors import BackendError
-from audit.backends._open import open_backend
+from audit.backends._open import open_backend, resolve_api_key
+from audit.backends._secrets import Scrubber
 from compressors import ChatMessage, ChatRequest
 
 PROBE_SCHEMA: dict[str, Any] = {
@@ -51,6 +63,7 @@ class CheckResult:
     message: str
 
     def line(self) -> str:
+        """``ok  `` or ``FAIL``, the backend, the check, the URL and what came."""
         mark = "ok  " if self.ok else "FAIL"
         return f"{mark} {self.backend} {self.check}: {self.url}: {self.message}"
 
@@ -63,11 +76,14 @@ async def check_client(client: BackendClient) -> list[CheckResult]:
     """Run every check against every base URL of a started client."""
     results: list[CheckResult] = []
     for endpoint in client._endpoints:
-        results += await _check_endpoint(client, endpoint)
+        results += (await _check_endpoint(client, endpoint))[0]
     return results
 
 
-async def _check_endpoint(client: BackendClient, endpoint: _Endpoint) -> list[CheckResult]:
+async def _check_endpoint(
+    client: BackendClient, endpoint: _Endpoint
+) -> tuple[list[CheckResult], bool]:
+    """The checks of one base URL, and whether it answered at all."""
     name, base = client.name, endpoint.base_url
     results: list[CheckResult] = []
 
@@ -81,18 +97,19 @@ async def _check_endpoint(client: BackendClient, endpoint: _Endpoint) -> list[Ch
         add("health", True, url, "HTTP 200")
     elif status == 404:
         add("health", True, url, "no /health endpoint (skipped)")
+    elif status is None:
+        add("health", False, url, f"unreachable: {text}")
+        return results, False  # nothing more will answer
     else:
-        got = f"HTTP {status}: {text[:120]!r}" if status else text
-        add("health", False, url, f"expected HTTP 200, got {got}")
-        if status is None:
-            return results  # nothing more will answer
+        add("health", False, url, f"expected HTTP 200, got HTTP {status}: {text[:120]!r}")
 
     url = base + "/models"
     status, data, text = await client.get_json(base, "/models")
-    entries = _model_entries(data)
-    if status != 200 or entries is None:
-        got = f"HTTP {status}: {text[:120]!r}" if status else text
-        add("models", False, url, f"expected a model list (HTTP 200), got {got}")
+    entries = model_entries(data)
+    if status != 200 or not entries:
+        got = f"HTTP {status}: {text[:120]!r}" if status is not None else text
+        what = "malformed: " if status == 200 else ""
+        add("models", False, url, f"{what}expected a model list (HTTP 200), got {got}")
     else:
         entry = entries.get(client.model or "")
         if entry is None:
@@ -126,20 +143,19 @@ async def _check_endpoint(client: BackendClient, endpoint: _Endpoint) -> list[Ch
     url = base + "/chat/completions"
     attempt = await client._post(endpoint, raw)
     mode = client.backend.structured_output
-    if attempt.status != 200:
+    if attempt.status != 200 or attempt.failure is not None:
         got = attempt.failure or f"HTTP {attempt.status}: {_error_message(attempt.payload)}"
         add("json_schema", False, url, f"expected HTTP 200 to a tiny request, got {got}")
-        return results
-    try:
-        reply = json.loads(attempt.payload)
-        choice = reply["choices"][0]
-        message = choice.get("message") or {}
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        add("json_schema", False, url, f"expected a chat completion, got {attempt.payload[:120]!r}")
-        return results
-    content = message.get("content")
-    reasoning = message.get("reasoning") or message.get("reasoning_content")
-    finish = choice.get("finish_reason")
+        return results, True
+    reply: Completion | str = parse_completion(attempt.payload)
+    if isinstance(reply, str):
+        add("json_schema", False, url, f"malformed: expected a chat completion, but {reply}")
+        return results, True
+    choice = reply.choices[0]
+    message = choice.message
+    content = message.content
+    reasoning = message.reasoning or message.reasoning_content
+    finish = choice.finish_reason
     parsed: object = None
     if isinstance(content, str):
         try:
@@ -176,7 +192,7 @@ async def _check_endpoint(client: BackendClient, endpoint: _Endpoint) -> list[Ch
             f"expected {json.dumps(PROBE_EXPECTED)} (the only value the schema allows), got "
             f"{_show(content)} (finish {finish}): the server ignores the schema",
         )
-    field = "reasoning" if message.get("reasoning") else "reasoning_content"
+    field = "reasoning" if message.reasoning else "reasoning_content"
     add(
         "reasoning",
         True,
@@ -185,7 +201,7 @@ async def _check_endpoint(client: BackendClient, endpoint: _Endpoint) -> list[Ch
         if reasoning
         else "no reasoning field came back (thinking off or not a reasoning model)",
     )
-    return results
+    return results, True
 
 
 def _show(content: object) -> str:
@@ -193,35 +209,35 @@ def _show(content: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _model_entries(data: object) -> dict[str, Mapping[str, Any]] | None:
-    if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
-        return None
-    entries: dict[str, Mapping[str, Any]] = {}
-    for entry in data["data"]:
-        if isinstance(entry, Mapping) and "id" in entry:
-            entries[str(entry["id"])] = entry
-            for alias in entry.get("aliases") or []:
-                entries.setdefault(str(alias), entry)
-    return entries
-
-
 async def check_backend(name: str, config: BackendsConfig) -> list[CheckResult]:
     """Open backend ``name`` (starting the local server if it is one) and check it.
 
     A backend that cannot be opened (unreachable with no model configured, missing API
-    key, model file unavailable) gives one failing ``start`` line instead of raising.
+    key, model file unavailable) gives one failing ``start`` line instead of raising; one
+    that opens but none of whose URLs answers fails ``start`` as unreachable.
     """
     started = time.monotonic()
-    where = ", ".join(config.get(name).base_url) or "127.0.0.1 (in-process)"
+    backend = config.get(name)
+    where = ", ".join(backend.base_url) or "127.0.0.1 (in-process)"
+    try:
+        scrub = Scrubber(resolve_api_key(name, backend, config))
+    except BackendError:
+        scrub = Scrubber(None)  # (open_backend says what is wrong with the key)
     try:
         async with open_backend(name, config) as client:
-            opened = CheckResult(
-                name,
-                "start",
-                True,
-                ", ".join(client.base_urls),
-                f"model {client.model!r} ready in {time.monotonic() - started:.1f} s",
-            )
-            return [opened, *await check_client(client)]
+            opened = time.monotonic() - started
+            results: list[CheckResult] = []
+            reached = False
+            for endpoint in client._endpoints:
+                found, answered = await _check_endpoint(client, endpoint)
+                results += found
+                reached = reached or answered
+            urls = ", ".join(client.base_urls)
+            ready = f"model {client.model!r} ready in {opened:.1f} s"
+            unreachable = f"unreachable: no base URL answered (model {client.model!r})"
+            head = CheckResult(name, "start", reached, urls, ready if reached else unreachable)
+            results = [head, *results]
     except BackendError as error:
-        return [CheckResult(name, "start", False, where, str(error))]
+        results = [CheckResult(name, "start", False, where, str(error))]
+    # everything shown goes through the scrubber, whatever produced it
+    return [replace(r, url=scrub(r.url), message=scrub(r.message)) for r in results]

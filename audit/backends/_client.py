@@ -13,6 +13,14 @@ connection errors, timeouts, 408, 429 and 5xx (jittered exponential back-off, ho
 is a response with ``error`` set (NA), never a wrong answer; a 400/413/422 is recorded as
 ``rejected`` (an outcome) and not retried.  Only answers are cached.
 
+What comes back is checked before it is believed: a 200 whose body is not a chat
+completion (``choices[0].message`` not an object, a ``content`` that is not a string...)
+is a named infrastructure failure (NA), never an empty or wrong answer.  Only the
+configured base URLs are contacted (a redirect is refused, NA); a body is read in chunks
+under ``max_response_bytes``, ``read_idle_timeout_s`` and ``body_timeout_s``; and the
+API key, with every 8+ character piece of it, is scrubbed from all the client returns
+(answers, reasoning, model names, error texts).
+
 Why aiohttp rather than httpx or the openai SDK: measured on the same loopback server,
 the client must not be the bottleneck of a fast GPU server (see ``benchmarks/``).
 """
@@ -29,19 +37,72 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
 from audit.backends._cache import CanonicalRequest, ResponseCache, canonical_request
 from audit.backends._config import BackendConfig
 from audit.backends._errors import BackendStartError
+from audit.backends._secrets import Scrubber, has_control_characters
 from compressors import ChatRequest, ChatResponse
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Retried (any other 5xx is retried too)."""
 REJECTED_STATUS = frozenset({400, 413, 422})
+"""The request itself is invalid for this server (e.g. context too long): an outcome."""
 MEMO_LIMIT = 65_536
 """Answers kept in memory by a client without a cache (oldest dropped first)."""
-"""The request itself is invalid for this server (e.g. context too long): an outcome."""
+GET_TIMEOUT_S = 30.0
+"""``GET /health`` and ``/models`` (preflight, model discovery): small, quick answers."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class _Message(_Strict):
+    content: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+
+
+class _Choice(_Strict):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class Completion(_Strict):
+    """The part of an OpenAI chat completion the audit reads, validated: anything else in
+    a 200 is a malformed answer (NA), not an empty or wrong one.  ``model`` and ``usage``
+    are informational and read leniently."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    model: Any = None
+    usage: Any = None
+
+
+_SHAPE = {
+    "model_type": "is not an object",
+    "dict_type": "is not an object",
+    "string_type": "is not a string",
+    "list_type": "is not a list",
+    "missing": "is missing",
+    "too_short": "is empty",
+}
+
+
+def parse_completion(payload: bytes) -> Completion | str:
+    """The validated completion, or why ``payload`` is not one (``choices[0].message is
+    not an object``, ``not JSON``...): a text for the error message, never the body."""
+    try:
+        return Completion.model_validate_json(payload)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        if first["type"] == "json_invalid":
+            return "the body is not JSON"
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        what = _SHAPE.get(first["type"], "is invalid")
+        return f"{where.lstrip('.') or 'the body'} {what}"
 
 
 @dataclass
@@ -125,6 +186,11 @@ class _Attempt:
     payload: bytes = b""
     retry_after: float | None = None
     failure: str | None = None
+    final: bool = False
+    """A failure that retrying cannot mend (a body too large, a stalled body, a request
+    that cannot be built): NA at once."""
+    location: str | None = None
+    """A redirect's ``Location`` (never followed)."""
 
 
 class BackendClient:
@@ -143,9 +209,15 @@ class BackendClient:
         model: str | None,
         api_key: str | None = None,
         cache: ResponseCache | None = None,
+        identity: str = "",
     ) -> None:
         if not base_urls:
             raise BackendStartError(f"backend {name!r}: no base URL")
+        if api_key is not None and has_control_characters(api_key):
+            raise BackendStartError(
+                f"backend {name!r}: the API key holds a line break or another control "
+                "character (not an HTTP header value)"
+            )
         self.name = name
         self.backend = backend
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
@@ -154,6 +226,10 @@ class BackendClient:
         self.stats = ClientStats()
         self.max_model_len: int | None = None
         self._api_key = api_key
+        self._scrubber = Scrubber(api_key)
+        self.identity = identity
+        """What the served model is beyond its name (the local GGUF's content hash): part of
+        every cache key, so two files served under one name never share answers."""
         self._endpoints: list[_Endpoint] = []
         self._inflight: dict[str, asyncio.Future[ChatResponse]] = {}
         self._memo: dict[str, ChatResponse] = {}
@@ -216,41 +292,48 @@ class BackendClient:
         await self.aclose()
 
     async def get_json(self, base_url: str, path: str) -> tuple[int | None, Any, str]:
-        """GET ``base_url + path`` with this backend's headers: (status, JSON or None, text)."""
+        """GET ``base_url + path`` with this backend's headers: (status, JSON or None, text).
+
+        Status None: no usable answer (unreachable, timed out, too large), the text says
+        why.  A redirect is refused (its text names the origin).  Everything returned is
+        scrubbed of the API key."""
         session = self._endpoints[0].session if self._endpoints else None
         if session is None:
             raise BackendStartError(f"backend {self.name!r} is not started")
+        attempt = await self._request(
+            session, "GET", base_url, URL(base_url + path, encoded=True), None,
+            min(GET_TIMEOUT_S, self.backend.request_timeout_s), budget_cut=False,
+        )  # fmt: skip
+        status = attempt.status
+        if attempt.failure is not None:
+            return None, None, self._scrub(attempt.failure)
+        if status is not None and 300 <= status < 400:
+            return status, None, self._scrub(_redirect_refused(base_url, attempt.location))
+        text = self._scrub(attempt.payload.decode("utf-8", "replace"))
         try:
-            async with session.get(
-                URL(base_url + path, encoded=True),
-                timeout=aiohttp.ClientTimeout(total=min(30.0, self.backend.request_timeout_s)),
-            ) as response:
-                text = await response.text(errors="replace")
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            return None, None, self._scrub(f"{type(error).__name__}: {error}")
-        try:
-            return status, json.loads(text), text
-        except ValueError:
+            return status, self._scrubber.deep(json.loads(attempt.payload)), text
+        except (ValueError, RecursionError):
             return status, None, text
 
     async def _discover_model(self) -> str:
         url = self.base_urls[0]
         status, data, text = await self.get_json(url, "/models")
-        ids = _model_ids(data)
-        if len(ids) == 1:
-            self.max_model_len = context_length(data["data"][0])
-        if status != 200 or not ids:
+        entries = model_entries(data)
+        if status != 200 or not entries:
+            got = f"HTTP {status}: {text[:200]!r}" if status is not None else text
             raise BackendStartError(
-                f"backend {self.name!r}: {url}/models: expected a model list, got "
-                f"{status or 'no answer'} {text[:200]!r}; set model = ... in the configuration"
-            )
-        if len(ids) > 1:
-            raise BackendStartError(
-                f"backend {self.name!r}: {url} serves {len(ids)} models ({', '.join(ids)}); "
+                f"backend {self.name!r}: {url}/models: expected a model list, got {got}; "
                 "set model = ... in the configuration"
             )
-        return ids[0]
+        served = {model: entry for model, entry in entries.items() if entry.get("id") == model}
+        if len(served) > 1:
+            raise BackendStartError(
+                f"backend {self.name!r}: {url} serves {len(served)} models "
+                f"({', '.join(served)}); set model = ... in the configuration"
+            )
+        ((model, entry),) = served.items()
+        self.max_model_len = context_length(entry)
+        return model
 
     # -- the request path ---------------------------------------------------------------------
 
@@ -302,7 +385,12 @@ class BackendClient:
 
     def canonical(self, request: ChatRequest) -> CanonicalRequest:
         """The request in canonical form, with its cache key."""
-        return canonical_request(self.request_body(request), repeat=request.repeat, tag=request.tag)
+        return canonical_request(
+            self.request_body(request),
+            repeat=request.repeat,
+            tag=request.tag,
+            identity=self.identity,
+        )
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Answer ``request``: in-flight twin, cache, or server (see the module docstring)."""
@@ -310,9 +398,7 @@ class BackendClient:
             await self.start()
         stats = self.stats
         stats.requests += 1
-        canon = canonical_request(
-            self.request_body(request), repeat=request.repeat, tag=request.tag
-        )
+        canon = self.canonical(request)
         key = canon.key
         inflight = self._inflight
         while True:
@@ -333,7 +419,7 @@ class BackendClient:
             hit = cache.get(key)
             if hit is not None:
                 stats.cache_hits += 1
-                return _from_cache(hit)
+                return self._from_cache(hit)
         else:
             earlier = self._memo.get(key)
             if earlier is not None:
@@ -388,12 +474,21 @@ class BackendClient:
                 status = attempt.status
                 if status is not None:
                     stats.status_counts[status] = stats.status_counts.get(status, 0) + 1
-                if status == 200:
-                    answer = self._parse(attempt.payload, started, attempts)
-                    if answer is not None:
-                        return answer
-                    failure = f"{endpoint.base_url}: malformed 200 response " + repr(
-                        attempt.payload[:120]
+                if attempt.failure is not None and attempt.final:
+                    return self._failure(attempt.failure, status, started, attempts)
+                if status == 200 and attempt.failure is None:
+                    parsed = self._parse(attempt.payload, started, attempts)
+                    if isinstance(parsed, ChatResponse):
+                        return parsed
+                    failure = f"{endpoint.base_url}: malformed 200 response: {parsed}"
+                elif status is not None and 300 <= status < 400:
+                    # never to an origin that is not configured (nor, simply, to any other URL)
+                    return self._failure(
+                        f"{endpoint.base_url}: HTTP {status}: "
+                        + _redirect_refused(endpoint.base_url, attempt.location),
+                        status,
+                        started,
+                        attempts,
                     )
                 elif status in REJECTED_STATUS:
                     stats.rejected += 1
@@ -401,7 +496,7 @@ class BackendClient:
                         content=None,
                         model=self.model,
                         status=status,
-                        rejected=_error_message(attempt.payload),
+                        rejected=self._scrub(_error_message(attempt.payload)),
                         attempts=attempts,
                         latency_s=time.monotonic() - started,
                     )
@@ -424,10 +519,20 @@ class BackendClient:
                         started,
                         attempts,
                     )
-                delay = self._backoff(attempts, attempt.retry_after)
-                if time.monotonic() + delay > deadline:
+                left = deadline - time.monotonic()
+                if attempt.retry_after is not None and attempt.retry_after > left:
                     return self._failure(
-                        f"{failure} (retry budget of {backend.retry_budget_s:g}s spent "
+                        f"{failure} (the server asked to retry after {attempt.retry_after:g} s, "
+                        f"beyond the retry budget of {backend.retry_budget_s:g} s: "
+                        f"{max(left, 0):.1f} s left after {attempts} attempts)",
+                        status,
+                        started,
+                        attempts,
+                    )
+                delay = self._backoff(attempts, attempt.retry_after)
+                if delay > left:
+                    return self._failure(
+                        f"{failure} (retry budget of {backend.retry_budget_s:g} s spent "
                         f"after {attempts} attempts)",
                         status,
                         started,
@@ -462,27 +567,120 @@ class BackendClient:
     ) -> _Attempt:
         """One POST; ``timeout_s`` shortens the attempt to what the retry budget has left."""
         endpoint.outstanding += 1
-        options: dict[str, Any] = {}
-        if timeout_s is not None:  # (passing timeout=None would mean no timeout at all)
-            options["timeout"] = aiohttp.ClientTimeout(
-                total=max(timeout_s, 0.001), sock_connect=self.backend.connect_timeout_s
-            )
         try:
-            async with endpoint.session.post(endpoint.chat_url, data=body, **options) as response:
-                payload = await response.read()
-                status = response.status
-                retry_after = response.headers.get("Retry-After")
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            attempt = await self._request(
+                endpoint.session, "POST", endpoint.base_url, endpoint.chat_url, body, timeout_s
+            )
+        finally:
+            endpoint.outstanding -= 1
+        if attempt.status is None and not attempt.final:  # the connection failed
             endpoint.failures += 1
             pause = min(self.backend.backoff_max_s, 2.0 ** (endpoint.failures - 1))
             endpoint.down_until = time.monotonic() + pause
-            kind = "timeout" if isinstance(error, TimeoutError) else type(error).__name__
-            detail = str(error) or "no detail"
-            return _Attempt(None, failure=f"{endpoint.base_url}: {kind}: {detail}")
-        finally:
-            endpoint.outstanding -= 1
-        endpoint.failures = 0
-        return _Attempt(status, payload, _retry_after(retry_after))
+        else:
+            endpoint.failures = 0
+        return attempt
+
+    async def _request(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        base_url: str,
+        url: URL,
+        body: bytes | None,
+        timeout_s: float | None,
+        *,
+        budget_cut: bool = True,
+    ) -> _Attempt:
+        """One HTTP exchange, never raising for the network's sake: redirects are not
+        followed, the body is read under the size cap and the body timeouts, and every
+        failure is a specific sentence (what, from where, which setting)."""
+        backend = self.backend
+        options: dict[str, Any] = {}
+        if timeout_s is not None:  # (passing timeout=None would mean no timeout at all)
+            options["timeout"] = aiohttp.ClientTimeout(
+                total=max(timeout_s, 0.001), sock_connect=backend.connect_timeout_s
+            )
+        if timeout_s is None:
+            limit, which = backend.request_timeout_s, "request_timeout_s"
+        elif budget_cut:
+            limit, which = timeout_s, "what the retry budget had left"
+        else:
+            limit, which = timeout_s, "the limit of a preflight request"
+        try:
+            async with session.request(
+                method, url, data=body, allow_redirects=False, **options
+            ) as response:
+                status = response.status
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+                location = response.headers.get("Location")
+                payload = await self._read_body(response, base_url)
+        except aiohttp.ConnectionTimeoutError:
+            return _Attempt(
+                None,
+                failure=f"{base_url}: timeout: could not connect within "
+                f"{backend.connect_timeout_s:g} s (connect_timeout_s)",
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            if isinstance(error, TimeoutError):
+                detail = f"timeout: no complete answer within {limit:.3g} s ({which})"
+            else:
+                text = str(error)
+                detail = f"{type(error).__name__}: {text}" if text else type(error).__name__
+            return _Attempt(None, failure=f"{base_url}: {detail}")
+        except ValueError as error:  # the request cannot be built (a URL, a header)
+            return _Attempt(
+                None,
+                failure=f"{base_url}: cannot send the request ({type(error).__name__}: {error})",
+                final=True,
+            )
+        if isinstance(payload, str):
+            return _Attempt(status, failure=payload, final=True)
+        return _Attempt(status, payload, retry_after, location=location)
+
+    async def _read_body(self, response: aiohttp.ClientResponse, base_url: str) -> bytes | str:
+        """The body, or why it was abandoned: larger than ``max_response_bytes`` (it is
+        never held whole), a pause over ``read_idle_timeout_s``, or longer in coming than
+        ``body_timeout_s``.  A server that answers without streaming has the whole answer
+        when it sends the headers, so neither limit can cut a slow generation short."""
+        backend = self.backend
+        cap = backend.max_response_bytes
+        declared = response.content_length
+        if declared is not None and declared > cap:
+            return (
+                f"{base_url}: response larger than {cap} bytes (Content-Length {declared}; "
+                "max_response_bytes)"
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + backend.body_timeout_s
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            wait = min(backend.read_idle_timeout_s, deadline - loop.time())
+            scope = asyncio.timeout(max(wait, 0.0))
+            try:
+                async with scope:
+                    chunk = await response.content.readany()
+            except TimeoutError:
+                if not scope.expired():
+                    raise  # the attempt's own limit (request_timeout_s), not ours
+                if wait < backend.read_idle_timeout_s:
+                    return (
+                        f"{base_url}: the response body took longer than "
+                        f"{backend.body_timeout_s:g} s after its headers, {size} bytes in "
+                        "(body_timeout_s): the server trickles it"
+                    )
+                return (
+                    f"{base_url}: no bytes for {backend.read_idle_timeout_s:g} s from "
+                    f"{base_url} after {size} bytes of the response body "
+                    "(read_idle_timeout_s): the server stalled"
+                )
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > cap:
+                return f"{base_url}: response larger than {cap} bytes (max_response_bytes)"
+            chunks.append(chunk)
 
     def _backoff(self, attempts: int, retry_after: float | None) -> float:
         b = self.backend
@@ -491,19 +689,20 @@ class BackendClient:
         ceiling = min(b.backoff_max_s, b.backoff_initial_s * 2 ** (attempts - 1))
         return random.uniform(ceiling / 2, ceiling)
 
-    def _parse(self, payload: bytes, started: float, attempts: int) -> ChatResponse | None:
-        try:
-            data = json.loads(payload)
-            choice = data["choices"][0]
-            message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return None
-        content = message.get("content")
-        reasoning = message.get("reasoning")
-        if reasoning is None:
-            reasoning = message.get("reasoning_content")
-        finish = choice.get("finish_reason")
-        usage = _usage(data.get("usage"))
+    def _parse(self, payload: bytes, started: float, attempts: int) -> ChatResponse | str:
+        """The answer of a 200, scrubbed; or why the body is not a chat completion."""
+        completion = parse_completion(payload)
+        if isinstance(completion, str):
+            return completion
+        choice = completion.choices[0]
+        message = choice.message
+        scrub = self._scrub
+        content = message.content
+        reasoning = (
+            message.reasoning if message.reasoning is not None else message.reasoning_content
+        )
+        finish = choice.finish_reason
+        usage = _usage(completion.usage)
         stats = self.stats
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
         stats.completion_tokens += usage.get("completion_tokens", 0)
@@ -513,24 +712,57 @@ class BackendClient:
                 stats.reasoning_only += 1
         if finish == "length":
             stats.length_cutoffs += 1
+        served = (
+            completion.model if isinstance(completion.model, str) and completion.model else None
+        )
         return ChatResponse(
-            content=content if isinstance(content, str) else None,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
-            finish_reason=finish if isinstance(finish, str) else None,
-            model=str(data.get("model") or self.model),
+            content=None if content is None else scrub(content),
+            reasoning=None if reasoning is None else scrub(reasoning),
+            finish_reason=None if finish is None else scrub(finish),
+            model=scrub(served) if served else self.model,
             usage=usage,
             status=200,
             attempts=attempts,
             latency_s=time.monotonic() - started,
         )
 
+    def _from_cache(self, hit: Mapping[str, Any]) -> ChatResponse:
+        """A cached answer, scrubbed again (an entry written before scrubbing existed)."""
+        answer = _from_cache(hit)
+        if not self._scrubber:
+            return answer
+        scrub = self._scrub
+        return replace(
+            answer,
+            content=None if answer.content is None else scrub(answer.content),
+            reasoning=None if answer.reasoning is None else scrub(answer.reasoning),
+            model=None if answer.model is None else scrub(answer.model),
+        )
+
     def _scrub(self, text: str) -> str:
-        key = self._api_key
-        return text.replace(key, "***") if key else text
+        return self._scrubber(text)
 
     def scrub(self, text: str) -> str:
-        """``text`` with the API key replaced by ``***`` (for anything shown or stored)."""
-        return self._scrub(text)
+        """``text`` with the API key, and every 8+ character piece of it, replaced by
+        ``***`` (for anything shown or stored)."""
+        return self._scrubber(text)
+
+
+def _redirect_refused(base_url: str, location: str | None) -> str:
+    """Why a redirect was not followed, naming where it pointed (its origin only)."""
+    if not location:
+        return "a redirect without a Location, refused"
+    try:
+        target = URL(base_url).join(URL(location))
+        origin = f"{target.scheme}://{target.host}" + (
+            f":{target.explicit_port}" if target.explicit_port is not None else ""
+        )
+    except ValueError:
+        origin = "a malformed Location"
+    return (
+        f"redirect to {origin} refused: requests go only to the configured base URL "
+        "(redirects are never followed)"
+    )
 
 
 def _schema_name(schema: Mapping[str, Any]) -> str:
@@ -554,20 +786,33 @@ def _usage(raw: object) -> dict[str, int]:
     return usage
 
 
-def _model_ids(data: object) -> list[str]:
+def model_entries(data: object) -> dict[str, Mapping[str, Any]]:
+    """A ``/v1/models`` answer's entries by id (and alias): ``{}`` for anything that is not
+    a model list.  Lenient: an entry without a string id, or junk aliases, are skipped."""
     if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
-        return []
-    return [str(m["id"]) for m in data["data"] if isinstance(m, Mapping) and "id" in m]
+        return {}
+    entries: dict[str, Mapping[str, Any]] = {}
+    for entry in data["data"]:
+        if isinstance(entry, Mapping) and isinstance(entry.get("id"), str) and entry["id"]:
+            entries.setdefault(entry["id"], entry)
+    for entry in data["data"]:
+        aliases = entry.get("aliases") if isinstance(entry, Mapping) else None
+        if isinstance(aliases, list) and entry.get("id") in entries:
+            for alias in aliases:
+                if isinstance(alias, str) and alias:
+                    entries.setdefault(alias, entry)
+    return entries
 
 
 def context_length(entry: Mapping[str, Any]) -> int | None:
     """A ``/v1/models`` entry's context length: vLLM ``max_model_len``, llama.cpp ``n_ctx``."""
     value = entry.get("max_model_len")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     meta = entry.get("meta")
-    if isinstance(meta, Mapping) and isinstance(meta.get("n_ctx"), int):
-        return int(meta["n_ctx"])
+    n_ctx = meta.get("n_ctx") if isinstance(meta, Mapping) else None
+    if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+        return n_ctx
     return None
 
 

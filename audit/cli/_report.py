@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from audit.cli._common import fail
+
+if TYPE_CHECKING:
+    from audit.rundir import RunData
 
 
 def report_command(
@@ -47,7 +53,8 @@ def report_command(
     if reference is not None and reference not in set(run.results["condition"].astype(str)):
         fail(f"--reference: no condition {reference!r} in {run_dir}")
     target = out or run_dir / REPORT_DIR
-    paths = write_document(build_report(run, options), target)
+    with writable_target(target):
+        paths = write_document(build_report(run, options), target)
     pages = [p for p in paths if p.suffix == ".html"]
     typer.echo(
         f"wrote {target / 'report.html'}"
@@ -55,6 +62,7 @@ def report_command(
         + f", report.md and {sum(p.suffix == '.csv' for p in paths)} CSV tables "
         f"in {time.perf_counter() - started:.1f} s"
     )
+    exit_if_not_whole([run])
 
 
 def compare_command(
@@ -87,6 +95,36 @@ def compare_command(
         fail(f"--reference: no condition {reference!r} in the baseline run {run_dirs[0]}")
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     data = build_compare(runs, Options(seed=seed, resamples=resamples, reference=reference))
-    paths = write_document(data, target)
+    with writable_target(target):
+        paths = write_document(data, target)
     tables = sum(p.suffix == ".csv" for p in paths)
     typer.echo(f"wrote {target / 'compare.html'}, compare.md and {tables} CSV tables")
+    exit_if_not_whole(runs)
+
+
+@contextmanager
+def writable_target(target: Path) -> Iterator[None]:
+    """A report that cannot be written there says where else to write it."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+            raise
+        where = error.filename or target
+        fail(
+            f"{where}: {error.strerror}: the report cannot be written there; give --out "
+            "with a directory that can take it (the run itself is only read)",
+            1,
+        )
+
+
+def exit_if_not_whole(runs: Sequence[RunData]) -> None:
+    """Say on stderr what is wrong with each run that is not whole, and exit with the
+    worst status: 4 (damaged) or 3 (incomplete); return when every run is whole."""
+    code = 0
+    for run in runs:
+        for problem in run.integrity.problems(str(run.path)):
+            typer.echo(f"warning: {run.path}: {problem}", err=True)
+        code = max(code, run.integrity.exit_code)
+    if code:
+        raise typer.Exit(code)

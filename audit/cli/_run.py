@@ -96,6 +96,13 @@ def run_audit(
             "a preset only): one run directory per seed, then per-seed and pooled scores."
         ),
     ] = None,
+    retry_na: Annotated[
+        bool,
+        typer.Option(
+            "--retry-na/--keep-na",
+            help="When resuming: ask again for LLM reads that an outage left NA.",
+        ),
+    ] = True,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 
@@ -155,7 +162,7 @@ def run_audit(
         summary = _run_one(
             run_dir, source, pair_list, digest, specs, versions, budgets,
             transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
-            repeats, llm_sample, llm_conditions, schema, llm_transforms,
+            repeats, llm_sample, llm_conditions, schema, llm_transforms, retry_na,
         )  # fmt: skip
         if generation_seed is not None:
             summaries[generation_seed] = summary
@@ -208,11 +215,9 @@ def _run_one(
     llm_conditions: str | None,
     schema: bool,
     llm_transforms: str,
+    retry_na: bool,
 ) -> dict[str, Any]:
     """One run directory: its plan, its execution, its summary printed."""
-    from audit.cli._console import print_summary, progress_bar
-    from audit.engine import execute
-
     llm_stage, open_llm = _llm_stage_options(
         reader,
         writer,
@@ -235,12 +240,39 @@ def _run_one(
         seed=seed,
         reference=reference,
     )
+    return execute_and_print(run_dir, plan, pair_list, workers, quiet, open_llm, retry_na)
+
+
+def execute_and_print(
+    run_dir: Path,
+    plan: RunPlan,
+    pair_list: list[Pair],
+    workers: int,
+    quiet: bool,
+    open_llm: Any,
+    retry_na: bool,
+) -> dict[str, Any]:
+    """Run or resume ``plan`` in ``run_dir`` and print its summary; exit 3 when the run
+    ends incomplete (LLM reads NA for want of a server)."""
+    from audit.cli._console import print_summary, progress_bar
+    from audit.engine import execute
+    from audit.rundir import EXIT_INCOMPLETE, read_manifest
+
     started = time.perf_counter()
     with progress_bar(len(pair_list), enabled=not quiet) as advance:
         summary = execute(
-            run_dir, plan, pair_list, workers=workers, progress=advance, open_clients=open_llm
-        )
+            run_dir, plan, pair_list, workers=workers, progress=advance,
+            open_clients=open_llm, retry_na=retry_na,
+        )  # fmt: skip
     print_summary(summary, run_dir, time.perf_counter() - started)
+    manifest = read_manifest(run_dir)
+    if manifest is not None and manifest.na_units:
+        typer.echo(
+            f"warning: {manifest.na_units} LLM unit(s) hold reads that are NA for want of a "
+            f"server (their scores are bounds): `audit resume {run_dir}` asks again",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INCOMPLETE)
     return summary
 
 
@@ -262,15 +294,6 @@ def _llm_stage_options(
         if llm_conditions:
             fail("--llm-conditions needs --reader and/or --writer")
         return None, None
-    # imported only now: the backends (aiohttp and friends) cost half a second to import
-    from audit.backends import load_config
-    from audit.engine.clients import declared_model, open_clients
-
-    backends = load_config(config_file)  # BackendError: one line
-    if reader is not None:
-        backends.get(reader, "reader")
-    if writer is not None:
-        backends.get(writer, "writer")
     specs: list[ConditionSpec] = parse_conditions(
         llm_conditions or DEFAULT_LLM_CONDITIONS, "--llm-conditions"
     )
@@ -281,6 +304,9 @@ def _llm_stage_options(
         specs = [s for s in specs if classes[s.label].uses_llm]
     if not specs:
         fail("--llm-conditions: nothing to run with the given --reader/--writer")
+    backends = load_backends(config_file, writer, reader)
+    from audit.engine.clients import declared_model
+
     stage = LLMStagePlan(
         reader=reader,
         reader_model=declared_model(backends, reader) if reader else None,
@@ -292,9 +318,32 @@ def _llm_stage_options(
         transforms=transforms,
         use_schema=schema,
     )
+    return stage, backend_opener(backends, writer, reader)
+
+
+def load_backends(config_file: Path | None, writer: str | None, reader: str | None) -> Any:
+    """The backends configuration, checked before any work: each named backend exists
+    and may serve its role, its API key is set, and the response cache opens."""
+    # imported only now: the backends (aiohttp and friends) cost half a second to import
+    from audit.backends import ResponseCache, load_config, resolve_api_key
+
+    backends = load_config(config_file)  # BackendError: one line
+    if reader is not None:
+        resolve_api_key(reader, backends.get(reader, "reader"), backends)
+    if writer is not None:
+        resolve_api_key(writer, backends.get(writer, "writer"), backends)
+    with ResponseCache(backends.resolved_cache_path()):
+        pass  # a damaged cache fails here, not after the deterministic stage
+    return backends
+
+
+def backend_opener(backends: Any, writer: str | None, reader: str | None) -> Any:
+    """A function opening the writer and reader clients (``engine.execute`` calls it)."""
+    from audit.engine.clients import open_clients
+
     cache_path = backends.resolved_cache_path()
 
     def opener() -> Any:
         return open_clients(backends, writer, reader, cache_path)
 
-    return stage, opener
+    return opener

@@ -10,9 +10,12 @@ at the end the result files are rewritten from the store in plan order.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import hashlib
 import json
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import (
@@ -22,7 +25,13 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    ExitStack,
+    contextmanager,
+    suppress,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,24 +42,32 @@ import pyarrow as pa
 from audit.engine._jobs import run_job
 from audit.engine._llm_stage import Unit, plan_units, run_stage
 from audit.engine._streaming import share_identical_records
-from audit.plan import Cell, LLMStagePlan, RunPlan, TransformSpec
+from audit.errors import RunDataError, RunDirectoryError, RunStorageError
+from audit.plan import Cell, RunPlan, TransformSpec
 from audit.rundir import (
     LOG_FILE,
     RESULTS_CSV,
+    RESULTS_PARQUET,
+    SUMMARY_FILE,
     ClientCounters,
     Invocation,
     LLMStageCost,
     PackedJob,
+    RunManifest,
     RunStore,
     StageCost,
-    append_costs,
-    append_csv,
     concat_results,
     csv_header,
     csv_rows,
+    file_record,
     label_readers,
+    new_run_id,
     prepare_directory,
+    record_costs,
+    retryable_na_keys,
     table_from_bytes,
+    write_atomically,
+    write_manifest,
     write_results,
     write_summary,
 )
@@ -166,6 +183,20 @@ ClientPair = tuple[ChatClient | None, ChatClient | None]
 OpenClients = Callable[[], AbstractAsyncContextManager[ClientPair]]
 
 
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _why(error: BaseException) -> str:
+    """Why an invocation stopped, in one line."""
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(error, SystemExit):
+        return f"terminated (exit {error.code})"
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"failed: {text[:300]}"
+
+
 def execute(
     out: Path,
     plan: RunPlan,
@@ -173,11 +204,16 @@ def execute(
     workers: int = 1,
     progress: ProgressCallback | None = None,
     open_clients: OpenClients | None = None,
+    retry_na: bool = True,
 ) -> dict[str, Any]:
-    """Run (or resume) every job, then write results.csv/parquet and summary.json.
+    """Run (or resume) every job, then write results.csv/parquet, summary.json and
+    manifest.json.
 
     ``open_clients`` opens the writer/reader backends for the LLM stage (and closes
-    them, stopping an embedded server) when ``plan.llm`` is set.
+    them, stopping an embedded server) when ``plan.llm`` is set; they are opened
+    before any work, so a backend that cannot be reached stops the run at once.
+    ``retry_na``: LLM units holding reads that are NA for want of a server (an outage
+    during an earlier invocation) are run again, their new rows replacing the old.
     """
     for spec in plan.conditions:  # fail before any work on a bad condition
         build(spec)
@@ -186,38 +222,81 @@ def execute(
             build(spec)
         if open_clients is None:
             raise ValueError("the run has an LLM stage but no backends were given")
-    prepare_directory(out, plan)
-    store = RunStore(out)  # StoreFormatError (a RunDirectoryError) for another version's store
+    with ExitStack() as exits:
+        clients: ClientPair = (None, None)
+        runner: asyncio.Runner | None = None
+        if plan.llm is not None and open_clients is not None:
+            runner = exits.enter_context(asyncio.Runner())
+            opened = AsyncExitStack()
+            clients = runner.run(opened.enter_async_context(open_clients()))
+            exits.callback(runner.run, opened.aclose())
+        _resuming, run_id = prepare_directory(out, plan)
+        _check_writable(out)
+        store = RunStore(out, run_id)  # RunDirectoryError: another version's or run's store
+        exits.callback(store.close)
+        return _execute_in(out, plan, pairs, store, run_id, workers, progress, runner,
+                           clients, retry_na)  # fmt: skip
+
+
+def _execute_in(
+    out: Path,
+    plan: RunPlan,
+    pairs: Sequence[Pair],
+    store: RunStore,
+    run_id: str,
+    workers: int,
+    progress: ProgressCallback | None,
+    runner: asyncio.Runner | None,
+    clients: ClientPair,
+    retry_na: bool,
+) -> dict[str, Any]:
+    invocation = Invocation(id=new_run_id(), started=_now())
+    manifest: RunManifest | None = None
     try:
         started = time.perf_counter()
-        done = store.finished_jobs()
         planned = plan_jobs(plan, pairs)
-        jobs = [job for job in planned if job.key not in done]
         units = plan_units(plan.llm, pairs, plan.budgets, plan.seed) if plan.llm else []
         order = [job.key for job in planned] + [unit.key for unit in units]
+        stored = store.finished_jobs()
+        foreign = stored - set(order)
+        if foreign:
+            raise RunDirectoryError(
+                f"{store.path} holds {len(foreign)} finished job(s) this run did not plan: "
+                "it belongs to another run and is never merged; move it away to run this "
+                "directory again from its own results"
+            )
+        redo = _units_to_retry(store, units) if retry_na else set()
+        done = stored - redo
+        jobs = [job for job in planned if job.key not in done]
+        todo_units = [u for u in units if u.key not in done]
+        manifest = RunManifest(
+            run_id=run_id,
+            state="running",
+            planned_jobs=[job.key for job in planned],
+            planned_units=[unit.key for unit in units],
+            finished_jobs=len(planned) - len(jobs),
+            finished_units=len(units) - len(todo_units),
+        )
+        write_manifest(out, manifest)
+        record_costs(out, invocation)  # listed even if this invocation is killed
         total = len(pairs) + len(units)
-        finished = total - len(jobs) - len([u for u in units if u.key not in done])
+        finished = total - len(jobs) - len(todo_units)
         if progress:
             progress(finished, total)
 
-        fresh: dict[str, tuple[pa.Table, bytes]] = {}
-        """Jobs finished in this invocation: their table and CSV rows, for ``finish``."""
+        fresh: dict[str, pa.Table] = {}
+        """Jobs finished in this invocation: their table, for ``finish``."""
 
-        def committed(log_lines: Sequence[str], table: pa.Table) -> bytes:
+        def committed(table: pa.Table, key: str) -> None:
             nonlocal finished
-            rows = append_csv(out / RESULTS_CSV, table)
-            if log_lines:
-                with (out / LOG_FILE).open("a", encoding="utf-8") as log:
-                    log.write("\n".join(log_lines) + "\n")
+            fresh[key] = table
             finished += 1
             if progress:
                 progress(finished, total)
-            return rows
 
         def record(result: PackedJob) -> None:
             if store.add_job(result):
-                table = table_from_bytes(result.results)
-                fresh[result.key] = (table, committed(result.log, table))
+                committed(table_from_bytes(result.results), result.key)
 
         with _settled_heap():
             if workers <= 1 or len(jobs) <= 1:
@@ -225,38 +304,84 @@ def execute(
                     record(_execute(job, plan.transforms, plan.seed))
             else:
                 _run_parallel(jobs, plan, workers, record)
-        invocation = Invocation(
-            deterministic=StageCost(jobs=len(jobs), seconds=round(time.perf_counter() - started, 3))
+        invocation.deterministic = StageCost(
+            jobs=len(jobs), seconds=round(time.perf_counter() - started, 3)
         )
-        if plan.llm is not None and open_clients is not None:
-            invocation.llm = asyncio.run(
-                _llm_stage(plan.llm, units, store, open_clients, committed)
-            )
-        append_costs(out, invocation)
-        return finish(out, store, plan, order, fresh)
+        record_costs(out, invocation)
+        if plan.llm is not None and runner is not None:
+            invocation.llm = LLMStageCost(units=len(todo_units))
+            try:
+                runner.run(
+                    run_stage(units, plan.llm, store, *clients,
+                              lambda _log, table, key: committed(table, key), redo=redo)
+                )  # fmt: skip
+            finally:
+                _llm_counters(invocation.llm, clients, time.perf_counter() - started)
+        summary, table = finish(out, store, plan, order, fresh)
+        na_units = len(retryable_na_keys(table) & set(manifest.planned_units))
+        manifest.finished_jobs = len(planned)
+        manifest.finished_units = len(units)
+        manifest.na_units = na_units
+        manifest.rows = table.num_rows
+        manifest.files = {
+            name: file_record(out / name)
+            for name in (RESULTS_CSV, RESULTS_PARQUET, SUMMARY_FILE)
+            if (out / name).exists()
+        }
+        manifest.state = "incomplete" if na_units else "complete"
+        write_manifest(out, manifest)
+        invocation.outcome = "finished"
+        return summary
+    except BaseException as error:
+        invocation.outcome = _why(error)
+        if manifest is not None:
+            manifest.state, manifest.stopped = "stopped", invocation.outcome
+            with suppress(OSError):  # a full disk: the manifest keeps saying "running"
+                write_manifest(out, manifest)
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            raise RunStorageError(
+                f"{error.filename or out}: no space left on device; finished jobs are kept "
+                f"in {store.path.name}: free space, then `audit resume {out}`"
+            ) from None
+        raise
     finally:
-        store.close()
+        invocation.ended = _now()
+        with suppress(OSError, RunDataError):  # best effort: the disk may be full
+            record_costs(out, invocation)
 
 
-async def _llm_stage(
-    stage: LLMStagePlan,
-    units: Sequence[Unit],
-    store: RunStore,
-    open_clients: OpenClients,
-    committed: Callable[[Sequence[str], pa.Table], object],
-) -> LLMStageCost:
-    started = time.perf_counter()
-    async with open_clients() as (writer, reader):
-        await run_stage(units, stage, store, writer, reader, committed)
-        if writer is not None and writer is reader:  # one backend serves both roles
-            stats = {"writer_and_reader": _counters(writer)}
-        else:
-            stats = {
-                role: _counters(client)
-                for role, client in (("writer", writer), ("reader", reader))
-                if client is not None
-            }
-    return LLMStageCost(units=len(units), seconds=round(time.perf_counter() - started, 3), **stats)
+def _check_writable(out: Path) -> None:
+    """Refuse a run directory that cannot take a file (a read-only medium), before work."""
+    probe = out / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise RunStorageError(
+            f"{out}: {error.strerror}: the run cannot be written or resumed there; copy the "
+            "directory somewhere writable and run there (reports can be written elsewhere "
+            "with --out)"
+        ) from None
+
+
+def _units_to_retry(store: RunStore, units: Sequence[Unit]) -> set[str]:
+    """Stored LLM units with a read that is NA for want of a server."""
+    keys = {unit.key for unit in units}
+    stored = store.finished_jobs() & keys
+    if not stored:
+        return set()
+    return retryable_na_keys(concat_results(store.tables(only=stored)))
+
+
+def _llm_counters(cost: LLMStageCost, clients: ClientPair, elapsed: float) -> None:
+    """Fill the LLM stage's cost with each backend client's counters."""
+    writer, reader = clients
+    cost.seconds = round(elapsed, 3)
+    if writer is not None and writer is reader:  # one backend serves both roles
+        cost.writer_and_reader = _counters(writer)
+    else:
+        cost.writer = _counters(writer) if writer is not None else None
+        cost.reader = _counters(reader) if reader is not None else None
 
 
 def _counters(client: object) -> ClientCounters | None:
@@ -266,10 +391,29 @@ def _counters(client: object) -> ClientCounters | None:
     return ClientCounters.model_validate(as_dict()) if callable(as_dict) else None
 
 
+def _watch_parent() -> None:
+    """Exit this worker within a second of its parent's death.
+
+    A parent killed outright (SIGKILL, the OOM killer) cannot shut its pool down, and a
+    worker waiting on the pipe would wait forever; this thread notices that the process
+    has a new parent and ends it.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
 def _run_parallel(
     jobs: Sequence[Job], plan: RunPlan, workers: int, record: Callable[[PackedJob], None]
 ) -> None:
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_watch_parent)
+    try:
         pending: set[Future[PackedJob]] = set()
         # biggest first (stable: plan order among equals), so no long job starts last
         queue = sorted(jobs, key=lambda job: job.size)
@@ -279,6 +423,10 @@ def _run_parallel(
             completed, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in completed:
                 record(future.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)  # stop at once, not after the queue
+        raise
+    pool.shutdown(wait=True)
 
 
 def finish(
@@ -286,35 +434,37 @@ def finish(
     store: RunStore,
     plan: RunPlan,
     order: Sequence[str] = (),
-    fresh: Mapping[str, tuple[pa.Table, bytes]] | None = None,
-) -> dict[str, Any]:
-    """Rewrite results.csv and results.parquet from the store (jobs in plan order),
-    and compute summary.json.
+    fresh: Mapping[str, pa.Table] | None = None,
+) -> tuple[dict[str, Any], pa.Table]:
+    """Rewrite results.csv, results.parquet and run.log from the store (the planned
+    jobs, in plan order), and compute summary.json; returns the summary and the rows.
 
-    ``fresh`` holds jobs finished by this invocation (table and CSV rows, as
-    committed): they are not decoded and encoded again.
+    ``fresh`` holds the tables of jobs finished by this invocation: they are not
+    decoded again.
     """
     fresh = fresh or {}
     tables: list[pa.Table] = []
-    chunks: list[bytes] = [csv_header()]
-    for key in store.job_keys(order):
-        if key in fresh:
-            table, rows = fresh[key]
-        else:  # finished by an earlier invocation of this run
-            table = store.table(key)
-            rows = csv_rows(table)
-        tables.append(table)
-        chunks.append(rows)
+    keys = store.job_keys(order, only=set(order) if order else None)
+    for key in keys:
+        found = fresh.get(key)
+        tables.append(found if found is not None else store.table(key))
     table = concat_results(tables)
+    logs = store.logs(order)
+
+    def write_files() -> None:
+        chunks = [csv_header(), *(csv_rows(t) for t in tables)]
+        write_results(out, table, chunks)
+        if logs:
+            write_atomically(out / LOG_FILE, "\n".join(logs) + "\n")
 
     with ThreadPoolExecutor(max_workers=1) as writer:
-        # file writes and Arrow's Parquet encoding release the GIL: they run beside
-        # the scoring below
-        written = writer.submit(write_results, out, table, chunks)
+        # file writes and Arrow's CSV and Parquet encoding release the GIL: they run
+        # beside the scoring below
+        written = writer.submit(write_files)
         scored = [c for c in SCORED_COLUMNS if c in table.column_names]  # all the summary reads
         df = label_readers(table.select(scored).to_pandas()) if table.num_rows else pd.DataFrame()
         meta = {"config": plan.model_dump(mode="json")}
         summary = summarize(df, meta, plan.condition_labels)
         written.result()
     write_summary(out, summary)
-    return summary
+    return summary, table

@@ -24,7 +24,7 @@ import asyncio
 import hashlib
 import json
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -112,9 +112,21 @@ class WriterLog:
     updates: list[list[ChatResponse]] = field(default_factory=list)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
+        """The client's answer, kept.  Whatever the client raises (or a non-answer it
+        returns) is its failure, not the compressor's: ``ChatUnavailableError``, so the
+        reads are NA, never scored wrong."""
         if self.client is None:
             raise ChatUnavailableError("no writer backend was given (--writer)")
-        response = await self.client.chat(request)
+        try:
+            response = await self.client.chat(request)
+        except Exception as error:
+            raise ChatUnavailableError(
+                f"the writer's chat client failed: {type(error).__name__}: {error}"
+            ) from error
+        if not isinstance(response, ChatResponse):
+            raise ChatUnavailableError(
+                f"the writer's chat client returned {type(response).__name__}, not a ChatResponse"
+            )
         if not self.updates:
             self.updates.append([])
         self.updates[-1].append(response)
@@ -395,19 +407,21 @@ async def run_stage(
     store: RunStore,
     writer: ChatClient | None,
     reader: ChatClient | None,
-    on_done: Callable[[list[str], pa.Table], object],
+    on_done: Callable[[list[str], pa.Table, str], object],
     concurrency: int = 16,
+    redo: Collection[str] = (),
 ) -> None:
-    """Run the units not yet in the store, committing each as it finishes."""
+    """Run the units not yet in the store (and those in ``redo``: units whose reads an
+    outage left NA, whose new rows replace the old), committing each as it finishes."""
     done = store.finished_jobs()
-    todo = [u for u in units if u.key not in done]
+    todo = [u for u in units if u.key not in done or u.key in redo]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(unit: Unit) -> None:
         async with gate:
             rows = await run_unit(unit, stage, writer, reader)
         packed = rows.pack()
-        if store.add_job(packed):
-            on_done(rows.log, table_from_bytes(packed.results))
+        if store.add_job(packed, replace=unit.key in redo):
+            on_done(rows.log, table_from_bytes(packed.results), unit.key)
 
     await asyncio.gather(*(one(u) for u in todo))

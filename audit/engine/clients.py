@@ -1,4 +1,8 @@
-"""Opening the writer and reader backends of a run's LLM stage (and closing them)."""
+"""Opening the writer and reader backends of a run's LLM stage (and closing them).
+
+They are opened before any work of the run: a backend that cannot be reached stops
+the run at once with one line naming it, instead of turning every read into NA.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,14 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
-from audit.backends import SMOLLM2, BackendsConfig, ResponseCache, open_backend
+from audit.backends import (
+    SMOLLM2,
+    BackendClient,
+    BackendsConfig,
+    BackendStartError,
+    ResponseCache,
+    open_backend,
+)
 from compressors import ChatClient
 
 
@@ -35,8 +46,25 @@ async def open_clients(
                 clients.append(None)
                 continue
             if name not in opened:
-                opened[name] = await stack.enter_async_context(
+                client = await stack.enter_async_context(
                     open_backend(name, config, role=role, cache=cache)  # type: ignore[arg-type]
                 )
+                if config.get(name).kind != "local":  # the embedded server was health-checked
+                    await ensure_reachable(client)
+                opened[name] = client
             clients.append(opened[name])
         yield clients[0], clients[1]
+
+
+async def ensure_reachable(client: BackendClient) -> None:
+    """Raise ``BackendStartError`` when a base URL of ``client`` does not answer at all
+    (``GET /models``; any HTTP status counts as an answer: some routers have no such
+    endpoint, and a key problem shows in the reads)."""
+    for base_url in client.backend.base_url:
+        status, _, text = await client.get_json(base_url, "/models")
+        if status is None:
+            raise BackendStartError(
+                f"backend {client.name!r}: {client.scrub(base_url)} does not answer "
+                f"({client.scrub(text)}); nothing was run: start the server or fix base_url "
+                "(audit backends check tells more)"
+            )

@@ -11,6 +11,7 @@ import pandas as pd
 
 from audit.reportdata._comparisons import COMPARISON_COLUMNS, comparison_row, with_holm
 from audit.reportdata._context import Options, pair_bounds, pair_values, proportion_columns
+from audit.reportdata._glance import integrity_alert
 from audit.rundir import RunData, load_source_pairs
 from audit.scoring import (
     PairedTable,
@@ -19,6 +20,7 @@ from audit.scoring import (
     score_results,
 )
 from reports import (
+    Block,
     Bullets,
     Chart,
     Code,
@@ -202,9 +204,11 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         }
         for lab, run in zip(labels, runs, strict=True)
     ]
+    alerts = [block for run in runs for block in integrity_alert(run)]
     return _document(
-        labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method
-    )
+        labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method,
+        alerts,
+    )  # fmt: skip
 
 
 def _listed(labels: list[str]) -> list[Inline]:
@@ -223,6 +227,7 @@ def _document(
     comparisons: pd.DataFrame,
     notes: list[str],
     method: str,
+    alerts: Sequence[Block] = (),
 ) -> Document:
     run_columns = [
         Column("label", "run", "label"),
@@ -275,7 +280,7 @@ def _document(
     return Document(
         title="memory audit: comparison of " + ", ".join(labels),
         facts=Facts([("runs", _listed(labels))]),
-        summary=[Bullets(notes)],
+        summary=[*alerts, Bullets(notes)],
         sections=[
             Section("runs", "Runs", [Table("runs-table", run_columns, runs)]),
             Section(

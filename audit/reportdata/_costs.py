@@ -103,7 +103,13 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
             if "latency_s" in group:
                 values["seconds"] = float(group["latency_s"].fillna(0).sum())
         _add(rows, f"reads by {reader} (from results)", values)
-    if not run.has_llm:
+    planned_units = run.integrity.planned_units or 0
+    if not run.has_llm and planned_units:
+        notes.append(
+            f"the LLM stage was planned ({planned_units} units) but none of its reads is in "
+            "the results: see the summary at the top"
+        )
+    elif not run.has_llm:
         notes.append("no LLM reader in this run: no requests, tokens or latency")
     else:
         notes.append("reads by an LLM reader: seconds are summed request latencies, not wall time")

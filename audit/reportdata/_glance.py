@@ -1,6 +1,8 @@
 """The summary at the top of a report: what to see in ten seconds.
 
-Shortcut findings first (a probe that does as well as a condition under every
+A run that is not whole comes before anything (incomplete: what is missing and how
+to finish it; damaged: which file, and where the results were read from instead).
+Then shortcut findings (a probe that does as well as a condition under every
 transform; a condition that loses under a transform), then where current accuracy
 would pick a different condition than reveal accuracy, then the best strict
 condition per budget with every tie named, the ceiling (archives) and the floor
@@ -14,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from audit.reportdata._context import ReportContext, System
+from audit.rundir import RunData
 from audit.scoring import probe_matches, selection_warnings, shortcut_gaps
 from reports import Alert, Block, Bullets, Column, Flag, Strong, Table
 
@@ -150,8 +153,26 @@ def _best(ctx: ReportContext) -> list[Any]:
     return lines
 
 
+def integrity_alert(run: RunData) -> list[Block]:
+    """One alert when the run is incomplete or damaged (``rundir.RunIntegrity``)."""
+    integrity = run.integrity
+    problems = integrity.problems(str(run.path))
+    if not problems:
+        return []
+    title = (
+        "This run is damaged: read what was intact"
+        if integrity.damaged
+        else "This run is incomplete: its scores cover only what finished"
+    )
+    return [Alert("warn", [Flag(title)], "", problems)]
+
+
 def build(ctx: ReportContext) -> list[Block]:
-    blocks: list[Block] = [*_shortcut_alerts(ctx), *_selection_alerts(ctx)]
+    blocks: list[Block] = [
+        *integrity_alert(ctx.run),
+        *_shortcut_alerts(ctx),
+        *_selection_alerts(ctx),
+    ]
     notes: list[Any] = _best(ctx)
     if bool(ctx.run.results["correct"].isna().any()):
         notes.append("Some reads are NA (infrastructure failures): their scores are bounds, "

@@ -8,12 +8,15 @@ each stage did.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from audit.errors import RunDataError, RunDirectoryError
 from audit.plan import RunPlan
 from audit.rundir._layout import CONFIG_FILE, COSTS_FILE, write_atomically
+from audit.rundir._manifest import new_run_id
 
 
 class Environment(BaseModel):
@@ -44,6 +48,9 @@ class RunConfigFile(BaseModel):
     environment: Environment = Field(default_factory=Environment)
     created: str | None = None
     """UTC, ``%Y-%m-%dT%H:%M:%SZ``."""
+    run_id: str | None = None
+    """The run's identity (``manifest.json`` and ``store.sqlite`` carry it too); None in
+    a run made before run ids."""
 
 
 def environment() -> Environment:
@@ -87,14 +94,18 @@ def read_config_file(directory: Path) -> RunConfigFile:
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(the file)"
-        raise RunDataError(f"{path}: {where}: {first['msg']}") from None
+        raise RunDataError(
+            f"{path}: damaged ({where}: {first['msg'][:160]}); it records what the run is: "
+            "restore it from a copy, or start a new run with another --out"
+        ) from None
 
 
-def prepare_directory(out: Path, plan: RunPlan) -> bool:
+def prepare_directory(out: Path, plan: RunPlan) -> tuple[bool, str]:
     """Create the run directory with its ``config.json``, or accept it for resuming.
 
-    Returns True when resuming.  A directory holding another run (its plan differs),
-    or anything that is not a run, is refused: a run is never overwritten.
+    Returns (resuming, run id).  A directory holding another run (its plan differs),
+    or anything that is not a run, is refused: a run is never overwritten.  A run made
+    before run ids gets one now.
     """
     if out.exists() and not out.is_dir():
         raise RunDirectoryError(f"{out} exists and is not a directory")
@@ -106,9 +117,16 @@ def prepare_directory(out: Path, plan: RunPlan) -> bool:
                 "choose another --out"
             )
         try:
-            stored = json.loads(config_path.read_text(encoding="utf-8"))["config"]
+            payload = json.loads(config_path.read_text(encoding="utf-8"))
+            stored = payload["config"]
+            if not isinstance(stored, dict):
+                raise TypeError("'config' is not an object")
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise RunDirectoryError(f"{config_path}: unreadable ({error})") from None
+            raise RunDirectoryError(
+                f"{config_path}: damaged or unreadable ({_short(error)}); it says what this "
+                "run is, so it cannot be resumed: restore the file, or run again with "
+                "another --out"
+            ) from None
         current = plan.model_dump(mode="json")
         differing = sorted(
             k for k in current.keys() | stored.keys() if current.get(k) != stored.get(k)
@@ -118,15 +136,28 @@ def prepare_directory(out: Path, plan: RunPlan) -> bool:
                 f"{out} holds a different run (differs in: {', '.join(differing)}); "
                 "it is never overwritten: choose another --out"
             )
-        return True
+        run_id = payload.get("run_id")
+        if not isinstance(run_id, str) or not run_id:
+            run_id = new_run_id()
+            payload["run_id"] = run_id
+            write_atomically(config_path, json.dumps(payload, indent=2) + "\n")
+        return True, run_id
     out.mkdir(parents=True, exist_ok=True)
+    run_id = new_run_id()
     payload = {
         "config": plan.model_dump(mode="json"),
         "environment": environment().model_dump(mode="json"),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "run_id": run_id,
     }
     write_atomically(config_path, json.dumps(payload, indent=2) + "\n")
-    return False
+    return False, run_id
+
+
+def _short(error: BaseException) -> str:
+    """An exception's first line, bounded (a JSON error can quote a long line)."""
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 class StageCost(BaseModel):
@@ -178,8 +209,17 @@ class LLMStageCost(BaseModel):
 
 
 class Invocation(BaseModel):
+    """One invocation of ``audit run`` (or ``audit resume``) on the directory."""
+
     model_config = ConfigDict(extra="allow")
 
+    id: str | None = None
+    """Random; the entry is rewritten under it as the invocation goes on."""
+    started: str | None = None
+    ended: str | None = None
+    outcome: str | None = None
+    """``finished``, or why it stopped (``interrupted``, ``failed: ...``); None while it
+    runs (or when it was killed)."""
     deterministic: StageCost | None = None
     llm: LLMStageCost | None = None
 
@@ -190,23 +230,67 @@ class CostsFile(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     invocations: list[Invocation] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
 
 def read_costs(directory: Path) -> CostsFile | None:
-    """``costs.json``, or None when there is none; ``RunDataError`` when unreadable."""
+    """``costs.json``, or None when there is none; ``RunDataError`` (one line, naming
+    the file) when it cannot be read."""
     path = directory / COSTS_FILE
-    if not path.exists():
-        return None
     try:
-        return CostsFile.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError) as error:
-        raise RunDataError(f"{path}: unreadable ({error})") from None
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise RunDataError(f"{path}: unreadable ({error.strerror or error})") from None
+    try:
+        return CostsFile.model_validate_json(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(the file)"
+        raise RunDataError(f"{path}: damaged ({where}: {first['msg'][:160]})") from None
+
+
+@contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the run directory: concurrent invocations update
+    ``costs.json`` one at a time, so none loses another's entry."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def record_costs(directory: Path, invocation: Invocation) -> None:
+    """Write this invocation's entry into ``costs.json`` (added, or updated in place by
+    its id), whole.
+
+    A ``costs.json`` that cannot be read (a disk that filled while it was written) is
+    moved aside, never deleted, and a fresh file notes where it went: one bad file
+    must not block every later invocation.
+    """
+    path = directory / COSTS_FILE
+    with _directory_lock(directory):
+        try:
+            costs = read_costs(directory) or CostsFile()
+        except RunDataError as error:
+            aside = path.with_name(f"{COSTS_FILE}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+            os.replace(path, aside)
+            costs = CostsFile(
+                notes=[f"{error}: moved to {aside.name}; invocations before then are there"]
+            )
+        for index, entry in enumerate(costs.invocations):
+            if invocation.id is not None and entry.id == invocation.id:
+                costs.invocations[index] = invocation
+                break
+        else:
+            costs.invocations.append(invocation)
+        data = costs.model_dump(mode="json", exclude_none=True)
+        write_atomically(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def append_costs(directory: Path, invocation: Invocation) -> None:
-    """Add this invocation's costs to ``costs.json`` (written whole)."""
-    path = directory / COSTS_FILE
-    costs = read_costs(directory) or CostsFile()
-    costs.invocations.append(invocation)
-    data = costs.model_dump(mode="json", exclude_none=True)
-    write_atomically(path, json.dumps(data, indent=2, default=str) + "\n")
+    """Add this invocation's costs to ``costs.json`` (see ``record_costs``)."""
+    record_costs(directory, invocation)

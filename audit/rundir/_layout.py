@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from audit.errors import RunDirectoryError
@@ -27,7 +30,9 @@ STORE_FILE = "store.sqlite"
 COSTS_FILE = "costs.json"
 """Per-stage work of every invocation (jobs, requests, tokens, seconds)."""
 LOG_FILE = "run.log"
-"""Tracebacks of compressors that raised."""
+"""Tracebacks of compressors that raised (rewritten from the store at the end)."""
+MANIFEST_FILE = "manifest.json"
+"""Planned and finished units, the run id, the result files' checksums (``_manifest``)."""
 REPORT_DIR = "report"
 """Where ``audit report`` writes by default."""
 REPLICATION_FILE = "replication.json"
@@ -39,17 +44,30 @@ def seed_run_dir(parent: Path, seed: int) -> Path:
     return parent / f"seed-{seed}"
 
 
-def write_atomically(path: Path, data: bytes | str) -> None:
-    """Write ``path`` whole or not at all (temporary sibling, then rename)."""
-    temp = path.with_name(f".{path.name}.tmp")
-    if isinstance(data, str):
-        data = data.encode("utf-8")
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A fresh temporary sibling of ``path`` to write; renamed over ``path`` when the
+    block ends normally, removed when it raises.
+
+    The name is unique per call, so concurrent invocations on one run directory never
+    write into each other's temporary file; it is created with the process's umask,
+    like any file the user makes.
+    """
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        temp.write_bytes(data)
+        yield temp
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def write_atomically(path: Path, data: bytes | str) -> None:
+    """Write ``path`` whole or not at all (temporary sibling, then rename)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with atomic_path(path) as temp, temp.open("xb") as handle:
+        handle.write(data)
 
 
 def default_run_dir(root: Path = Path("runs")) -> Path:

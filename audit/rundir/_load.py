@@ -1,11 +1,12 @@
 """Loading a run directory back: its plan, its results, its memories, its pairs.
 
-Nothing is re-run.  Results come from ``results.parquet``, else ``results.csv``, else
-the rows in ``store.sqlite`` (the current layout, or the first one: one JSON row per
-read); memories come from the store by sha256 (current blocks, or the first layout's
-one zlib blob per memory).  ``config.json`` is read typed (``RunConfigFile``); a
-run written by a version whose plan no longer validates is still loaded, its plan
-kept as the raw dictionary and a note saying so.
+Nothing is re-run.  Results come from a source that can be trusted (``_integrity``:
+the result files when they match ``manifest.json``, else the planned jobs in
+``store.sqlite``; a run made before manifests, from the first readable of
+results.parquet, results.csv and the store); memories come from the store by sha256
+(current blocks, or the first layout's one zlib blob per memory).  ``config.json`` is
+read typed (``RunConfigFile``); a run written by a version whose plan no longer
+validates is still loaded, its plan kept as the raw dictionary and a note saying so.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,9 +25,10 @@ import pandas as pd
 from audit.errors import RunDataError
 from audit.plan import RunPlan
 from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, read_costs
-from audit.rundir._layout import CONFIG_FILE, RESULTS_CSV, RESULTS_PARQUET, STORE_FILE
+from audit.rundir._integrity import RunIntegrity, read_checked
+from audit.rundir._layout import CONFIG_FILE, STORE_FILE
 from audit.rundir._pairs import rebuild_pairs
-from audit.rundir._store import STORE_FORMAT, MemoryBlocks, concat_results, job_tables, store_format
+from audit.rundir._store import STORE_FORMAT, MemoryBlocks, connect_read_only, store_format
 from compressors import builtins
 from histories import Pair
 
@@ -55,6 +57,8 @@ class RunData:
     last_finished: float | None = None
     """Unix time of the last finished job (store.sqlite), if known."""
     notes: list[str] = field(default_factory=list)
+    integrity: RunIntegrity = field(default_factory=lambda: RunIntegrity(checked=False))
+    """Complete, incomplete or damaged (``manifest.json`` against the files)."""
 
     @property
     def plan(self) -> RunPlan | None:
@@ -77,38 +81,6 @@ class RunData:
         if isinstance(listed, list):
             return [str(c) for c in listed]
         return list(dict.fromkeys(self.results["condition"].astype(str)))
-
-
-def connect_read_only(path: Path) -> sqlite3.Connection:
-    """A store opened read-only (immutable when even that fails: a read-only medium)."""
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        db.execute("SELECT 1 FROM sqlite_master").fetchone()
-        return db
-    except sqlite3.Error:
-        return sqlite3.connect(f"file:{path}?immutable=1", uri=True)
-
-
-def _read_results(run_dir: Path) -> pd.DataFrame:
-    parquet, csv = run_dir / RESULTS_PARQUET, run_dir / RESULTS_CSV
-    if parquet.exists():
-        return pd.read_parquet(parquet)
-    if csv.exists():
-        return pd.read_csv(csv, dtype=str, keep_default_na=False, na_values=[""])
-    store = run_dir / STORE_FILE
-    if store.exists():
-        db = connect_read_only(store)
-        try:
-            if store_format(db) == STORE_FORMAT:
-                table = concat_results(job_tables(db))
-                return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
-            rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
-            return pd.DataFrame(rows)  # the first store layout: one JSON row per read
-        except sqlite3.Error as error:
-            raise RunDataError(f"{store}: unreadable ({error})") from None
-        finally:
-            db.close()
-    raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
 
 
 def label_readers(df: pd.DataFrame) -> pd.DataFrame:
@@ -207,7 +179,10 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
         raise RunDataError(f"{run_dir} is not a directory")
     notes: list[str] = []
     config_file, raw_config = _read_config(run_dir, notes)
-    results = normalize(_read_results(run_dir))
+    frame, integrity = read_checked(
+        run_dir, config_file.run_id if config_file is not None else None
+    )
+    results = normalize(frame)
     costs = None
     try:
         costs = read_costs(run_dir)
@@ -232,6 +207,7 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
         costs=costs,
         last_finished=None if last is None else float(last),
         notes=notes,
+        integrity=integrity,
     )
 
 

@@ -7,7 +7,6 @@ file, and a failed write leaves the previous version in place.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit.rundir._layout import RESULTS_CSV, RESULTS_PARQUET, SUMMARY_FILE, write_atomically
+from audit.rundir._layout import (
+    RESULTS_CSV,
+    RESULTS_PARQUET,
+    SUMMARY_FILE,
+    atomic_path,
+    write_atomically,
+)
 
 
 def write_results(out: Path, table: pa.Table, csv_chunks: Sequence[bytes]) -> None:
@@ -23,14 +28,8 @@ def write_results(out: Path, table: pa.Table, csv_chunks: Sequence[bytes]) -> No
     results.parquet (when there is a row)."""
     write_atomically(out / RESULTS_CSV, b"".join(csv_chunks))
     if table.num_rows:
-        parquet = out / RESULTS_PARQUET
-        temp = parquet.with_name(f".{parquet.name}.tmp")
-        try:
+        with atomic_path(out / RESULTS_PARQUET) as temp:
             pq.write_table(table, temp)
-            os.replace(temp, parquet)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
 
 
 def write_summary(out: Path, summary: dict[str, Any]) -> None:

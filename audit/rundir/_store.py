@@ -6,19 +6,26 @@ and resuming skips exactly those.  A job's results are one typed Arrow table
 (IPC, compressed), not one SQL row per read, and its distinct memories are one
 compressed block with an index by sha256 (memories of a job share most of their
 lines, so a block compresses far better and faster than memory by memory).
-results.csv grows as jobs finish and is rewritten from the store at the end, in
-plan order, so after a completed run it equals the store and does not depend on
+A job's log lines (tracebacks of a compressor that raised) are committed with it.
+results.csv, results.parquet and run.log are written from the store at the end of
+an invocation, whole, in plan order, so they equal the store and do not depend on
 which worker finished first.
+
+The store belongs to one run: it records the run id of ``config.json``, and a store
+copied in from another run directory is refused.  It holds memories and raw model
+answers, so it is created readable by its owner only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +34,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.ipc as pa_ipc
 
-from audit.errors import StoreFormatError
+from audit.errors import RunDirectoryError, RunStorageError, StoreFormatError
 from audit.rundir._columns import RESULT_COLUMNS, RESULT_SCHEMA, results_table
 from audit.rundir._layout import STORE_FILE
 
@@ -110,6 +117,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     results BLOB NOT NULL,
     memory_block INTEGER
 );
+CREATE TABLE IF NOT EXISTS run_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS job_logs (job_key TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_blocks (
     block INTEGER PRIMARY KEY AUTOINCREMENT,
     size INTEGER NOT NULL,
@@ -128,17 +137,41 @@ def store_format(db: sqlite3.Connection) -> int | None:
     return 1 if "jobs" in tables else None
 
 
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A store opened read-only (immutable when even that fails: a read-only medium)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db.execute("SELECT 1 FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.Error:
+        return sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+
+
 def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
     """(sha256, start, length) of each memory in a block, compressed JSON."""
     return zlib.compress(json.dumps(index, separators=(",", ":")).encode(), 1)
 
 
-def job_keys(db: sqlite3.Connection, order: Sequence[str] = ()) -> list[str]:
-    """Every stored job's key: those in ``order`` first, then the rest by finishing time."""
+def job_keys(
+    db: sqlite3.Connection, order: Sequence[str] = (), only: Collection[str] | None = None
+) -> list[str]:
+    """Every stored job's key (those in ``only``, when given): those in ``order`` first,
+    then the rest by finishing time."""
     rank = {key: i for i, key in enumerate(order)}
     found = db.execute("SELECT job_key, finished FROM jobs").fetchall()
+    if only is not None:
+        found = [row for row in found if row[0] in only]
     found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[1], row[0]))
     return [key for key, _ in found]
+
+
+def stored_run_id(db: sqlite3.Connection) -> str | None:
+    """The run id a store was made for (None: a store made before run ids)."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "run_meta" not in tables:
+        return None
+    found = db.execute("SELECT value FROM run_meta WHERE key = 'run_id'").fetchone()
+    return None if found is None else str(found[0])
 
 
 def job_table(db: sqlite3.Connection, key: str) -> pa.Table:
@@ -146,9 +179,11 @@ def job_table(db: sqlite3.Connection, key: str) -> pa.Table:
     return table_from_bytes(blob)
 
 
-def job_tables(db: sqlite3.Connection, order: Sequence[str] = ()) -> Iterator[pa.Table]:
+def job_tables(
+    db: sqlite3.Connection, order: Sequence[str] = (), only: Collection[str] | None = None
+) -> Iterator[pa.Table]:
     """Each stored job's results, in ``job_keys`` order; one job decoded at a time."""
-    for key in job_keys(db, order):
+    for key in job_keys(db, order, only):
         yield job_table(db, key)
 
 
@@ -213,23 +248,53 @@ class MemoryBlocks:
 
 
 class RunStore:
-    """Append-only results of one run directory."""
+    """Append-only results of one run directory.
 
-    def __init__(self, directory: Path) -> None:
+    ``run_id`` (``config.json``'s) is recorded in a new store and checked in an old
+    one: a store another run made is refused, never merged.  Every SQLite failure
+    (a full disk, a read-only medium, a damaged file) becomes a ``RunDirectoryError``
+    naming the file and the way out.
+    """
+
+    def __init__(self, directory: Path, run_id: str | None = None) -> None:
         self.path = directory / STORE_FILE
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        version = store_format(self._db)
-        if version is not None and version != STORE_FORMAT:
+        if not self.path.exists():
+            _create_private(self.path)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "open") from None
+        try:
+            version = store_format(self._db)
+            if version is not None and version != STORE_FORMAT:
+                raise StoreFormatError(
+                    f"{self.path} was written by another version of memory-audit (store "
+                    f"format {version}, this one writes {STORE_FORMAT}); its results stay "
+                    "readable by `audit report`, but it cannot be resumed: choose another --out"
+                )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            if run_id is not None:
+                self._claim(run_id)
+        except sqlite3.Error as error:
             self._db.close()
-            raise StoreFormatError(
-                f"{self.path} was written by another version of memory-audit (store format "
-                f"{version}, this one writes {STORE_FORMAT}); its results stay readable by "
-                "`audit report`, but it cannot be resumed: choose another --out"
-            )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+            raise store_error(self.path, error, "open") from None
+        except BaseException:
+            self._db.close()
+            raise
         self._memories = MemoryBlocks(self._db)
+
+    def _claim(self, run_id: str) -> None:
+        found = stored_run_id(self._db)
+        if found is None:
+            self._db.execute("INSERT INTO run_meta VALUES ('run_id', ?)", (run_id,))
+        elif found != run_id:
+            raise RunDirectoryError(
+                f"{self.path} belongs to another run (run id {found}; this directory's "
+                f"config.json says {run_id}): it was copied from elsewhere and is never "
+                f"merged; move it away to run this directory again from its own results"
+            )
 
     def close(self) -> None:
         self._db.close()
@@ -237,39 +302,67 @@ class RunStore:
     def finished_jobs(self) -> set[str]:
         return {key for (key,) in self._db.execute("SELECT job_key FROM jobs")}
 
-    def add_job(self, job: PackedJob) -> bool:
-        """Commit a whole job atomically; False (and nothing changed) if already stored."""
-        self._db.execute("BEGIN IMMEDIATE")
+    def add_job(self, job: PackedJob, replace: bool = False) -> bool:
+        """Commit a whole job atomically; False (and nothing changed) if already stored,
+        unless ``replace`` (a resumed unit run again: the new rows take the old ones'
+        place in the same transaction)."""
+        db = self._db
         try:
-            if self._db.execute("SELECT 1 FROM jobs WHERE job_key = ?", (job.key,)).fetchone():
-                self._db.execute("ROLLBACK")
-                return False
-            block = None
-            if job.memory_index:
-                block = self._db.execute(
-                    "INSERT INTO memory_blocks (size, blob, shas) VALUES (?, ?, ?)",
-                    (job.memory_size, job.memory_block, _index_blob(job.memory_index)),
-                ).lastrowid
-            self._db.execute(
-                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
-                (job.key, time.time(), job.n_rows, job.results, block),
-            )
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                old = db.execute(
+                    "SELECT memory_block FROM jobs WHERE job_key = ?", (job.key,)
+                ).fetchone()
+                if old is not None:
+                    if not replace:
+                        db.execute("ROLLBACK")
+                        return False
+                    db.execute("DELETE FROM jobs WHERE job_key = ?", (job.key,))
+                    db.execute("DELETE FROM job_logs WHERE job_key = ?", (job.key,))
+                    if old[0] is not None:
+                        db.execute("DELETE FROM memory_blocks WHERE block = ?", (old[0],))
+                block = None
+                if job.memory_index:
+                    block = db.execute(
+                        "INSERT INTO memory_blocks (size, blob, shas) VALUES (?, ?, ?)",
+                        (job.memory_size, job.memory_block, _index_blob(job.memory_index)),
+                    ).lastrowid
+                db.execute(
+                    "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
+                    (job.key, time.time(), job.n_rows, job.results, block),
+                )
+                if job.log:
+                    db.execute("INSERT INTO job_logs VALUES (?, ?)", (job.key, "\n".join(job.log)))
+                db.execute("COMMIT")
+            except BaseException:
+                # SQLite has already rolled back after some failures (a full disk):
+                # rolling back again would hide the real error behind "no transaction"
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "store a finished job") from None
         return True
 
-    def tables(self, order: Sequence[str] = ()) -> Iterator[pa.Table]:
+    def tables(
+        self, order: Sequence[str] = (), only: Collection[str] | None = None
+    ) -> Iterator[pa.Table]:
         """Each stored job's results (see ``job_tables``)."""
-        return job_tables(self._db, order)
+        return job_tables(self._db, order, only)
 
-    def job_keys(self, order: Sequence[str] = ()) -> list[str]:
-        return job_keys(self._db, order)
+    def job_keys(self, order: Sequence[str] = (), only: Collection[str] | None = None) -> list[str]:
+        return job_keys(self._db, order, only)
 
     def table(self, key: str) -> pa.Table:
         """One stored job's results."""
         return job_table(self._db, key)
+
+    def logs(self, order: Sequence[str] = ()) -> list[str]:
+        """Every stored job's log text, jobs in ``order`` first."""
+        rank = {key: i for i, key in enumerate(order)}
+        found = self._db.execute("SELECT job_key, text FROM job_logs").fetchall()
+        found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[0]))
+        return [text for _, text in found]
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every stored read as a dict (for inspection and tests)."""
@@ -281,6 +374,37 @@ class RunStore:
 
     def memory_shas(self) -> set[str]:
         return self._memories.shas()
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty store file readable by its owner only (SQLite gives its -wal and
+    -shm files the same mode)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def store_error(path: Path, error: sqlite3.Error, doing: str) -> RunStorageError:
+    """A store failure as one line: the file, what failed, and the way out."""
+    text = str(error)
+    lowered = text.lower()
+    if "full" in lowered:
+        advice = (
+            "the disk is full: nothing of the job was stored; free space, then "
+            f"`audit resume {path.parent}`: finished jobs are kept"
+        )
+    elif "readonly" in lowered or "read-only" in lowered:
+        advice = (
+            "the run directory is read-only: a run cannot be resumed there (reports can "
+            "still be written elsewhere with --out)"
+        )
+    elif "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        advice = (
+            "the store is damaged: move it away and run again; finished work is redone "
+            "(LLM answers come back from the response cache)"
+        )
+    else:
+        advice = "check the file and its directory"
+    return RunStorageError(f"{path}: cannot {doing} ({text}): {advice}")
 
 
 def csv_rows(table: pa.Table) -> bytes:

@@ -1,0 +1,114 @@
+"""Keeping an API key out of everything the backends return, print or store.
+
+A server (or a careless proxy) may echo the ``Authorization`` header in an error, in a
+model list or in an answer, whole or cut short.  ``Scrubber`` replaces the key and every
+run of text that is a piece of it at least ``FRAGMENT`` characters long with ``***``.
+
+Why windows: a piece of the key of length L >= 8 is the union of its L - 7 windows of 8
+characters, each of which is a window of the key.  So marking every 8-character window
+of the text that is also one of the key's covers exactly the text that lies inside some
+8+ character piece of the key.  The windows are matched by one regular expression built
+as a trie (one branch per distinct next character), so a scan costs about one step per
+character of the text whatever the key's length: never quadratic in the answer.
+
+``has_control_characters`` is the header check: a key with CR, LF or another control
+character would be refused by aiohttp at the first request (or split the header).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+FRAGMENT = 8
+"""The shortest piece of a key that is scrubbed (shorter ones occur in ordinary text)."""
+MASK = "***"
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """A regex matching exactly ``words``, factored by common prefixes (a trie)."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if "" in node:  # every word has the same length: an end is a leaf
+            return ""
+        if len(branches) == 1:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")"
+
+    return emit(trie)
+
+
+class Scrubber:
+    """``scrubber(text)``: ``text`` with the secret and each 8+ character piece of it
+    replaced by ``***``.  An empty secret scrubs nothing."""
+
+    __slots__ = ("_pattern", "_secret")
+
+    def __init__(self, secret: str | None) -> None:
+        self._secret = secret or ""
+        self._pattern: re.Pattern[str] | None = None
+        if len(self._secret) >= FRAGMENT:
+            windows = {
+                self._secret[i : i + FRAGMENT] for i in range(len(self._secret) - FRAGMENT + 1)
+            }
+            self._pattern = re.compile(_trie_pattern(windows))
+
+    def __bool__(self) -> bool:
+        return bool(self._secret)
+
+    def __call__(self, text: str) -> str:
+        secret = self._secret
+        if not secret or not text:
+            return text
+        pattern = self._pattern
+        if pattern is None:  # a key shorter than a fragment: only whole occurrences
+            return text.replace(secret, MASK)
+        spans: list[tuple[int, int]] = []
+        at = 0
+        while (found := pattern.search(text, at)) is not None:
+            start = found.start()
+            end = start + FRAGMENT
+            at = start + 1
+            while at <= end:  # windows starting inside (or right after) this one extend it
+                if pattern.match(text, at) is not None:
+                    end = at + FRAGMENT
+                at += 1
+            spans.append((start, end))
+        if not spans:
+            return text
+        parts: list[str] = []
+        at = 0
+        for start, end in spans:
+            parts.append(text[at:start])
+            parts.append(MASK)
+            at = end
+        parts.append(text[at:])
+        return "".join(parts)
+
+    def deep(self, value: Any) -> Any:
+        """``value`` (parsed JSON) with every string in it, keys included, scrubbed."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list):
+            return [self.deep(item) for item in value]
+        if isinstance(value, dict):
+            return {self(str(k)): self.deep(v) for k, v in value.items()}
+        return value
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` and every 8+ character piece of it replaced by ``***``."""
+    return Scrubber(secret)(text)
+
+
+def has_control_characters(value: str) -> bool:
+    """Whether ``value`` holds CR, LF, NUL or another control character (not a header value)."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in value)

@@ -1,0 +1,337 @@
+"""Is a run whole?  Read its results from a source that can be trusted, and say so.
+
+``manifest.json`` says what a run planned, what it finished and the sha256 of the
+result files it wrote.  ``read_checked`` compares them with what is on disk: a
+result file that no longer matches its checksum (a disk that filled, a copy cut
+short) is not read; the rows come from ``store.sqlite`` instead, where each job was
+committed whole, and only the jobs the run planned are taken.  What it finds is a
+``RunIntegrity``: complete, incomplete (and why) or damaged (which file, and the
+way out), which the report puts first and the command line turns into its exit
+status.  A run made before manifests is read as before and marked unchecked.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+import pandas as pd
+import pyarrow as pa
+
+from audit.errors import RunDataError
+from audit.rundir._layout import RESULTS_CSV, RESULTS_PARQUET, STORE_FILE
+from audit.rundir._manifest import RunManifest, file_record, read_manifest
+from audit.rundir._store import (
+    STORE_FORMAT,
+    concat_results,
+    connect_read_only,
+    job_keys,
+    job_tables,
+    store_format,
+    stored_run_id,
+)
+
+EXIT_INCOMPLETE = 3
+"""Exit status of ``audit run``, ``report`` and ``compare`` for a run that is not whole."""
+EXIT_DAMAGED = 4
+"""Exit status when a result file or the store is damaged (the report is still written
+from what is intact)."""
+REFUSED_PREFIX = "request refused"
+"""How a refused request's error begins: an NA a resume does not retry."""
+
+
+@dataclass
+class RunIntegrity:
+    """What the run's files say about its completeness."""
+
+    checked: bool
+    """False for a run made before manifests: nothing could be checked."""
+    state: str | None = None
+    planned_pairs: int | None = None
+    finished_pairs: int | None = None
+    planned_units: int | None = None
+    finished_units: int | None = None
+    na_units: int = 0
+    stopped: str | None = None
+    damage: list[str] = field(default_factory=list)
+    """One line per damaged file: which, what was done instead, the way out."""
+    results_from: str = RESULTS_PARQUET
+
+    @property
+    def missing(self) -> bool:
+        """Planned work that has no results."""
+        return (self.finished_pairs or 0) < (self.planned_pairs or 0) or (
+            self.finished_units or 0
+        ) < (self.planned_units or 0)
+
+    @property
+    def incomplete(self) -> bool:
+        return self.checked and (
+            self.missing or self.na_units > 0 or self.state in ("running", "stopped")
+        )
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.damage)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_DAMAGED if self.damaged else EXIT_INCOMPLETE if self.incomplete else 0
+
+    def progress(self) -> str:
+        """``12 of 24 source pairs and 0 of 12 LLM units finished``."""
+        text = f"{self.finished_pairs} of {self.planned_pairs} source pairs"
+        if self.planned_units:
+            text += f" and {self.finished_units} of {self.planned_units} LLM units"
+        return text + " finished"
+
+    def problems(self, run: str) -> list[str]:
+        """Every way the run is not whole, one sentence each, with the way out."""
+        found: list[str] = []
+        if self.incomplete:
+            if self.missing:
+                why = {
+                    "running": "it is still running, or it ended without a word: killed, "
+                    "or its disk filled",
+                    "stopped": f"it stopped: {self.stopped}" if self.stopped else "it stopped",
+                }.get(self.state or "", "it did not finish")
+                found.append(
+                    f"INCOMPLETE run: {self.progress()} ({why}); scores cover only the "
+                    f"finished part; `audit resume {run}` finishes it"
+                )
+            elif self.state in ("running", "stopped"):
+                found.append(
+                    "INCOMPLETE run: every unit finished, but the run stopped before writing "
+                    f"its result files (read from {STORE_FILE}); `audit resume {run}` writes them"
+                )
+            if self.na_units:
+                found.append(
+                    f"INCOMPLETE run: {self.na_units} LLM unit(s) hold reads that are NA for "
+                    f"want of a server; `audit resume {run}` asks again"
+                )
+        found += self.damage
+        return found
+
+
+def retryable_na_keys(table: pa.Table) -> set[str]:
+    """Job keys of rows that are NA for want of a server (not a refused request)."""
+    if not table.num_rows:
+        return set()
+    frame = table.select(["job_key", "outcome", "error"]).to_pandas()
+    error = frame["error"].fillna("").astype(str)
+    na = (frame["outcome"] == "na") & ~error.str.startswith(REFUSED_PREFIX)
+    return set(frame.loc[na, "job_key"].astype(str))
+
+
+def _matches(path: Path, manifest: RunManifest) -> bool:
+    record = manifest.files.get(path.name)
+    if record is None or not path.exists():
+        return False
+    try:
+        return file_record(path) == record
+    except OSError:
+        return False
+
+
+def _read_file(path: Path) -> pd.DataFrame:
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+
+
+def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIntegrity]:
+    """The run's rows from a trusted source, and what was found (see the module)."""
+    try:
+        manifest = read_manifest(run_dir)
+    except RunDataError as error:
+        return _without_manifest(run_dir, f"{error}")
+    if manifest is None:
+        return _read_unchecked(run_dir), RunIntegrity(checked=False)
+    integrity = RunIntegrity(
+        checked=True,
+        state=manifest.state,
+        planned_pairs=len(manifest.planned_jobs),
+        planned_units=len(manifest.planned_units),
+        finished_pairs=manifest.finished_jobs,
+        finished_units=manifest.finished_units,
+        na_units=manifest.na_units,
+        stopped=manifest.stopped,
+    )
+    if run_id is not None and manifest.run_id != run_id:
+        integrity.damage.append(
+            f"manifest.json belongs to another run (run id {manifest.run_id}, config.json "
+            f"says {run_id}): completeness cannot be checked; `audit resume {run_dir}` "
+            "writes it again"
+        )
+    finished = manifest.state in ("complete", "incomplete")
+    files = [run_dir / RESULTS_PARQUET, run_dir / RESULTS_CSV]
+    if finished:
+        for path in files:
+            if _matches(path, manifest):
+                try:
+                    matched = _read_file(path)
+                except Exception:  # a file that matched its checksum yet does not parse
+                    continue
+                integrity.results_from = path.name
+                problem = _store_problem(run_dir / STORE_FILE, manifest)
+                if problem is not None:
+                    integrity.damage.append(
+                        f"{problem}: its memories (the drill-down) are not used; the "
+                        f"results come from {path.name}, which matches manifest.json"
+                    )
+                return matched, integrity
+    frame = _read_store(run_dir, manifest, run_id, integrity)
+    if frame is None:
+        listed = " and ".join(p.name for p in files)
+        raise RunDataError(
+            f"{run_dir}: {listed} do not match manifest.json and {STORE_FILE} cannot be "
+            "used (" + "; ".join(integrity.damage) + "): nothing here can be trusted; "
+            "run the audit again"
+        )
+    integrity.results_from = STORE_FILE
+    if finished:
+        damaged = [p.name for p in files if p.name in manifest.files and not _matches(p, manifest)]
+        if damaged:
+            integrity.damage.append(
+                f"{' and '.join(damaged)} do(es) not match the checksum in manifest.json "
+                f"(damaged after the run wrote it): results read from {STORE_FILE}, which is "
+                f"intact; `audit resume {run_dir}` writes the files again"
+            )
+    return frame, integrity
+
+
+def _store_problem(path: Path, manifest: RunManifest) -> str | None:
+    """What is wrong with the store beside intact result files, if anything."""
+    if not path.exists():
+        return f"{STORE_FILE} is missing"
+    try:
+        db = connect_read_only(path)
+        try:
+            if store_format(db) != STORE_FORMAT:
+                return f"{STORE_FILE} is not a store of this version"
+            owner = stored_run_id(db)
+        finally:
+            db.close()
+    except sqlite3.Error as error:
+        return f"{STORE_FILE} is damaged ({error})"
+    if owner is not None and owner != manifest.run_id:
+        return f"{STORE_FILE} belongs to another run (run id {owner})"
+    return None
+
+
+def _read_store(
+    run_dir: Path, manifest: RunManifest, run_id: str | None, integrity: RunIntegrity
+) -> pd.DataFrame | None:
+    """The planned jobs' rows from the store, in plan order; None (and the damage noted)
+    when the store cannot be used.  Updates the finished counts from the store."""
+    path = run_dir / STORE_FILE
+    if not path.exists():
+        integrity.damage.append(f"{STORE_FILE} is missing")
+        return None
+    try:
+        db = connect_read_only(path)
+    except sqlite3.Error as error:
+        integrity.damage.append(f"{STORE_FILE} cannot be opened ({error})")
+        return None
+    try:
+        if store_format(db) != STORE_FORMAT:
+            integrity.damage.append(f"{STORE_FILE} is not a store of this version")
+            return None
+        owner = stored_run_id(db)
+        if owner is not None and owner != manifest.run_id:
+            integrity.damage.append(
+                f"{STORE_FILE} belongs to another run (run id {owner}, this run's is "
+                f"{manifest.run_id}): it was copied in and is not used"
+            )
+            return None
+        planned = manifest.planned
+        wanted = set(planned)
+        stored = job_keys(db)
+        extra = len([key for key in stored if key not in wanted])
+        if extra:
+            integrity.damage.append(
+                f"{STORE_FILE} holds {extra} job(s) this run did not plan (copied in from "
+                "another run?): they are left out"
+            )
+        present = set(stored) & wanted
+        integrity.finished_pairs = len(present & set(manifest.planned_jobs))
+        integrity.finished_units = len(present & set(manifest.planned_units))
+        table = concat_results(job_tables(db, planned, wanted))
+        if manifest.planned_units:
+            integrity.na_units = len(retryable_na_keys(table))
+        return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()
+    except (sqlite3.Error, pa.ArrowException) as error:
+        integrity.damage.append(f"{STORE_FILE} is damaged ({error})")
+        return None
+    finally:
+        db.close()
+
+
+def _empty() -> pd.DataFrame:
+    from audit.rundir._columns import RESULT_SCHEMA
+
+    return cast(pd.DataFrame, RESULT_SCHEMA.empty_table().to_pandas())
+
+
+def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunIntegrity]:
+    """A damaged manifest: every job in the store is read, completeness unknown."""
+    integrity = RunIntegrity(checked=True, state=None, results_from=STORE_FILE)
+    integrity.damage.append(
+        f"{problem}: what the run planned is unknown, so its completeness cannot be "
+        f"checked; results read from {STORE_FILE}; `audit resume {run_dir}` writes it again"
+    )
+    path = run_dir / STORE_FILE
+    if not path.exists():
+        raise RunDataError(f"{problem}, and {path} is missing: run the audit again")
+    try:
+        db = connect_read_only(path)
+        try:
+            table = concat_results(job_tables(db))
+        finally:
+            db.close()
+    except (sqlite3.Error, pa.ArrowException) as error:
+        raise RunDataError(
+            f"{problem}, and {path} is unreadable ({error}): run the audit again"
+        ) from None
+    return (cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()), integrity
+
+
+def _read_unchecked(run_dir: Path) -> pd.DataFrame:
+    """A run made before manifests: results.parquet, else results.csv, else the store
+    (the order those versions wrote them in), each tried in turn when the one before
+    cannot be read."""
+    failures: list[str] = []
+    parquet, csv, store = run_dir / RESULTS_PARQUET, run_dir / RESULTS_CSV, run_dir / STORE_FILE
+    for path in (parquet, csv, store):
+        if not path.exists():
+            continue
+        try:
+            if path == store:
+                return _legacy_store(path)
+            return _read_file(path)
+        except Exception as error:  # any unreadable file: try the next source
+            failures.append(f"{path.name}: {type(error).__name__}: {_first_line(error)}")
+    if failures:
+        raise RunDataError(f"{run_dir}: no readable results ({'; '.join(failures)})")
+    raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
+
+
+def _legacy_store(path: Path) -> pd.DataFrame:
+    import json
+
+    db = connect_read_only(path)
+    try:
+        if store_format(db) == STORE_FORMAT:
+            table = concat_results(job_tables(db))
+            return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
+        rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
+        return pd.DataFrame(rows)  # the first store layout: one JSON row per read
+    finally:
+        db.close()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).splitlines()[0] if str(error) else ""
+    return text[:200]
