@@ -526,3 +526,18 @@ class Recorder:
         assert response.rejected is None, response
         self.answers.append(response.content or "")
         return response
+
+
+def test_one_adapter_with_two_parameter_sets_gives_two_llm_units(pilot):
+    """Two conditions of one compressor that differ only in parameters are two units of
+    the LLM stage (their keys once collided, so one was silently dropped); a condition
+    without parameters keeps the key it always had (runs resume across versions)."""
+    from audit.engine._llm_stage import plan_units
+
+    specs = [parse_spec("langchain_summary"), parse_spec("langchain_summary:keep_messages=4")]
+    stage = LLMStagePlan(writer="fake", writer_model="fake-model", conditions=specs,
+                         sample=1, repeats=1, transforms=["identity"])  # fmt: skip
+    units = plan_units(stage, pilot, [BUDGET], 0)
+    assert len(units) == 2
+    assert len({u.key for u in units}) == 2
+    assert {u.condition.label for u in units} == {s.label for s in specs}
