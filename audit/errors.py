@@ -61,3 +61,16 @@ __all__ = [
     "RunStorageError",
     "StoreFormatError",
 ]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: the command stops as Ctrl-C stops it (a run records ``stopped``).
+
+    A ``KeyboardInterrupt``, not a ``SystemExit``: a compressor that calls ``sys.exit`` is
+    a compressor that raised, and the job records it; a signal to the audit itself must
+    never be mistaken for one.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.code = 128 + signum

@@ -134,6 +134,14 @@ class Compressor(ABC):
     optional extra, never part of the default audit."""
     summary: ClassVar[str] = ""
     """One line for ``audit compressors``."""
+    heuristic: ClassVar[str] = "shortcut"
+    """Probes: the kind of heuristic, as the audit names it ("naming", "order", ...)."""
+    exploits: ClassVar[str] = ""
+    """Probes: the regularity of the data the heuristic exploits, in a few words."""
+    broken_by: ClassVar[tuple[str, ...]] = ()
+    """Probes: the transforms that break that regularity (``rename``, ``relabel``,
+    ``permute``, ``rerev``, ``revalue`` ...): the audit's advice when a probe does as
+    well as a condition names the ones a run lacks."""
     Params: ClassVar[type[BaseModel]] = NoParams
     """A pydantic model of the compressor's own parameters (``name:key=value``)."""
 

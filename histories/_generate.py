@@ -25,7 +25,7 @@ from histories._pair import (
     Variants,
     check_pair,
 )
-from histories._records import Record
+from histories._records import Record, TickRecord
 from histories.families import FAMILIES, PAPER_FAMILIES, Family
 
 GENERATOR_VERSION = "1"
@@ -79,7 +79,8 @@ class GenerationConfig(BaseModel):
     """Distractor records in the second chunk of each future."""
     labels: LabelScheme = "random"
     distractor_mix: DistractorMix = "mixed"
-    """``mixed``: distractors of every record kind; ``plain``: literal sets only."""
+    """``mixed``: distractors of every record kind; ``plain``: literal sets only;
+    ``task-like``: mixed, drawn like the task's records (``histories._distractors``)."""
     render: RenderStyle = "json"
     preset: str | None = None
 
@@ -95,7 +96,7 @@ PRESETS: dict[str, GenerationConfig] = {
         pairs_per_family=4,
         distractors=32,
         labels="words",
-        distractor_mix="plain",
+        distractor_mix="task-like",
         preset="cca-pilot",
     ),
     "cca-pilot-paper": GenerationConfig(
@@ -110,9 +111,14 @@ PRESETS: dict[str, GenerationConfig] = {
 """Named configurations.
 
 ``cca-pilot`` is the pilot of arXiv 2609.20045: the six paper families x 4 pairs, 2
-variants, 32 shuffled distractors per prefix (plain literal sets, as the paper
-describes them), with readable labels that do not tell task records from
-distractors (``words``: one distribution for both, in length, shape and order).
+variants, 32 shuffled distractors per prefix, with nothing but meaning to tell task
+records from distractors: readable labels from one distribution for both (``words``:
+length, shape and order) and distractors drawn like task records (``task-like``:
+every record kind, revisions, values and expiries in the task's ranges).  Earlier
+versions drew its distractors as plain literal sets (as the paper describes them),
+so that every revoke, choice, copy, expiry and tick, every value not shaped
+``word-123`` and nearly every small revision was the task's: a heuristic that kept
+those beat every packer, and the packers' "control records first" rested on it.
 
 ``cca-pilot-paper`` is the same pilot with the paper's own label shape
 (``readable``): task keys ``key_*`` sort before distractor keys ``noise_*`` and task
@@ -138,8 +144,13 @@ def build_pair(family: Family, index: int, config: GenerationConfig) -> Pair:
     rng = random.Random(f"{config.seed}/{family.name}/{index}")
     labels = make_labels(config.labels, rng)
     draft = family.build(rng, labels)
+    ticks = [r.now for r in (*draft.variant_a, *draft.variant_b) if isinstance(r, TickRecord)]
     pool = DistractorPool(
-        rng, labels, n_keys=max(3, config.distractors // 2), mix=config.distractor_mix
+        rng,
+        labels,
+        n_keys=max(3, config.distractors // 2),
+        mix=config.distractor_mix,
+        tick_below=min(ticks, default=None),
     )
     distractors = [pool.record() for _ in range(config.distractors)]
 

@@ -77,6 +77,11 @@ def parse_pair_line(text: str, path: Path | str = "<string>", line: int = 1) -> 
         ) from None
     except (json.JSONDecodeError, RecursionError) as error:
         raise PairFileError(path, line, None, f"not valid JSON ({error})") from None
+    except ValueError as error:  # a number past Python's digit limit, among others
+        text = str(error).split(";")[0][:200]
+        raise PairFileError(
+            path, line, None, f"not a JSON value this reader accepts ({text})"
+        ) from None
     if not isinstance(data, dict):
         raise PairFileError(path, line, None, "a pair line must be a JSON object")
     try:

@@ -22,7 +22,7 @@ VariantName = Literal["A", "B"]
 FutureName = Literal["reveal", "override"]
 Branch = Literal["current", "reveal", "override"]
 RenderStyle = Literal["json", "log", "prose"]
-TransformKind = Literal["rename", "permute", "decoy", "relabel", "rechunk"]
+TransformKind = Literal["rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk"]
 
 VARIANTS: tuple[VariantName, VariantName] = ("A", "B")
 FUTURES: tuple[FutureName, FutureName] = ("reveal", "override")
@@ -90,7 +90,8 @@ class TransformInfo(_Model):
     kind: TransformKind
     index: int = Field(ge=0)
     mapping: dict[str, str] = Field(default_factory=dict)
-    """Old label -> new label (renamings); empty for permutations."""
+    """Old label -> new label (renamings); empty for permutations, ``rerev`` and
+    ``revalue`` (they change no label)."""
 
     def inverse_mapping(self) -> dict[str, str]:
         return {new: old for old, new in self.mapping.items()}

@@ -12,6 +12,18 @@
   (``k3x9qz``, ``amber_417``, ``cedar-onyx``, ``q42``), task and distractor labels from
   one distribution: ``rename`` and ``decoy`` keep each label's length, so a shortcut on
   label length survives them; it does not survive this.
+* ``rerev``   - every key's revisions are remapped by a random strictly increasing map
+  (its own per key), drawn from the pair's own revision range.  E_q compares revisions
+  only among the records of one key (the winner, ties, newer ``add`` records), so every
+  comparison and tie it makes is kept and no answer changes; what changes is any
+  relation *across* keys (task revisions are small, a distractor key's climb).
+* ``revalue`` - every literal value (``set`` and ``when`` values, ``when`` conditions,
+  ``choose`` option labels) is redrawn by one bijection, and the gold answers through
+  the same map: task and distractor values alike get fresh values from one
+  distribution of shapes (``k3x9``, ``amber``, ``cedar-417``, ``onyx_jade``), so a
+  value's shape no longer says whose it is.  Integers stay integers (shifted by one
+  offset, so ``add`` arithmetic still holds) and values longer than 18 characters keep
+  their length and which positions two of them share (a substitution per position).
 * ``rechunk`` - the prefix streamed in more, smaller chunks: the ``index``-th copy cuts
   every chunk into pieces of ``chunk_size >> (index + 1)`` records (at least one), so
   a memory goes through more updates (compactions) before the same futures.  Records,
@@ -24,8 +36,9 @@ equal the transformed source gold, and the pair property must still hold.
 from __future__ import annotations
 
 import random
+import re
 import string
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Literal
 
 from histories._errors import MemoryAuditError
@@ -46,7 +59,9 @@ from histories._pair import (
 )
 from histories._records import LABEL_FIELDS, Record, referenced_keys, replace_fields
 
-TRANSFORM_KINDS: tuple[str, ...] = ("identity", "rename", "permute", "decoy", "relabel", "rechunk")
+TRANSFORM_KINDS: tuple[str, ...] = (
+    "identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk",
+)  # fmt: skip
 _DISTRACTOR_FIRST = string.ascii_lowercase[:13]  # a-m
 _TASK_FIRST = string.ascii_lowercase[13:]  # n-z
 
@@ -263,6 +278,203 @@ def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
     return _verified(permuted.model_copy(update=_provenance(pair, "permute", index, {})))
 
 
+# ------------------------------------------------------------------ revisions
+
+
+def _rev_of(record: Record) -> int | None:
+    return getattr(record, "rev", None)
+
+
+def rev_maps(records: Iterable[Record], rng: random.Random) -> dict[str, dict[int, int]]:
+    """Per key, a random strictly increasing map of the revisions its records carry.
+
+    Each key's distinct revisions get as many distinct new ones drawn from 1..R, R the
+    largest revision of the log (at least the key's count): the pair's own range, so
+    memories do not grow, and a key's revisions say nothing of what other keys have.
+    """
+    by_key: dict[str, set[int]] = {}
+    for record in records:
+        rev = _rev_of(record)
+        if rev is not None:
+            by_key.setdefault(record.key, set()).add(rev)  # type: ignore[union-attr]
+    top = max((max(revs) for revs in by_key.values()), default=0)
+    maps: dict[str, dict[int, int]] = {}
+    for key in sorted(by_key):  # sorted: the draw must not depend on set order
+        old = sorted(by_key[key])
+        new = sorted(rng.sample(range(1, max(top, len(old)) + 1), len(old)))
+        maps[key] = dict(zip(old, new, strict=True))
+    return maps
+
+
+def rerev_record(record: Record, maps: Mapping[str, Mapping[int, int]]) -> Record:
+    """The record with its revision remapped through its key's map (others untouched)."""
+    rev = _rev_of(record)
+    if rev is None:
+        return record
+    return replace_fields(record, {"rev": maps[record.key][rev]})  # type: ignore[union-attr]
+
+
+def rerev(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """The ``index``-th per-key monotone remap of every revision, verified (answers are
+    unchanged: E_q compares revisions only within a key)."""
+    _require_source(pair)
+    maps = rev_maps(pair.all_records(), _rng(pair, "rerev", index, seed))
+    remapped = _map_records(pair, lambda record: rerev_record(record, maps))
+    return _verified(remapped.model_copy(update=_provenance(pair, "rerev", index, {})))
+
+
+def _map_records(
+    pair: Pair, change: Callable[[Record], Record], gold: GoldPair | None = None
+) -> Pair:
+    """The pair with every record passed through ``change`` (and ``gold`` if given)."""
+
+    def chunks(parts: Iterable[list[Record]]) -> list[list[Record]]:
+        return [[change(r) for r in chunk] for chunk in parts]
+
+    return pair.model_copy(
+        update={
+            "variants": Variants.model_construct(
+                A=Variant.model_construct(chunks=chunks(pair.variants.A.chunks)),
+                B=Variant.model_construct(chunks=chunks(pair.variants.B.chunks)),
+            ),
+            "futures": Futures.model_construct(
+                reveal=chunks(pair.futures.reveal), override=chunks(pair.futures.override)
+            ),
+            "gold": pair.gold if gold is None else gold,
+        }
+    )
+
+
+# --------------------------------------------------------------------- values
+
+_INTEGER = re.compile(r"^-?[0-9]{1,18}$")
+"""What E_q's ``add`` arithmetic accepts as an integer (``histories._interpreter``)."""
+_LONG = 19
+"""Values longer than this can never read as integers (at most a sign and 18 digits);
+they keep their length."""
+_VALUE_FIRST = string.ascii_lowercase
+_VALUE_REST = string.ascii_lowercase + string.digits
+
+
+def record_values(record: Record) -> Iterator[str]:
+    """Every literal value a record carries: what ``revalue`` redraws."""
+    op = record.op
+    if op == "set":
+        yield record.value  # type: ignore[union-attr]
+    elif op == "when":
+        yield record.cond_value  # type: ignore[union-attr]
+        yield record.value  # type: ignore[union-attr]
+    elif op == "choose":
+        yield from record.options  # type: ignore[union-attr]
+
+
+def _fresh_value(rng: random.Random) -> str:
+    """One value from the one distribution every redrawn value comes from (never an
+    integer: its first character is a letter)."""
+    shape = between(rng, 0, 3)
+    if shape == 0:
+        return f"{pick(rng, WORDS)}-{between(rng, 0, 999)}"
+    if shape == 1:
+        return pick(rng, WORDS)
+    if shape == 2:
+        return random_label(rng, between(rng, 1, 10))
+    return f"{pick(rng, WORDS)}_{pick(rng, WORDS)}"
+
+
+class ValueMap:
+    """A bijection on value strings that E_q cannot tell from the identity.
+
+    E_q compares values only for equality, except that ``add`` needs an integer: so
+    non-integers map to fresh non-integers, and integers to integers by one offset
+    (then a sum maps like its parts: (v + c) + d = (v + d) + c).  With an integer that
+    is not in canonical form (``07``) in the log, integers are left as they are.
+    """
+
+    def __init__(self, values: Iterable[str], rng: random.Random) -> None:
+        found = sorted(set(values))
+        integers = [v for v in found if _INTEGER.fullmatch(v)]
+        canonical = all(str(int(v)) == v and abs(int(v)) < 10**15 for v in integers)
+        self.offset = between(rng, 100, 9_999) if canonical else 0
+        self.table: dict[str, str] = {}
+        used: set[str] = set()
+        long_values = [v for v in found if len(v) > _LONG]
+        ciphers: list[dict[str, str]] = []
+        if long_values:
+            alphabet = sorted({c for v in long_values for c in v})
+            width = max(map(len, long_values))
+            for _ in range(width):
+                shuffled = alphabet[:]
+                rng.shuffle(shuffled)
+                ciphers.append(dict(zip(alphabet, shuffled, strict=True)))
+        for value in found:
+            if _INTEGER.fullmatch(value):
+                continue
+            if len(value) > _LONG:  # a substitution per position: lengths and shared
+                new = "".join(ciphers[i][c] for i, c in enumerate(value))  # positions kept
+            else:
+                new = _fresh_value(rng)
+                while new in used:
+                    new = _fresh_value(rng)
+            used.add(new)
+            self.table[value] = new
+
+    def __call__(self, value: str) -> str:
+        found = self.table.get(value)
+        if found is not None:
+            return found
+        if _INTEGER.fullmatch(value):  # a literal, or a sum E_q computed
+            return str(int(value) + self.offset) if self.offset else value
+        raise TransformError(f"revalue: no value was drawn for {value!r}")
+
+    def answer(self, answer: Mapping[str, str | None]) -> dict[str, str | None]:
+        return {key: None if value is None else self(value) for key, value in answer.items()}
+
+
+def revalue_record(record: Record, values: Callable[[str], str]) -> Record:
+    """The record with every literal value passed through ``values``."""
+    op = record.op
+    if op == "set":
+        return replace_fields(record, {"value": values(record.value)})  # type: ignore[union-attr]
+    if op == "when":
+        return replace_fields(
+            record,
+            {"cond_value": values(record.cond_value), "value": values(record.value)},  # type: ignore[union-attr]
+        )
+    if op == "choose":
+        options = {values(label): key for label, key in record.options.items()}  # type: ignore[union-attr]
+        return replace_fields(record, {"options": options})
+    return record
+
+
+def revalue(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """The ``index``-th consistent redraw of every value (gold answers mapped alike),
+    verified by E_q."""
+    _require_source(pair)
+    values = ValueMap(
+        (v for record in pair.all_records() for v in record_values(record)),
+        _rng(pair, "revalue", index, seed),
+    )
+    gold = None
+    if pair.gold is not None:
+        gold = GoldPair.model_construct(
+            A=_map_gold(pair.gold.A, values.answer), B=_map_gold(pair.gold.B, values.answer)
+        )
+    remapped = _map_records(pair, lambda record: revalue_record(record, values), gold)
+    return _verified(remapped.model_copy(update=_provenance(pair, "revalue", index, {})))
+
+
+def _map_gold(
+    gold: Gold, change: Callable[[Mapping[str, str | None]], dict[str, str | None]]
+) -> Gold:
+    return Gold.model_construct(
+        current=change(gold.current), reveal=change(gold.reveal), override=change(gold.override)
+    )
+
+
+
+# ------------------------------------------------------------------ rechunk
+
+
 def rechunk_size(chunk_size: int, index: int) -> int:
     """Records per update of the ``index``-th rechunking: the chunk size halved
     ``index + 1`` times, at least one (8 records: 4, 2, 1, 1, ...)."""
@@ -290,12 +502,16 @@ def rechunk(pair: Pair, index: int, seed: int = 0) -> Pair:
     return _verified(cut.model_copy(update=_provenance(pair, "rechunk", index, {})))
 
 
-TransformName = Literal["identity", "rename", "permute", "decoy", "relabel", "rechunk"]
+TransformName = Literal[
+    "identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk"
+]
 _APPLY = {
     "rename": rename,
     "permute": permute,
     "decoy": decoy,
     "relabel": relabel,
+    "rerev": rerev,
+    "revalue": revalue,
     "rechunk": rechunk,
 }
 
@@ -314,7 +530,8 @@ def transform(pair: Pair, kind: TransformName, count: int = 1, seed: int = 0) ->
 def invert(pair: Pair) -> Pair:
     """Undo a renaming through the stored map: the source pair's labels come back.
 
-    (A permutation keeps its new order: order carries no meaning.)
+    (A permutation keeps its new order: order carries no meaning; ``rerev`` and
+    ``revalue`` keep their revisions and values: they store no label map.)
     """
     if pair.transform is None or pair.source_pair_id is None:
         return pair

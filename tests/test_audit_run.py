@@ -366,3 +366,99 @@ def test_column_builder_table_equals_the_row_by_row_table():
     check()
     with pytest.raises(ValueError, match="bad column split"):
         ColumnBuilder(["pair_id"], ["pair_id"])
+
+
+@pytest.mark.parametrize("workers", ["257", "100000", "99999999999999999999"])
+def test_workers_beyond_the_cap_are_refused_before_anything_is_made(tmp_path: Path, workers: str):
+    """Each worker is a process of about 100 MB: 100,000 of them took a host down."""
+    out = tmp_path / "r"
+    result = run("run", "--conditions", "frontier", "--workers", workers, "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert "less than or equal to 256" in result.output
+    assert not out.exists()
+
+
+def test_more_workers_than_jobs_finish_the_run(tmp_path: Path):
+    """At most one process per job is started (256 asked, 24 jobs)."""
+    out = tmp_path / "r"
+    result = run("run", "--conditions", "frontier", "--transforms", "identity", "--workers", "256",
+                 "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    costs = json.loads((out / "costs.json").read_text())
+    assert costs["invocations"][0]["deterministic"]["jobs"] == 24
+
+
+def test_two_runs_racing_into_one_new_directory_never_mix(tmp_path: Path):
+    """Two first runs of different plans into one new directory: one wins, the other is
+    refused before it writes anything, and the directory holds the winner alone."""
+    import subprocess
+
+    def start(conditions: str, out: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "audit", "run", "--preset", "cca-pilot-paper",
+             "--conditions", conditions, "--transforms", "identity", "--workers", "1",
+             "--quiet", "--out", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    for attempt in range(4):
+        out = tmp_path / f"race-{attempt}"
+        first, second = start("frontier,tail", out), start("frontier", out)
+        outcomes = {}
+        for conditions, process in (("frontier,tail", first), ("frontier", second)):
+            _, stderr = process.communicate(timeout=300)
+            outcomes[conditions] = (process.returncode, stderr)
+        codes = sorted(code for code, _ in outcomes.values())
+        assert codes == [0, 2], outcomes
+        winner = next(c for c, (code, _) in outcomes.items() if code == 0)
+        loser_error = next(err for code, err in outcomes.values() if code == 2)
+        assert "holds a different run" in loser_error
+        stored = json.loads((out / "config.json").read_text())["config"]["conditions"]
+        assert [c["name"] if isinstance(c, dict) else c for c in stored] == winner.split(",")
+        rows = pd.read_csv(out / "results.csv")
+        assert set(rows["condition"]) == set(winner.split(","))
+
+
+def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_nothing(tmp_path: Path):
+    out = tmp_path / "r"
+    first = run("run", "--conditions", "frontier", "--transforms", "identity", "--workers", "1",
+                "--quiet", "--out", str(out))  # fmt: skip
+    assert first.exit_code == 0, first.output
+    lines = first.output.strip().splitlines()
+    assert lines[-4:-2] == [
+        f"next: audit report {out}",
+        "      (report.html and report.md in its report/)",
+    ]
+    assert "--reader local" in lines[-2]
+    again = run("resume", str(out), "--quiet")
+    assert again.exit_code == 0, again.output
+    assert again.output.splitlines()[0] == (
+        f"complete: nothing to do; every job of {out} was already finished"
+    )
+    assert " in 0." not in again.output  # no timing of nothing
+
+
+@pytest.mark.parametrize("columns", [80, 120, 250])
+def test_the_console_fits_the_terminal_and_never_cuts_a_name(tmp_path: Path, columns: int):
+    conditions = "frontier,tail,dependency_closure,probe_rare_op_or_value"
+    result = runner.invoke(
+        app,
+        ["run", "--conditions", conditions, "--transforms", "identity,rename:2,permute:2",
+         "--workers", "1", "--quiet", "--out", str(tmp_path / "r")],
+        env={"COLUMNS": str(columns)},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    out = str(tmp_path / "r")
+    assert max(len(line) for line in lines if out not in line) <= columns
+    assert "…" not in result.output
+    table = "\n".join(
+        lines[: next(i for i, text in enumerate(lines) if text.startswith("warning"))]
+    )
+    for name in conditions.split(","):
+        assert f" {name} " in table + " ", name
+    assert all(f"/{n}" in table for n in ("24",))  # denominators whole
+    if columns >= 250:
+        assert "@rename" in table  # the full table when it fits
+    else:
+        assert "in summary.json and the report" in " ".join(result.output.split())

@@ -99,7 +99,7 @@ configs = st.builds(
     chunk_size=st.integers(min_value=1, max_value=16),
     future_distractors=st.sampled_from([0, 1, 4, 8]),
     labels=st.sampled_from(["random", "readable"]),
-    distractor_mix=st.sampled_from(["mixed", "plain"]),
+    distractor_mix=st.sampled_from(["mixed", "plain", "task-like"]),
 )
 
 
@@ -165,12 +165,16 @@ def test_generated_pair_properties(config: GenerationConfig, index: int) -> None
     future_distractors = [r for f in ("reveal", "override") for r in pair.futures.of(f)[1:]]
     future_distractors = [r for chunk in future_distractors for r in chunk]
 
-    # distractors never mention a task key (nor point at a task record), never tick
+    # distractors never mention a task key (nor point at a task record), never move
+    # the clock: only task-like distractors tick, before the task prefix's first tick
     task_keys = set(pair.task_keys)
+    task_ticks = [r.now for r in (*draft.variant_a, *draft.variant_b) if isinstance(r, TickRecord)]
     for record in distractors_a + future_distractors:
         assert not set(referenced_keys(record)) & task_keys, record
         assert not set(record_targets(record)) & task_ids, record
-        assert not isinstance(record, TickRecord), record
+        if isinstance(record, TickRecord):
+            assert config.distractor_mix == "task-like", record
+            assert record.now < min(task_ticks), record
         if config.distractor_mix == "plain":
             assert isinstance(record, SetRecord), record
             assert record.expires is None, record
@@ -352,9 +356,10 @@ def test_cca_pilot_paper_regenerates_what_earlier_versions_called_cca_pilot() ->
 def test_cca_pilot_labels_do_not_tell_task_from_distractor() -> None:
     config = PRESETS["cca-pilot"]
     assert config.labels == "words"
-    assert config.model_dump(exclude={"labels", "preset"}) == PRESETS["cca-pilot-paper"].model_dump(
-        exclude={"labels", "preset"}
-    )
+    assert config.distractor_mix == "task-like"
+    assert config.model_dump(exclude={"labels", "preset", "distractor_mix"}) == PRESETS[
+        "cca-pilot-paper"
+    ].model_dump(exclude={"labels", "preset", "distractor_mix"})
     task_lengths: list[int] = []
     distractor_lengths: list[int] = []
     first = 0  # pairs whose task keys all sort before their distractor keys
@@ -374,10 +379,60 @@ def test_cca_pilot_labels_do_not_tell_task_from_distractor() -> None:
         distractor_lengths += [len(k) for k in distractor_keys]
         first += max(task_keys) < min(distractor_keys)
         assert {len(i) for i in task_ids} == {len(i) for i in ids - task_ids} == {6}
+        assert pair.gold == check_pair(pair)
     # lengths from one distribution: the means differ by less than a character
     mean = statistics.fmean
     assert abs(mean(task_lengths) - mean(distractor_lengths)) < 1.0
     assert first <= 2, f"{first} of 24 pairs sort every task key first"
+
+
+def _record_facts(config: GenerationConfig) -> dict[str, dict[str, float]]:
+    """Per side (task, distractor): the share of each record kind (an expiring set or
+    copy apart), of values not of the common ``word-123`` shape, and the mean revision,
+    over the prefixes of a preset's pairs."""
+    shape = re.compile(r"[a-z]+-[0-9]{3}")
+    kinds: dict[str, Counter[str]] = {"task": Counter(), "distractor": Counter()}
+    revisions: dict[str, list[int]] = {"task": [], "distractor": []}
+    for index, pair in enumerate(generate(config)):
+        _, draft = build_with_draft(pair.family, index % config.pairs_per_family, config)
+        task_ids = {r.id for r in (*draft.variant_a, *draft.variant_b)}
+        for record in {r.id: r for v in ("A", "B") for r in pair.prefix(v)}.values():
+            side = "task" if record.id in task_ids else "distractor"
+            timed = getattr(record, "expires", None) is not None
+            kinds[side][record.op + ("+expires" if timed else "")] += 1
+            value = getattr(record, "value", None)
+            kinds[side]["odd value"] += value is not None and not shape.fullmatch(value)
+            if getattr(record, "rev", None) is not None:
+                revisions[side].append(record.rev)  # type: ignore[union-attr]
+    out: dict[str, dict[str, float]] = {}
+    for side, counts in kinds.items():
+        total = sum(v for k, v in counts.items() if k != "odd value")
+        out[side] = {kind: count / total for kind, count in counts.items()}
+        out[side]["mean rev"] = statistics.fmean(revisions[side])
+        out[side]["max rev"] = max(revisions[side])
+    return out
+
+
+def test_cca_pilot_distractors_look_like_task_records() -> None:
+    # the paper's pilot draws distractors as plain sets of word-123 values whose
+    # revisions climb on busy keys: every other kind, every other value shape and every
+    # small revision is the task's (a heuristic that keeps those beat the frontier
+    # packers). The default pilot's distractors are drawn like the task's records.
+    paper = _record_facts(PRESETS["cca-pilot-paper"])
+    assert set(paper["distractor"]) - {"mean rev", "max rev"} == {"set", "odd value"}
+    assert paper["distractor"]["odd value"] == 0
+    assert paper["distractor"]["mean rev"] > 2 * paper["task"]["mean rev"]
+    assert paper["distractor"]["max rev"] >= 3 * paper["task"]["max rev"]
+    facts = _record_facts(PRESETS["cca-pilot"])
+    task, distractor = facts["task"], facts["distractor"]
+    control = ("choose", "copy", "copy+expires", "revoke", "set+expires", "tick")
+    assert sum(distractor.get(k, 0) for k in control) > 0.25  # no kind is the task's alone
+    for kind in ("choose", "copy", "revoke", "set+expires", "tick"):
+        assert distractor.get(kind, 0) > 0, kind
+    assert abs(task["set"] - distractor["set"]) < 0.12
+    assert abs(task["odd value"] - distractor["odd value"]) < 0.05
+    assert abs(task["mean rev"] - distractor["mean rev"]) < 0.6
+    assert distractor["max rev"] <= 2 * task["max rev"]
 
 
 # ---------------------------------------------------------------- the registry

@@ -157,3 +157,28 @@ def test_a_key_given_twice_is_refused():
     nested = json.dumps(data).replace('"variants": {', '"variants": {"A": null, ', 1)
     with pytest.raises(PairFileError, match="duplicate key 'A'"):
         parse_pair_line(nested, "pairs.jsonl", 4)
+
+
+def test_a_number_past_the_digit_limit_names_its_line(tmp_path: Path):
+    """Python refuses to parse an integer of more than 4300 digits (a ValueError, not a
+    JSON error): the pair file is refused with its line, by every command that reads it."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(GOOD + "\n" + '{"pair_id": ' + "7" * 5000 + "}\n")
+    with pytest.raises(PairFileError, match=r"pairs.jsonl:2: "):
+        load_pairs(path)
+    for args, code in (
+        (["pairs", "validate", str(path)], 1),  # validate: the check failed
+        (["run", "--pairs", str(path), "--conditions", "frontier", "--quiet",
+          "--out", str(tmp_path / "run")], 2),  # run: bad input
+    ):  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "audit", *args], capture_output=True, text=True, timeout=120
+        )
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == code, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith(f"error: {path}:2: "), result.stderr

@@ -7,6 +7,7 @@ killed with SIGKILL, the way a machine or an OOM killer ends it: no cleanup runs
 from __future__ import annotations
 
 import csv
+import json
 import os
 import random
 import signal
@@ -84,3 +85,39 @@ def test_sigkill_then_resume_equals_uninterrupted(uninterrupted, tmp_path: Path,
     assert rows == len(sorted_rows(out)) - 1  # no duplicated rows
     (jobs, distinct) = db.execute("SELECT COUNT(*), COUNT(DISTINCT job_key) FROM jobs").fetchone()
     assert jobs == distinct == 24
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_stops_the_run_and_records_no_false_row(
+    uninterrupted, tmp_path: Path, workers: str
+):
+    """SIGTERM to the audit alone (as a scheduler sends it): exit 143, state stopped, and
+    no job records the signal as a compressor that raised; resume gives the whole run."""
+    whole, seconds = uninterrupted
+    out = tmp_path / "terminated"
+    args = [a if a != "2" else workers for a in ARGS]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "audit", *args, "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 10 * seconds + 30
+    while finished_jobs(out) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before the signal: nothing was tested"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["state"] == "stopped", manifest
+    db = sqlite3.connect(out / "store.sqlite")
+    try:
+        logs = " ".join(text for (text,) in db.execute("SELECT text FROM job_logs"))
+    finally:
+        db.close()
+    assert "SystemExit" not in logs
+    assert "compressor raised" not in logs
+    resumed = audit(*args, "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    assert (out / "results.csv").read_bytes() == (whole / "results.csv").read_bytes()

@@ -217,7 +217,7 @@ def test_html_holds_every_section(real_run: Path):
     html = (real_run / "report" / "report.html").read_text()
     assert 'id="headline-table"' in html
     assert html.count("<svg") >= 5  # headline, forest, heatmap, transforms, budget, causes
-    assert "Current accuracy ranks the conditions differently" in html
+    assert "Current accuracy would pick a different condition than reveal accuracy" in html
     assert "no LLM reader in this run" in html.replace("No LLM", "no LLM")
     assert 'class="line mark"' in html  # a distinguishing record highlighted
     assert "A and B memories identical: collision" in html  # tail collides
@@ -231,7 +231,7 @@ def test_html_holds_every_section(real_run: Path):
 
 def test_markdown_for_a_pull_request(real_run: Path):
     md = (real_run / "report" / "report.md").read_text()
-    assert "Current accuracy ranks the conditions differently from reveal accuracy (600 B)" in md
+    assert "Current accuracy would pick a different condition than reveal accuracy (600 B)" in md
     assert "| **frontier** | 1,200 | 24/24 \\[0.86, 1.00\\]" in md
     assert "Holm" in md or "holm" in md.lower()
 

@@ -102,8 +102,8 @@ def test_a_finished_run_has_a_manifest_that_matches_its_files(whole: Path, tmp_p
     assert "INCOMPLETE" not in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path, tmp_path: Path):
-    out = tmp_path / "killed"
+def kill_run(out: Path) -> int:
+    """Start KILLED_RUN into ``out``, SIGKILL it once 5 jobs are stored; the jobs stored."""
     process = subprocess.Popen(
         [sys.executable, "-m", "audit", *KILLED_RUN, "--out", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -116,6 +116,20 @@ def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path,
     process.wait()
     done = finished_jobs(out)
     assert 5 <= done < 24
+    return done
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run killed part-way (never resumed): copy it before damaging it."""
+    out = tmp_path_factory.mktemp("killed") / "run"
+    kill_run(out)
+    return out
+
+
+def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path, tmp_path: Path):
+    out = tmp_path / "killed"
+    done = kill_run(out)
     report = audit("report", str(out), "--out", str(tmp_path / "partial"))
     assert report.returncode == 3, report.stderr
     text = (tmp_path / "partial" / "report.md").read_text()
@@ -311,3 +325,268 @@ def test_pool_workers_exit_when_the_run_is_killed(tmp_path: Path):
     for pid in left:  # do not leak them into the rest of the suite
         os.kill(pid, signal.SIGKILL)
     assert not left, f"workers {left} outlived their parent by 10 s"
+
+
+@pytest.fixture(scope="module")
+def other(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another whole run (one condition): a source of files from another run."""
+    out = tmp_path_factory.mktemp("other") / "run"
+    made = audit(*RUN[:4], "frontier", *RUN[5:], "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def clean_headline(whole: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    target = tmp_path_factory.mktemp("clean") / "report"
+    report = audit("report", str(whole), "--out", str(target))
+    assert report.returncode == 0, report.stderr
+    return headline(target)
+
+
+def copy_run(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    return target
+
+
+def warnings(result: subprocess.CompletedProcess[str]) -> list[str]:
+    assert "Traceback" not in result.stderr, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+
+
+@pytest.mark.parametrize(
+    ("damage", "victim"),
+    [
+        ("truncated", "results.csv"),
+        ("another run's copy", "results.parquet"),
+        ("a directory", "results.parquet"),
+        ("checksum edited in manifest.json", "results.csv"),
+    ],
+)
+def test_one_damaged_result_file_is_found_beside_an_intact_one(
+    whole: Path, other: Path, clean_headline: str, tmp_path: Path, damage: str, victim: str
+):
+    """Only one of the two result files is damaged: the other still matches, and the
+    report reads it, but says which file is damaged and exits 4."""
+    run = copy_run(whole, tmp_path / "run")
+    path = run / victim
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-50])
+    elif damage == "another run's copy":
+        shutil.copy(other / victim, path)
+    elif damage == "a directory":
+        path.unlink()
+        path.mkdir()
+    else:
+        manifest = json.loads((run / "manifest.json").read_text())
+        sha = manifest["files"][victim]["sha256"]
+        manifest["files"][victim]["sha256"] = ("0" if sha[0] != "0" else "1") + sha[1:]
+        (run / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    intact = "results.csv" if victim == "results.parquet" else "results.parquet"
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    found = [line for line in warnings(report) if victim in line]
+    assert found, report.stderr
+    assert f"results read from {intact}" in found[0]
+    assert f"audit resume {run}" in found[0]
+    assert headline(tmp_path / "report") == clean_headline
+    compare = audit("compare", str(whole), str(run), "--out", str(tmp_path / "cmp"))
+    assert compare.returncode == 4, compare.stderr
+    assert any(victim in line for line in warnings(compare))
+
+
+def test_a_deleted_manifest_is_damage_not_a_run_made_before_manifests(killed: Path, tmp_path: Path):
+    """Deleting manifest.json of a partial run must not make it look whole."""
+    run = copy_run(killed, tmp_path / "run")
+    (run / "manifest.json").unlink()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    found = [line for line in warnings(report) if "manifest.json missing" in line]
+    assert found, report.stderr
+    assert "completeness cannot be checked" in found[0]
+    assert f"audit resume {run}" in found[0]
+    # the way out: resume finishes the run and writes the manifest again
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run / "manifest.json").read_text())["state"] == "complete"
+    assert audit("report", str(run), "--out", str(tmp_path / "r2")).returncode == 0
+
+
+def test_a_run_made_before_manifests_is_still_read_unchecked(whole: Path, tmp_path: Path):
+    """No run id in config.json or the store, no manifest: a legacy run, read as before."""
+    run = copy_run(whole, tmp_path / "run")
+    (run / "manifest.json").unlink()
+    config = json.loads((run / "config.json").read_text())
+    del config["run_id"]
+    (run / "config.json").write_text(json.dumps(config, indent=2))
+    db = sqlite3.connect(run / "store.sqlite")
+    db.execute("DELETE FROM run_meta")
+    db.commit()
+    db.close()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    assert not warnings(report)
+
+
+@pytest.mark.parametrize("recorded_by", ["the run", "RunStore.record_plan"])
+def test_a_plan_edited_in_the_manifest_is_found(killed: Path, tmp_path: Path, recorded_by: str):
+    """A killed run's manifest edited to plan only the finished jobs, state complete:
+    the store recorded the real plan when the run made it (``recorded_by``: the run
+    itself, or the call the executor makes, made here on the run's own plan)."""
+    run = copy_run(killed, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["planned_jobs"]) == 24
+    if recorded_by != "the run":
+        from audit.rundir import RunStore
+
+        store = RunStore(run, manifest["run_id"])
+        store.record_plan(manifest["planned_jobs"], manifest["planned_units"])
+        store.close()
+    db = sqlite3.connect(f"file:{run / 'store.sqlite'}?mode=ro", uri=True)
+    done = [key for (key,) in db.execute("SELECT job_key FROM jobs")]
+    assert db.execute("SELECT 1 FROM run_meta WHERE key = 'plan'").fetchone(), "no plan recorded"
+    db.close()
+    manifest.update(
+        planned_jobs=[k for k in manifest["planned_jobs"] if k in set(done)],
+        finished_jobs=len(done), state="complete", stopped=None,
+    )  # fmt: skip
+    (run / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    found = [line for line in warnings(report) if "manifest.json was changed" in line]
+    assert found, report.stderr
+    assert f"holds {len(done)} of the 24 jobs" in found[0]
+
+
+def corrupt(path: Path, offset: int = 8192, size: int = 100) -> None:
+    """``size`` bytes of (seeded) noise at ``offset``, as a bad sector leaves them."""
+    import random
+
+    noise = random.Random(20250101).randbytes(size)
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(noise)
+
+
+@pytest.mark.parametrize("damage", ["a directory", "noise at 8192"])
+def test_a_damaged_store_is_one_line_for_resume_and_a_warning_for_report(
+    whole: Path, clean_headline: str, tmp_path: Path, damage: str
+):
+    run = copy_run(whole, tmp_path / "run")
+    store = run / "store.sqlite"
+    for suffix in ("-wal", "-shm"):
+        (run / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    if damage == "a directory":
+        store.unlink()
+        store.mkdir()
+    else:
+        corrupt(store)
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    assert any("store.sqlite is damaged" in line for line in warnings(report)), report.stderr
+    assert headline(tmp_path / "report") == clean_headline  # from the intact files
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 1, resumed.stderr
+    line = one_line_error(resumed)
+    assert str(store) in line
+    assert "move it away" in line
+
+
+def test_files_a_killed_run_never_wrote_are_not_said_to_mismatch(killed: Path, tmp_path: Path):
+    run = copy_run(killed, tmp_path / "run")
+    for suffix in ("-wal", "-shm"):
+        (run / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    (run / "store.sqlite").write_bytes(b"garbage" * 1000)
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    line = one_line_error(report)
+    assert "results.parquet was not written yet" in line
+    assert "results.csv was not written yet" in line
+    assert "do not match" not in line
+
+
+@pytest.mark.parametrize(
+    "victim",
+    ["manifest.json", "config.json", "results.csv", "results.parquet", "costs.json",
+     "store.sqlite"],
+)  # fmt: skip
+def test_a_fifo_in_place_of_a_run_file_never_blocks(whole: Path, tmp_path: Path, victim: str):
+    """A FIFO has no writer: reading it would wait forever.  It is refused, named."""
+    run = copy_run(whole, tmp_path / "run")
+    for suffix in ("-wal", "-shm"):
+        (run / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    (run / victim).unlink()
+    os.mkfifo(run / victim)
+    report = audit("report", str(run), "--out", str(tmp_path / "report"), timeout=120)
+    assert "Traceback" not in report.stderr, report.stderr
+    if victim in ("config.json", "costs.json"):  # a note in the report, as for any damage
+        assert report.returncode == 0, report.stderr
+        text = (tmp_path / "report" / "report.md").read_text()
+        assert any(victim in line and "FIFO" in line for line in text.splitlines())
+    else:
+        assert report.returncode == 4, report.stderr
+        assert any(victim in line and "FIFO" in line for line in warnings(report))
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1", timeout=120)
+    if victim == "config.json":
+        line = one_line_error(resumed)
+        assert victim in line
+        assert "FIFO" in line
+    elif victim == "store.sqlite":
+        assert "move it away" in one_line_error(resumed)
+    else:  # rewritten (costs.json: the FIFO moved aside, never deleted)
+        assert resumed.returncode == 0, resumed.stderr
+
+
+def test_temporary_files_of_killed_writers_are_removed_and_live_ones_kept(
+    whole: Path, tmp_path: Path
+):
+    """A writer killed mid-write leaves its temporary sibling; the next invocation on the
+    directory removes it, but never the file of a writer that is still alive."""
+    run = copy_run(whole, tmp_path / "run")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead_pid = int(dead.stdout)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        stale = run / f".results.parquet.{dead_pid}.0123abcd.tmp"
+        kept = run / f".results.csv.{live.pid}.89abcdef.tmp"
+        other_file = run / ".notes.tmp"
+        for path in (stale, kept, other_file):
+            path.write_bytes(b"half a file")
+        resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+        assert resumed.returncode == 0, resumed.stderr
+        assert not stale.exists()
+        assert kept.exists()
+        assert other_file.exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_only_temporary_files_of_dead_writers_are_removed(tmp_path: Path):
+    """``remove_stale_temps`` on real files: a dead pid's file goes, a live pid's, this
+    process's, a directory of that name and anything else stay."""
+    from audit.rundir import remove_stale_temps
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        stale = tmp_path / f".results.parquet.{int(dead.stdout)}.0123abcd.tmp"
+        kept = [
+            tmp_path / f".results.csv.{live.pid}.89abcdef.tmp",
+            tmp_path / f".manifest.json.{os.getpid()}.00000000.tmp",
+            tmp_path / "results.csv",
+            tmp_path / ".notes.tmp",
+            tmp_path / f".config.json.{int(dead.stdout)}.nothex!.tmp",
+        ]
+        for path in (stale, *kept):
+            path.write_bytes(b"half a file")
+        folder = tmp_path / f".summary.json.{int(dead.stdout)}.fedcba98.tmp"
+        folder.mkdir()
+        assert remove_stale_temps(tmp_path) == [stale]
+        assert not stale.exists()
+        assert all(path.exists() for path in kept)
+        assert folder.is_dir()
+    finally:
+        live.kill()
+        live.wait()

@@ -41,7 +41,7 @@ rows = st.fixed_dictionaries(
         "pair_id": st.sampled_from(["p1", "p2", "p3"]),
         "source_pair_id": st.sampled_from(["s1", "s2", "s3"]),
         "repeat": st.sampled_from([0, 1]),
-        "outcome": st.sampled_from(["pass", "wrong_log", "na", "unparsed"]),
+        "outcome": st.sampled_from(["pass", "wrong_log", "na", "unparsed", "error"]),
         "correct": MAYBE_01,
         "correct_lenient": MAYBE_01,
         "adequate": MAYBE_01,
@@ -51,6 +51,15 @@ rows = st.fixed_dictionaries(
         "memory_bytes": st.sampled_from([0, 17, 1200, None]),
     }
 )
+
+
+def value_of(row: dict[str, Any], metric: Any) -> Any:
+    """A row's value for a metric: a compressor that raised (outcome ``error``) is its
+    fault, whatever the column holds (no adequate memory; no memory to tell the
+    variants apart: a collision)."""
+    if row["outcome"] == "error" and metric.on_error is not None:
+        return int(metric.on_error)
+    return row[metric.column]
 
 
 def oracle(
@@ -78,7 +87,7 @@ def oracle(
             blocks: dict[tuple[Any, ...], list[Any]] = {}
             for r in chosen:
                 blocks.setdefault((r["source_pair_id"], r["pair_id"], r["repeat"]), []).append(
-                    r[metric.column]
+                    value_of(r, metric)
                 )
             if metric.na == "exclude":
                 blocks = {b: v for b, v in blocks.items() if None not in v}
@@ -95,8 +104,8 @@ def oracle(
             entry[f"{name}_blocks_k"] = sum(lo for b in pairs.values() for lo, _ in b)
             entry[f"{name}_blocks_k_high"] = sum(hi for b in pairs.values() for _, hi in b)
             entry[f"{name}_blocks_n"] = sum(len(b) for b in pairs.values())
-            if len(metric.branches) == 1:
-                values = [r[metric.column] for r in chosen]
+            if len(metric.branches) == 1 and metric.per_read:
+                values = [value_of(r, metric) for r in chosen]
                 if metric.na == "exclude":
                     values = [v for v in values if v is not None]
                 entry[f"{name}_reads_k"] = sum(v == 1 for v in values)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,15 +12,23 @@ from hypothesis import strategies as st
 from histories import FAMILIES, PRESETS, GenerationConfig, build_pair, check_pair, generate, resolve
 from histories._transforms import (
     TransformError,
+    ValueMap,
     decoy,
     invert,
     pair_labels,
     permute,
+    record_values,
     relabel,
     rename,
+    rerev,
+    rerev_record,
+    rev_maps,
+    revalue,
+    revalue_record,
     task_labels,
     transform,
 )
+from tests.strategies import KEYS, logs
 
 PILOT = generate(PRESETS["cca-pilot-paper"])
 """The paper's pilot, with its label shape (task labels sort first and are shorter)."""
@@ -217,3 +228,152 @@ def test_relabel_uses_several_shapes():
     mapping = relabel(PILOT[0], 0).transform.mapping
     shapes = {("_" in label, "-" in label, label[1:].isdigit()) for label in mapping.values()}
     assert len(shapes) >= 3
+
+
+# ------------------------------------------- rerev and revalue: revisions and values
+
+
+@settings(max_examples=200, deadline=None)
+@given(log=logs(max_size=10), seed=st.integers(0, 10_000))
+def test_rerev_keeps_every_answer_of_any_log(log, seed):
+    # E_q compares revisions only among one key's records: a per-key monotone remap
+    # must leave every answer (ties, add arithmetic, replays, cycles) as it was
+    maps = rev_maps(log, random.Random(seed))
+    remapped = [rerev_record(r, maps) for r in log]
+    for _key, table in maps.items():
+        old = sorted(table)
+        assert [table[r] for r in old] == sorted(table.values())  # strictly increasing
+        assert len(set(table.values())) == len(old)
+    assert resolve(remapped, KEYS) == resolve(log, KEYS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(log=logs(max_size=10), seed=st.integers(0, 10_000))
+def test_revalue_maps_every_answer_of_any_log_through_its_map(log, seed):
+    # the tiny alphabet holds integers ("0", "7", "-2") that add records sum onto and
+    # option labels / conditions equal to values: the map must keep all of it
+    values = ValueMap((v for r in log for v in record_values(r)), random.Random(seed))
+    revalued = [revalue_record(r, values) for r in log]
+    assert resolve(revalued, KEYS) == values.answer(resolve(log, KEYS))
+    drawn = list(values.table.values())
+    assert len(set(drawn)) == len(drawn)  # a bijection
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=pair_params, index=st.integers(0, 50))
+def test_rerev_and_revalue_are_verified_pairs_with_gold_mapped(pair, index):
+    remapped = rerev(pair, index)
+    assert remapped.transform.kind == "rerev"
+    assert remapped.transform.mapping == {}
+    assert remapped.gold == pair.gold == check_pair(remapped)
+    assert [r.id for r in remapped.all_records()] == [r.id for r in pair.all_records()]
+    revalued = revalue(pair, index)
+    assert check_pair(revalued) == revalued.gold
+    old_values = {v for r in pair.all_records() for v in record_values(r)}
+    new_values = {v for r in revalued.all_records() for v in record_values(r)}
+    assert len(new_values) == len(old_values)
+    for variant in ("A", "B"):  # the same answers, read through one map
+        for branch in ("current", "reveal", "override"):
+            old = pair.gold.of(variant).of(branch)
+            new = revalued.gold.of(variant).of(branch)
+            assert [v is None for v in old.values()] == [v is None for v in new.values()]
+    assert rerev(pair, index) == remapped
+    assert revalue(pair, index) == revalued
+
+
+def _revs(pair, task):
+    return (
+        [r.rev for r in pair.all_records() if getattr(r, "rev", None) is not None and r.id in task],
+        [r.rev for r in pair.all_records() if getattr(r, "rev", None) is not None
+         and r.id not in task],
+    )  # fmt: skip
+
+
+def test_rerev_removes_the_revision_tell_of_the_pilot():
+    # the paper's pilot: task revisions are 1 to 5, a distractor key's climb to 16, so
+    # "smallest revision first" finds the task; after rerev a task revision is smaller
+    # than a distractor's about as often as not
+    def task_smaller(pairs):
+        wins = total = 0
+        for source, pair in pairs:
+            task = task_labels(source)
+            mine, theirs = _revs(pair, task)
+            wins += sum(a < b for a in mine for b in theirs) + 0.5 * sum(
+                a == b for a in mine for b in theirs
+            )
+            total += len(mine) * len(theirs)
+        return wins / total
+
+    assert task_smaller((p, p) for p in PILOT) > 0.7
+    after = task_smaller((p, rerev(p, i)) for p in PILOT for i in range(3))
+    assert 0.35 < after < 0.65
+
+
+def test_revalue_removes_the_value_shape_tell_of_the_pilot():
+    # distractor values are all word-123 in the pilot; task values are not always
+    shape = re.compile(r"[a-z]+-\d{3}")
+
+    def plain_share(pairs):
+        shares = {True: [0, 0], False: [0, 0]}
+        for source, pair in pairs:
+            task = task_labels(source)
+            for record in pair.all_records():
+                for value in record_values(record):
+                    counts = shares[record.id in task]
+                    counts[0] += bool(shape.fullmatch(value))
+                    counts[1] += 1
+        return {side: k / n for side, (k, n) in shares.items()}
+
+    before = plain_share((p, p) for p in PILOT)
+    assert before[False] == 1.0
+    assert before[True] < 0.95
+    after = plain_share((p, revalue(p, i)) for p in PILOT for i in range(3))
+    assert abs(after[True] - after[False]) < 0.12  # one distribution for both
+    assert 0.1 < after[False] < 0.5
+
+
+def test_revalue_keeps_integers_integers_and_long_values_their_length():
+    counter = build_pair(
+        FAMILIES["counter_reversal"], 0, GenerationConfig(families=["counter_reversal"],
+                                                          pairs_per_family=1)
+    )  # fmt: skip
+    revalued = revalue(counter, 0)
+    for variant in ("A", "B"):
+        for branch in ("current", "reveal", "override"):
+            old = counter.gold.of(variant).of(branch)
+            new = revalued.gold.of(variant).of(branch)
+            assert {k: int(v) for k, v in new.items()} != {k: int(v) for k, v in old.items()}
+            offset = {int(new[k]) - int(old[k]) for k in old}
+            assert len(offset) == 1  # one offset for every integer, sums included
+    exact = build_pair(
+        FAMILIES["exact_identifier"], 0, GenerationConfig(families=["exact_identifier"],
+                                                          pairs_per_family=1)
+    )  # fmt: skip
+    revalued = revalue(exact, 0)
+    a, b = (revalued.gold.of(v).reveal[revalued.query[0]] for v in ("A", "B"))
+    old_a = exact.gold.A.reveal[exact.query[0]]
+    assert len(a) == len(b) == len(old_a)
+    assert a != old_a
+    assert sum(x != y for x, y in zip(a, b, strict=True)) == 1  # still one character apart
+
+
+def test_a_broken_revalue_is_caught_by_reverification(monkeypatch):
+    import histories._transforms as transforms
+
+    monkeypatch.setattr(transforms, "_map_gold", lambda gold, change: gold)  # gold not mapped
+    with pytest.raises(TransformError, match="gold"):
+        revalue(PILOT[0], 0)
+
+
+def test_revalue_leaves_integers_alone_when_one_is_not_canonical():
+    from histories import AddRecord, SetRecord
+
+    log = [
+        SetRecord(id="r1", key="a", value="07", rev=1),
+        AddRecord(id="r2", key="a", delta=3, rev=2),
+        SetRecord(id="r3", key="b", value="7", rev=1),
+    ]
+    values = ValueMap((v for r in log for v in record_values(r)), random.Random(0))
+    assert values.offset == 0  # "07" + c and "7" + c would read alike
+    revalued = [revalue_record(r, values) for r in log]
+    assert resolve(revalued, ["a", "b"]) == resolve(log, ["a", "b"]) == {"a": "10", "b": "7"}

@@ -150,12 +150,215 @@ def test_a_claim_of_order_invariance_is_checked(shortcut_plugin: str, tmp_path: 
                  "identity,permute:3", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = summary_of(out)
-    for condition in ("full", "dependency_closure", "probe_shortest"):
+    for condition in ("full", "dependency_closure"):
         violations = cell(summary, condition, "permute")["equivariance_violations"]["reads"]
         assert violations["n"] == 24 * 3 * 6  # every read of a claimant is checked
         assert violations["k"] == 0, condition
+    # a greedy packer claims nothing (its memory depends on the path): nothing is checked
+    unclaimed = cell(summary, "probe_shortest", "permute")["equivariance_violations"]["reads"]
+    assert unclaimed["n"] == 0
     liar_violations = cell(summary, liar, "permute")["equivariance_violations"]["reads"]
     assert liar_violations["k"] > 0
+    (alert,) = summary["equivariance_alerts"]  # the false claim, and only it
+    assert (alert["condition"], alert["check"], alert["transform"]) == (liar, "order", "permute")
+    assert alert["k"] > 0
+    assert alert["n"] == 24
+    said = " ".join(result.output.split())
+    assert f"{liar} claims order invariance, but at 1200 B its memory changed" in said
+    assert "the claim is false" in said
+    assert run("report", str(out)).exit_code == 0
+    md = " ".join((out / "report" / "report.md").read_text().split())
+    assert "claims order invariance, and the claim is false" in md
+
+
+# ------------------------------------------- a methods review's gaming compressors
+
+GAMING = r'''
+import re
+
+from compressors import Compressor, Stream, pack_positions
+
+SHAPE = re.compile(r"[a-z]+-\d{3}")  # the paper's distractor values (amber-101)
+
+
+def rev(record):
+    return getattr(record, "rev", 0) or 0
+
+
+def tie(record):  # label-free and order-free: survives rename and permute
+    return (getattr(record, "value", "") or "", getattr(record, "now", 0) or 0)
+
+
+class _Greedy(Compressor):
+    def rank(self, record, query):
+        raise NotImplementedError
+
+    def update(self, memory, chunk, query_keys, budget):
+        stream = Stream.of(memory, chunk)
+        if stream.fits(budget):
+            return stream.dump()
+        records = stream.records
+        order = sorted(
+            range(len(stream)), key=lambda p: (self.rank(records[p], query_keys), tie(records[p]))
+        )
+        return stream.dump(pack_positions(order, stream.sizes, budget))
+
+
+class QueryLowRev(_Greedy):
+    """The query key's records, then the smallest revisions (E_q prefers the largest)."""
+
+    name = "g_query_lowrev"
+
+    def rank(self, record, query):
+        return (getattr(record, "key", None) not in query, rev(record))
+
+
+class QueryOddLowRev(_Greedy):
+    """As above, but first anything that is not a set of a word-123 value."""
+
+    name = "g_query_odd_lowrev"
+
+    def rank(self, record, query):
+        value = getattr(record, "value", None)
+        plain = record.op == "set" and value is not None and SHAPE.fullmatch(value) is not None
+        return (getattr(record, "key", None) not in query, plain, rev(record))
+
+
+class RaiseWhenHard(QueryLowRev):
+    """Raises on any chunk with a copy or a choice: the hard pairs leave its n?"""
+
+    name = "g_raise_hard"
+
+    def update(self, memory, chunk, query_keys, budget):
+        if any(r.op in ("copy", "choose") for r in chunk.records):
+            raise RuntimeError("no")
+        return super().update(memory, chunk, query_keys, budget)
+'''
+
+
+@pytest.fixture
+def gaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "gaming_plugin.py").write_text(GAMING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "gaming_plugin", raising=False)
+    return "gaming_plugin"
+
+
+def matched(summary: dict) -> dict[tuple[str, str], dict]:
+    return {(m["condition"], m["probe"]): m for m in summary["probe_matches"]}
+
+
+def gap_of(summary: dict, condition: str, transform: str) -> dict:
+    return next(
+        g for g in summary["shortcut_gaps"]
+        if g["condition"] == condition and g["transform"] == transform
+    )  # fmt: skip
+
+
+def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
+    gaming: str, tmp_path: Path
+):
+    # before: on plain distractors they beat every packer (joint J 21/24 and 23/24
+    # against frontier_alpha's 20/24) with no gap under any transform and no probe
+    # matching; the default pilot's distractors are task-like, and probe_lowrev runs
+    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    out = tmp_path / "pilot"
+    result = run("run", "--preset", "cca-pilot", "--conditions",
+                 f"frontier_alpha,{low},{odd},probe_lowrev,probe_rare_op_or_value",
+                 "--transforms", "identity,rerev:3,revalue:3", "--workers", "1", "--quiet",
+                 "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = summary_of(out)
+    found = matched(summary)
+    for condition in (low, odd):
+        match = found[(condition, "probe_lowrev")]
+        assert match["heuristic"] == "revision"
+        assert match["broken_by"] == ["rerev"]
+        assert match["missing_transforms"] == []
+        assert "no evidence that it does better than this heuristic" in match["advice"]
+    said = " ".join(result.output.split())
+    assert f"cannot tell {low} from a revision heuristic at 1200 B" in said
+    assert f"cannot tell {odd} from a revision heuristic at 1200 B" in said
+
+
+def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
+    gaming: str, tmp_path: Path
+):
+    # the paper's plain distractors, where the heuristics work: the new transforms
+    # break them (a shortcut gap) or a probe matches them
+    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    out = tmp_path / "paper"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions",
+                 f"frontier_alpha,{low},{odd},probe_lowrev,probe_rare_op_or_value",
+                 "--transforms", "identity,rerev:10,revalue:10", "--workers", "1", "--quiet",
+                 "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = summary_of(out)
+    assert cell(summary, odd)["source pairs"]["joint_J"]["k"] >= 22  # it looks sufficient
+    rerev = gap_of(summary, odd, "rerev")
+    assert rerev["reveal_gap_blocks"] > 0.2
+    assert rerev["reveal_gap_low"] > 0
+    assert rerev["reveal_gap_p"] < 0.05
+    revalue = gap_of(summary, odd, "revalue")
+    assert revalue["reveal_gap_blocks"] > 0.1
+    assert revalue["reveal_gap_low"] > 0
+    assert (low, "probe_lowrev") in matched(summary)  # the same heuristic, named
+    for transform in ("rerev", "revalue"):  # the real condition loses nothing
+        assert gap_of(summary, "frontier_alpha", transform)["reveal_gap_blocks"] == 0
+
+
+def test_without_the_breaking_transforms_the_advice_names_them(gaming: str, tmp_path: Path):
+    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    out = tmp_path / "no-rerev"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions",
+                 f"{low},{odd},probe_lowrev,probe_rare_op_or_value", "--transforms",
+                 "identity,rename:2", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    found = matched(summary_of(out))
+    assert found[(low, "probe_lowrev")]["missing_transforms"] == ["rerev"]
+    surface = found[(odd, "probe_rare_op_or_value")]
+    assert surface["heuristic"] == "record-surface"
+    assert surface["missing_transforms"] == ["revalue", "rerev"]
+    said = " ".join(result.output.split())
+    assert f"cannot tell {odd} from a record-surface heuristic" in said
+    assert (
+        f"add revalue and rerev to the run's transforms (they break the probe) before "
+        f"trusting {odd}'s score" in said
+    )
+
+
+def test_the_default_audit_breaks_every_tell_a_probe_exploits():
+    # every transform a built-in probe declares as breaking its heuristic is a default
+    from audit.cli._run import DEFAULT_TRANSFORMS
+    from audit.plan import parse_transforms
+    from compressors import builtins
+
+    defaults = {spec.kind: spec.count for spec in parse_transforms(DEFAULT_TRANSFORMS)}
+    assert defaults["rerev"] >= 10
+    assert defaults["revalue"] >= 10
+    probes = [cls for cls in builtins().values() if cls.kind == "probe"]
+    assert {"probe_lowrev", "probe_rare_op_or_value"} <= {cls.name for cls in probes}
+    for cls in probes:
+        assert all(kind in defaults for kind in cls.broken_by if kind != "decoy"), cls.name
+
+
+def test_a_compressor_that_raises_on_the_hard_pairs_gains_nothing(gaming: str, tmp_path: Path):
+    # before: its errors left adequacy and collisions, which read 12/12 and 0/12
+    raiser = f"{gaming}:RaiseWhenHard"
+    out = tmp_path / "raise"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions", raiser,
+                 "--transforms", "identity", "--workers", "1", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    entry = cell(summary_of(out), raiser)
+    pairs = entry["source pairs"]
+    assert entry["outcomes (reads)"]["error"] == 72  # 12 of 24 pairs raise
+    assert pairs["adequacy"] == {"k": 12, "k_high": 12, "n": 24}
+    assert pairs["collision"] == {"k": 12, "k_high": 12, "n": 24}
+    assert pairs["joint_J"]["n"] == 24
+    assert "collision" not in entry["reads"]  # two memories, not one read: no read count
+    assert "each counts against it (scored 0, no adequate memory, a collision)" in " ".join(
+        result.output.split()
+    )
 
 
 # --------------------------------------------------------- ceilings, floor, selection
@@ -178,8 +381,10 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_alpha"}  # the best strict condition
+    assert set(comparisons["reference"]) == {"from the data"}  # chosen after the run
     md = (out / "report" / "report.md").read_text()
     assert "Ceiling at 1200 B: **full**" in md
+    assert "chosen from the data: post hoc" in " ".join(md.split())
     assert "Floor (best probe) at 1200 B: **probe\\_shortest**" in md
 
 
@@ -207,6 +412,49 @@ def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
     assert warning["inversions"] == []  # b may be as good now: no inversion is claimed
     assert set(warning["best_by_current"]) == {"a", "b"}
     assert warning["best_by_reveal"] == ["b"]
+
+
+def _reads(condition: str, current: list, reveal: list) -> list[dict]:
+    """Exact-reader rows of one condition: per source pair, its current and reveal
+    verdicts on both variants (override always passes)."""
+    rows = []
+    for index, (now, later) in enumerate(zip(current, reveal, strict=True)):
+        for variant in ("A", "B"):
+            for branch, value in (("current", now), ("reveal", later), ("override", 1)):
+                rows.append({
+                    "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
+                    "variant": variant, "branch": branch, "repeat": 0, "budget": 1200,
+                    "condition": condition, "kind": "strict", "transform": "identity",
+                    "reader": "exact", "outcome": "pass" if value else "wrong_log",
+                    "correct": value,
+                })  # fmt: skip
+    return rows
+
+
+def test_a_reversal_of_a_pair_or_two_is_within_noise():
+    # a: current 24/24, reveal 10/24; b: current 23/24, reveal 11/24
+    close = normalize(pd.DataFrame(
+        _reads("a", [1] * 24, [1] * 10 + [0] * 14)
+        + _reads("b", [1] * 23 + [0], [1] * 11 + [0] * 13)
+    ))  # fmt: skip
+    (warning,) = selection_warnings(score_results(close))
+    assert warning["misleading"] == ["a"]
+    (inversion,) = warning["inversions"]
+    assert inversion["current_p"] == 1.0
+    assert inversion["reveal_p"] == 1.0
+    assert inversion["within_noise"]
+    assert warning["within_noise"]
+    # a: current 24/24, reveal 0/24; b: current 12/24, reveal 12/24: both differences hold
+    far = normalize(pd.DataFrame(
+        _reads("a", [1] * 24, [0] * 24) + _reads("b", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
+    ))  # fmt: skip
+    (warning,) = selection_warnings(score_results(far))
+    (inversion,) = warning["inversions"]
+    assert inversion["current_p"] == pytest.approx(2 * 0.5**12)
+    assert inversion["reveal_p"] == pytest.approx(2 * 0.5**12)
+    assert not inversion["within_noise"]
+    assert not warning["within_noise"]
+    assert warning["misleading_reveal_p"] == {"a": {"b": pytest.approx(2 * 0.5**12)}}
 
 
 # ---------------------------------------------------------------- tests of the gap
@@ -237,7 +485,16 @@ def test_a_preregistered_reference_is_stored_and_used(tmp_path: Path):
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_latest"}
-    assert "preregistered" in (out / "report" / "report.md").read_text()
+    assert set(comparisons["reference"]) == {"preregistered"}
+    md = " ".join((out / "report" / "report.md").read_text().split())
+    assert "Comparisons: each condition against frontier\\_latest, preregistered" in md
+    # a reference named after the run is post hoc, and says what was preregistered
+    later = run("report", str(out), "--reference", "frontier", "--out", str(tmp_path / "later"))
+    assert later.exit_code == 0, later.output
+    assert set(pd.read_csv(tmp_path / "later" / "comparisons.csv")["reference"]) == {"post hoc"}
+    md = " ".join((tmp_path / "later" / "report.md").read_text().split())
+    assert "Post hoc reference." in md
+    assert "The run preregistered frontier\\_latest; these are not the preregistered" in md
     bad = run("run", "--preset", "cca-pilot", "--conditions", "frontier", "--reference",
               "nope", "--out", str(tmp_path / "bad"))  # fmt: skip
     assert bad.exit_code == 2
@@ -304,7 +561,10 @@ def test_compare_pairs_histories_by_content_not_by_id(tmp_path: Path):
     # rollback-0000 of seed 0 and of seed 5 are different histories: nothing is shared
     systems = pd.read_csv(tmp_path / "cmp-other" / "systems.csv")
     assert systems["joint_J_n"].tolist() == [0, 0]
-    assert "matched by content, not by id" in (tmp_path / "cmp-other" / "compare.md").read_text()
+    compared = (tmp_path / "cmp-other" / "compare.md").read_text()
+    assert "matched by content, not by id" in compared
+    assert "No source pair is shared by every run: nothing to compare" in " ".join(compared.split())
+    assert not (tmp_path / "cmp-other" / "compare.csv").exists()  # no test on nothing
     twice = run("compare", str(tmp_path / "a"), str(tmp_path / "a"))
     assert twice.exit_code == 2
     unknown = run("compare", str(tmp_path / "a"), str(tmp_path / "a-again"), "--reference",

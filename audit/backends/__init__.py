@@ -22,7 +22,7 @@ from audit.backends._cache import (
     ResponseCache,
     canonical_request,
 )
-from audit.backends._check import CheckResult, check_backend, check_client
+from audit.backends._check import CheckResult, check_backend, check_client, check_determinism
 from audit.backends._client import BackendClient, ClientStats, Completion
 from audit.backends._config import (
     DEFAULT_CONFIG_FILE,
@@ -35,6 +35,12 @@ from audit.backends._config import (
     default_cache_dir,
     default_cache_path,
     load_config,
+)
+from audit.backends._determinism import (
+    PROBE_REQUESTS,
+    DeterminismResult,
+    measure_determinism,
+    probe_requests,
 )
 from audit.backends._errors import (
     BackendConfigError,
@@ -54,6 +60,7 @@ __all__ = [
     "ENV_PREFIX",
     "KEY_VERSION",
     "LOCAL",
+    "PROBE_REQUESTS",
     "ROLES",
     "SMOLLM2",
     "BackendClient",
@@ -68,6 +75,7 @@ __all__ = [
     "CheckResult",
     "ClientStats",
     "Completion",
+    "DeterminismResult",
     "Explanation",
     "LocalServerSpec",
     "ModelProvisionError",
@@ -79,12 +87,15 @@ __all__ = [
     "canonical_request",
     "check_backend",
     "check_client",
+    "check_determinism",
     "default_cache_dir",
     "default_cache_path",
     "ensure_local_model",
     "load_config",
     "local_server",
+    "measure_determinism",
     "open_backend",
+    "probe_requests",
     "resolve_api_key",
     "scrub",
 ]

@@ -10,7 +10,10 @@ Per base URL of a started ``BackendClient``:
   while the prompt asks for something else: a server that ignores the schema (e.g. one
   that only knew the removed ``guided_json`` field) answers something else;
 - ``reasoning``: whether that answer carried a ``reasoning`` (or older
-  ``reasoning_content``) field: information, never a failure.
+  ``reasoning_content``) field: information, never a failure;
+- ``determinism`` (``check_backend``, when every other check passed): the same fixed
+  requests sent one at a time and all at once in shuffled order; anything but
+  identical answers fails (``audit.backends._determinism``).
 
 Each result is one line: what was checked, the URL, what was expected and what came,
 scrubbed of the API key.  A backend none of whose URLs answers fails its ``start`` check
@@ -36,6 +39,7 @@ from audit.backends._client import (
     parse_completion,
 )
 from audit.backends._config import BackendsConfig
+from audit.backends._determinism import measure_determinism
 from audit.backends._errors import BackendError
 from audit.backends._open import open_backend, resolve_api_key
 from audit.backends._secrets import Scrubber
@@ -209,7 +213,9 @@ def _show(content: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-async def check_backend(name: str, config: BackendsConfig) -> list[CheckResult]:
+async def check_backend(
+    name: str, config: BackendsConfig, *, determinism: bool = True
+) -> list[CheckResult]:
     """Open backend ``name`` (starting the local server if it is one) and check it.
 
     A backend that cannot be opened (unreachable with no model configured, missing API
@@ -237,7 +243,20 @@ async def check_backend(name: str, config: BackendsConfig) -> list[CheckResult]:
             unreachable = f"unreachable: no base URL answered (model {client.model!r})"
             head = CheckResult(name, "start", reached, urls, ready if reached else unreachable)
             results = [head, *results]
+            if determinism and all(r.ok for r in results):
+                results.append(await check_determinism(client))
     except BackendError as error:
         results = [CheckResult(name, "start", False, where, str(error))]
     # everything shown goes through the scrubber, whatever produced it
     return [replace(r, url=scrub(r.url), message=scrub(r.message)) for r in results]
+
+
+async def check_determinism(client: BackendClient) -> CheckResult:
+    """The determinism probe as a check line: ok only when every answer came back the same."""
+    result = await measure_determinism(client)
+    where = ", ".join(client.base_urls)
+    ok = result.compared > 0 and result.identical == result.compared
+    message = result.summary()
+    if not ok and result.compared:
+        message += ": reruns of this server are not replications (docs/backends.md)"
+    return CheckResult(client.name, "determinism", ok, where, message)

@@ -381,6 +381,9 @@ class BackendClient:
             kwargs = b.template_kwargs(request.thinking)
             if kwargs:
                 body["chat_template_kwargs"] = kwargs
+        if b.kind == "local" and b.mode == "reproducible":
+            # llama.cpp's per-request switch; it also keeps the two modes' cache keys apart
+            body["cache_prompt"] = False
         return body
 
     def canonical(self, request: ChatRequest) -> CanonicalRequest:

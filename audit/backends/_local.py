@@ -232,6 +232,11 @@ class LocalServerSpec:
     n_parallel: int = 4
     n_ctx_per_slot: int = 2048
     n_threads: int | None = None
+    reproducible: bool = True
+    """One slot and the prompt cache off: an answer independent of order and concurrency."""
+
+    def slots(self) -> int:
+        return 1 if self.reproducible else self.n_parallel
 
     def threads(self) -> int:
         return self.n_threads or max(1, os.cpu_count() or 2)
@@ -257,13 +262,18 @@ class LocalServer:
         params.model_alias = [spec.model_id]  # a list: a plain string is split into characters
         params.hostnames = ["127.0.0.1"]
         params.port = 0  # a free port
-        params.n_parallel = spec.n_parallel
-        params.n_ctx = spec.n_ctx_per_slot * spec.n_parallel
+        params.n_parallel = spec.slots()
+        params.n_ctx = spec.n_ctx_per_slot * spec.slots()
+        # the prompt cache reuses an earlier prompt's KV cache: answers then depend on
+        # what was asked before (requests also say so: cache_prompt in their body)
+        params.cache_prompt = not spec.reproducible
+        if spec.reproducible:
+            params.cache_ram_mib = 0
         params.cpuparams.n_threads = spec.threads()
         params.cpuparams_batch.n_threads = spec.threads()
         params.cpuparams.poll = 0  # no busy-waiting: the machine may be shared
         params.cpuparams_batch.poll = 0
-        params.n_threads_http = 4 * spec.n_parallel + 4  # one per kept-alive connection
+        params.n_threads_http = 4 * spec.slots() + 4  # one per kept-alive connection
         params.warmup = False
         params.verbosity = 0
         try:

@@ -86,6 +86,7 @@ def local_spec(backend: BackendConfig, cache_dir: Path, name: str = "local") -> 
         model_id=model_id,
         model_sha256=digest,
         n_parallel=backend.n_parallel,
+        reproducible=backend.mode == "reproducible",
         n_ctx_per_slot=backend.n_ctx_per_slot,
         n_threads=backend.n_threads,
     )
@@ -121,7 +122,7 @@ async def open_backend(
             # llama.cpp decodes n_parallel requests at once: more in flight only queue there
             client = BackendClient(
                 name,
-                backend.model_copy(update={"max_concurrency": backend.n_parallel}),
+                backend.model_copy(update={"max_concurrency": spec.slots()}),
                 base_urls=[server.base_url],
                 model=spec.model_id,
                 cache=cache,

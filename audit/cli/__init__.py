@@ -20,6 +20,7 @@ from audit.cli._power import power_command
 from audit.cli._report import compare_command, report_command
 from audit.cli._resume import resume_command
 from audit.cli._run import run_audit
+from audit.errors import Terminated
 
 app = new_app(
     "audit", "Audit agent-memory compressors with paired histories: correct now, sufficient later?"
@@ -38,9 +39,14 @@ app.add_typer(backends_app, name="backends")
 app.add_typer(cache_app, name="cache")
 
 
+_SIGNALLED: list[int] = []
+"""The signal that ended the command (typer turns any KeyboardInterrupt into exit 130)."""
+
+
 def _terminated(signum: int, frame: FrameType | None) -> None:
     """SIGTERM ends the command like Ctrl-C does: a run records why it stopped."""
-    raise SystemExit(128 + signum)
+    _SIGNALLED.append(signum)
+    raise Terminated(signum)
 
 
 def main() -> None:
@@ -49,8 +55,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
     try:
         app()
+    except SystemExit:
+        if _SIGNALLED:  # 128 + the signal, as a shell reports a process it killed
+            sys.exit(128 + _SIGNALLED[0])
+        raise
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(128 + _SIGNALLED[0] if _SIGNALLED else 130)
     except Exception as error:  # not a MemoryAuditError (those end in one line): a bug
         report_bug(error)
 

@@ -67,9 +67,18 @@ def check(
     name: Annotated[str | None, typer.Argument(help="A backend name (default: every one).")] = None,
     config: ConfigOption = None,
     env_file: EnvFileOption = Path(".env"),
+    determinism: Annotated[
+        bool,
+        typer.Option(
+            "--determinism/--no-determinism",
+            help="Also send 16 fixed requests twice (one at a time, then all at once "
+            "shuffled) and count identical answers: below 16/16 fails.",
+        ),
+    ] = True,
 ) -> None:
     """Preflight: /health, /v1/models (model served, context length), a tiny JSON-schema
-    request (is structured output honoured?) and whether a reasoning field comes back.
+    request (is structured output honoured?), whether a reasoning field comes back, and
+    whether the same requests get the same answers in another order (determinism).
     One line per check; exit code 1 if any failed."""
     from audit.backends import BackendConfigError, check_backend
 
@@ -84,7 +93,7 @@ def check(
     async def run() -> bool:
         ok = True
         for chosen in names:
-            for result in await check_backend(chosen, settings):
+            for result in await check_backend(chosen, settings, determinism=determinism):
                 typer.echo(result.line())
                 ok = ok and result.ok
         return ok

@@ -17,6 +17,9 @@ from typer.core import TyperGroup
 
 from histories import MemoryAuditError
 
+MAX_WORKERS = 256
+"""``--workers`` above this is refused: each worker is a process of about 100 MB."""
+
 BUG_HINT = (
     "this is a bug in memory-audit, not a problem with your input: please report it "
     "with the traceback above"

@@ -15,8 +15,11 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from audit.scoring import article, grouped_matches, listed
 
 
 @contextmanager
@@ -52,44 +55,78 @@ def _cells(summary: dict[str, Any], exact: bool) -> list[dict[str, Any]]:
 
 
 def _print_exact(console: Console, summary: dict[str, Any]) -> None:
+    """The exact reader's table: in full when the terminal holds it, else a compact
+    headline (condition, current, reveal, joint J, late-ref, collisions) that fits 80
+    columns; names and denominators are never cut, the report has the rest."""
     entries = _cells(summary, exact=True)
     if not entries:
         return
-    transforms = list(dict.fromkeys(e["transform"] for e in entries))
-    others = [t for t in transforms if t != "identity"]
-    table = Table(
-        title="Exact reader, all families: k/n source pairs at identity; "
-        "under a transform, k/n blocks (every renamed or permuted instance)",
-        box=box.SIMPLE_HEAD,
+    full = _exact_table(summary, entries, compact=False)
+    unbounded = console.options.update_width(100_000)  # a measurement is clamped to it
+    if Measurement.get(console, unbounded, full).maximum <= console.width:
+        console.print(full)
+        return
+    console.print(_exact_table(summary, entries, compact=True))
+    console.print(
+        f"(a {console.width}-column terminal: override, budget and every transform's "
+        "column are in summary.json and the report)"
     )
-    for column in ("condition", "budget", "current", "reveal", "override", "joint J",
-                   "late-ref adequacy", "collisions"):  # fmt: skip
-        table.add_column(column, justify="left" if column == "condition" else "right")
+
+
+def _exact_table(summary: dict[str, Any], entries: list[dict[str, Any]], compact: bool) -> Table:
+    transforms = list(dict.fromkeys(e["transform"] for e in entries))
+    others = [] if compact else [t for t in transforms if t != "identity"]
+    budgets = {e["budget"] for e in entries}
+    title = (
+        "Exact reader, all families, k/n source pairs at identity"
+        if compact
+        else "Exact reader, all families: k/n source pairs at identity; "
+        "under a transform, k/n blocks (every renamed or permuted instance)"
+    )
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact)
+    columns = ["condition", "budget", "current", "reveal", "override", "joint J",
+               "late-ref adequacy", "collisions"]  # fmt: skip
+    if compact:
+        columns = ["condition", *(["budget"] if len(budgets) > 1 else []), "current",
+                   "reveal", "joint J", "late-ref", "collided"]  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column == "condition" else "right",
+                         no_wrap=True)  # fmt: skip
     for transform in others:
-        table.add_column(f"reveal\n@{transform}", justify="right")
-    table.add_column("equivariance\nviolations\n(pairs, rename)", justify="right")
+        table.add_column(f"reveal\n@{transform}", justify="right", no_wrap=True)
+    if not compact:
+        table.add_column("equivariance\nviolations\n(pairs, rename)", justify="right")
     by_key = {(e["condition"], e["budget"], e["transform"]): e for e in entries}
     kinds = summary.get("kinds", {})
-    marks = {"archive": " (ceiling)", "probe": " (probe)"}
+    marks = {"archive": " (ceiling)", "probe": "" if compact else " (probe)"}  # probe_*
     for (condition, budget, transform), entry in by_key.items():
         if transform != "identity" and "identity" in transforms:
             continue
         pairs = entry["source pairs"]
         name = condition + marks.get(kinds.get(condition, "strict"), "")
-        cells = [name, str(budget), _fmt(pairs["current"]), _fmt(pairs["reveal"]),
-                 _fmt(pairs["override"]), _fmt(pairs["joint_J"]),
-                 _fmt(pairs["late_reference_adequacy"]), _fmt(pairs["collision"])]  # fmt: skip
+        values = {
+            "condition": name, "budget": str(budget), "current": _fmt(pairs["current"]),
+            "reveal": _fmt(pairs["reveal"]), "override": _fmt(pairs["override"]),
+            "joint J": _fmt(pairs["joint_J"]),
+            "late-ref adequacy": _fmt(pairs["late_reference_adequacy"]),
+            "late-ref": _fmt(pairs["late_reference_adequacy"]),
+            "collisions": _fmt(pairs["collision"]),
+            "collided": _fmt(pairs["collision"]),
+        }  # fmt: skip
+        cells = [values[column] for column in columns]
         for other in others:
             moved = by_key.get((condition, budget, other))
             cells.append(_fmt(moved["blocks"]["reveal"]) if moved else "-")
-        # equivariance under the same-length renamings; relabel changes label lengths, so
-        # a budgeted memory may keep other records there (the report shows it apart)
-        renamed = by_key.get((condition, budget, "rename")) or by_key.get(
-            (condition, budget, "decoy")
-        )
-        cells.append(_fmt(renamed["equivariance_violations"]["source pairs"]) if renamed else "-")
+        if not compact:
+            # equivariance under the same-length renamings; relabel changes label lengths,
+            # so a budgeted memory may keep other records there (the report shows it apart)
+            renamed = by_key.get((condition, budget, "rename")) or by_key.get(
+                (condition, budget, "decoy")
+            )
+            violations = renamed["equivariance_violations"]["source pairs"] if renamed else None
+            cells.append(_fmt(violations) if renamed else "-")
         table.add_row(*cells)
-    console.print(table)
+    return table
 
 
 def _print_llm(console: Console, summary: dict[str, Any]) -> None:
@@ -128,33 +165,75 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     )
 
 
+def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
+    """A false order-invariance claim as a warning; spelling dependence as one note."""
+    for alert in alerts:
+        if alert["check"] != "order":
+            continue
+        console.print(
+            f"[bold yellow]warning[/]: {alert['condition']} claims order invariance, but "
+            f"at {alert['budget']} B its memory changed under {alert['transform']} on "
+            f"{alert['k']}/{alert['n']} source pairs ({alert['reads_k']}/{alert['reads_n']} "
+            "reads): the claim is false."
+        )
+    spelled = [
+        f"{a['condition']} {a['k']}/{a['n']}"
+        + (f" at {a['budget']} B" if len({b["budget"] for b in alerts}) > 1 else "")
+        for a in alerts
+        if a["check"] == "labels" and a["kind"] == "strict" and a["reader"] == "exact"
+    ]
+    if spelled:
+        console.print(
+            "note: these memories depend on how labels are spelled (equivariance violated "
+            f"under renaming, source pairs): {', '.join(spelled)}."
+        )
+
+
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
-    console = Console(width=max(Console().width, 160))
+    console = Console()
     _print_exact(console, summary)
     _print_llm(console, summary)
-    for match in summary.get("probe_matches", []):
-        console.print(
-            f"[bold yellow]warning[/]: this audit cannot tell {match['condition']} from a "
-            f"naming heuristic at {match['budget']} B: the probe {match['probe']} does as well "
-            f"on joint J under every transform ({', '.join(match['transforms'])}); add a "
-            "transform that breaks it (relabel) before trusting its score."
+    for group in grouped_matches(summary.get("probe_matches", [])):
+        matches = group["matches"]
+        heuristics = [m.get("heuristic", "naming") for m in matches]  # older summaries: naming
+        kinds = listed(list(dict.fromkeys(heuristics)), "or")
+        probes = ", ".join(
+            m["probe"] + (f" (it exploits {m['exploits']})" if m.get("exploits") else "")
+            for m in matches
         )
+        advice = group["advice"] if matches[0].get("advice") else "add a transform that breaks it"
+        which = "the probe" if len(matches) == 1 else "the probes"
+        does = "does" if len(matches) == 1 else "each do"
+        console.print(
+            f"[bold yellow]warning[/]: this audit cannot tell {group['condition']} from "
+            f"{article(kinds)} {kinds} heuristic at {group['budget']} B: {which} {probes} "
+            f"{does} as well on joint J under every transform "
+            f"({', '.join(group['transforms'])}); {advice}."
+        )
+    _print_equivariance(console, summary.get("equivariance_alerts", []))
     for flag in summary["selection"]:
         if flag["warn"] and flag["misleading"]:
             who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"
+            noise = (
+                " Within noise: no such difference is significant by an exact McNemar test "
+                "on these source pairs."
+                if flag.get("within_noise")
+                else ""
+            )
             console.print(
                 f"[bold yellow]warning[/]{who}: at {flag['budget']} B, current accuracy ranks "
                 f"{', '.join(flag['best_by_current'])} best, but reveal accuracy ranks "
                 f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
-                f"{', '.join(flag['misleading'])}."
+                f"{', '.join(flag['misleading'])}.{noise}"
             )
     raised = sum(
         e["outcomes (reads)"].get("error", 0) for e in summary["scores"] if e["family"] == "all"
     )
     if raised:
         console.print(
-            f"[bold red]{raised} reads failed because a compressor raised[/]: the tracebacks "
-            f"are in {run_dir}/run.log"
+            f"[bold red]{raised} reads failed because a compressor raised[/]: each counts "
+            "against it (scored 0, no adequate memory, a collision), never as a smaller n; "
+            f"the tracebacks are in {run_dir}/run.log"
         )
     console.print(
         f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "
@@ -164,7 +243,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
 
 def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
     """Per system: joint J per seed, pooled, and whether the seeds agree."""
-    console = Console(width=max(Console().width, 120))
+    console = Console()
     seeds = sorted({s for row in rows for s in row["joint_J"]["per_seed"]}, key=int)
     table = Table(
         title="Replication: joint J at identity, k/n source pairs per generation seed and pooled",
@@ -175,7 +254,7 @@ def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
     for seed in seeds:
         table.add_column(f"seed {seed}", justify="right")
     table.add_column("pooled [95 % Wilson]", justify="right")
-    table.add_column("seeds agree?\n(heterogeneity p)", justify="right")
+    table.add_column("seeds differ?\n(heterogeneity p)", justify="right")
     for row in rows:
         if row["reader"] != "exact":
             continue
@@ -183,11 +262,18 @@ def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
         pooled = joint["pooled"]
         interval = f" [{pooled['low']:.2f}, {pooled['high']:.2f}]" if pooled["n"] else ""
         p = joint["heterogeneity_p"]
-        agree = "-" if p is None else (f"no, p {p:.3g}" if p < 0.05 else f"yes, p {p:.2f}")
+        agree = "-" if p is None else (f"yes, p {p:.3g}" if p < 0.05 else f"no evidence, p {p:.2f}")
         table.add_row(
             row["condition"], str(row["budget"]),
             *(_fmt(joint["per_seed"].get(seed)) for seed in seeds),
             _fmt(pooled) + interval, agree,
         )  # fmt: skip
     console.print(table)
+    per_seed = [c["n"] for row in rows for c in row["joint_J"]["per_seed"].values() if c["n"]]
+    console.print(
+        'seeds differ?: an exact test that the seeds share one joint J rate. "no evidence" '
+        "is not agreement: with "
+        + (f"{min(per_seed)} source pairs a seed" if per_seed else "few source pairs")
+        + " it sees only large differences (low power)."
+    )
     console.print(f"replication of {len(seeds)} seeds in {root}/ (replication.json, seed-N/)")

@@ -49,11 +49,14 @@ def generate(
         str | None, typer.Option(help="How chunks are shown: json, log or prose.")
     ] = None,
     labels: Annotated[
-        str | None, typer.Option(help="Identifier scheme: random or readable.")
+        str | None, typer.Option(help="Identifier scheme: random, words or readable.")
     ] = None,
     distractor_mix: Annotated[
         str | None,
-        typer.Option(help="Distractor kinds: mixed (every record kind) or plain (sets only)."),
+        typer.Option(
+            help="Distractor kinds: mixed (every record kind), plain (sets only) or task-like "
+            "(every kind, revisions and values drawn like the task's)."
+        ),
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes to build pairs with.")] = 1,
     force: Annotated[bool, typer.Option(help="Replace an existing, different dataset.")] = False,

@@ -24,7 +24,11 @@ def report_command(
     ] = None,
     reference: Annotated[
         str | None,
-        typer.Option(help="Compare every condition with this one (default: best joint J)."),
+        typer.Option(
+            help="Compare every condition with this one. Default: the reference preregistered "
+            "with audit run --reference, else the best strict condition by joint J (chosen "
+            "from the data). Any reference but the preregistered one is labelled post hoc."
+        ),
     ] = None,
     pairwise: Annotated[
         bool, typer.Option(help="Compare every two conditions instead of each with the best.")

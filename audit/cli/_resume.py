@@ -14,14 +14,18 @@ from typing import Annotated
 
 import typer
 
+from audit.cli._common import MAX_WORKERS
 from audit.errors import RunDirectoryError
 
 
 def resume_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
-    workers: Annotated[int, typer.Option(min=1, help="Processes (default: every core).")] = max(
-        1, os.cpu_count() or 1
-    ),
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
+        ),
+    ] = max(1, os.cpu_count() or 1),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     config_file: Annotated[
         Path | None,
@@ -31,6 +35,14 @@ def resume_command(
         bool,
         typer.Option(
             "--retry-na/--keep-na", help="Ask again for LLM reads that an outage left NA."
+        ),
+    ] = True,
+    determinism: Annotated[
+        bool,
+        typer.Option(
+            "--determinism/--no-determinism",
+            help="Measure each LLM backend's determinism before its reads (kept in "
+            "config.json: the first measurement stays).",
         ),
     ] = True,
 ) -> None:
@@ -59,4 +71,4 @@ def resume_command(
     if plan.llm is not None:
         backends = load_backends(config_file, plan.llm.writer, plan.llm.reader)
         opener = backend_opener(backends, plan.llm.writer, plan.llm.reader)
-    execute_and_print(run_dir, plan, pairs, workers, quiet, opener, retry_na)
+    execute_and_print(run_dir, plan, pairs, workers, quiet, opener, retry_na, determinism)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from audit.cli._common import fail
+from audit.cli._common import MAX_WORKERS, fail
 from audit.errors import PlanError
 from audit.plan import (
     LLMStagePlan,
@@ -23,7 +23,7 @@ from audit.plan import (
 from compressors import ConditionSpec, build, deterministic_builtins, parse_spec
 from histories import PRESETS, Pair
 
-DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40"
+DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40,rerev:10,revalue:10"
 DEFAULT_LLM_TRANSFORMS = "identity,relabel:1"
 """The LLM stage's instances: each sampled pair as it is and relabelled once, so LLM
 writers and readers face the same naming check as the deterministic stage."""
@@ -42,7 +42,8 @@ def run_audit(
     transforms: Annotated[
         str,
         typer.Option(
-            help="identity, rename:K, permute:K, relabel:K, decoy:K, rechunk:K (comma list)."
+            help="identity, rename:K, permute:K, relabel:K, decoy:K, rerev:K, revalue:K, "
+            "rechunk:K (comma list)."
         ),
     ] = DEFAULT_TRANSFORMS,
     budget: Annotated[
@@ -55,9 +56,12 @@ def run_audit(
     name: Annotated[
         str | None, typer.Option("--name", help="Run directory runs/NAME (instead of --out).")
     ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Processes (default: every core).")] = max(
-        1, os.cpu_count() or 1
-    ),
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
+        ),
+    ] = max(1, os.cpu_count() or 1),
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     reader: Annotated[
         str | None, typer.Option(help="Backend for the LLM reader (local, or one in --config).")
@@ -103,13 +107,22 @@ def run_audit(
             help="When resuming: ask again for LLM reads that an outage left NA.",
         ),
     ] = True,
+    determinism: Annotated[
+        bool,
+        typer.Option(
+            "--determinism/--no-determinism",
+            help="Before LLM reads: measure each backend's determinism (16 fixed requests "
+            "sent twice) and record it in config.json.",
+        ),
+    ] = True,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 
     With no options this is the default audit: the cca-pilot pairs, every deterministic
     condition and shortcut probe under identity + 40 renamings + 40 permutations + 40
-    relabellings, read by the exact interpreter (seconds, no model).  LLM reads are an
-    opt-in: --reader local and --writer local for the embedded model, --config for vLLM.
+    relabellings + 10 revision remaps + 10 value redraws, read by the exact
+    interpreter (seconds, no model).  LLM reads are an opt-in: --reader local and
+    --writer local for the embedded model, --config for vLLM.
     """
     from audit.cli._console import print_replication
     from audit.rundir import (
@@ -163,6 +176,7 @@ def run_audit(
             run_dir, source, pair_list, digest, specs, versions, budgets,
             transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
             repeats, llm_sample, llm_conditions, schema, llm_transforms, retry_na,
+            determinism,
         )  # fmt: skip
         if generation_seed is not None:
             summaries[generation_seed] = summary
@@ -216,6 +230,7 @@ def _run_one(
     schema: bool,
     llm_transforms: str,
     retry_na: bool,
+    determinism: bool = True,
 ) -> dict[str, Any]:
     """One run directory: its plan, its execution, its summary printed."""
     llm_stage, open_llm = _llm_stage_options(
@@ -240,7 +255,9 @@ def _run_one(
         seed=seed,
         reference=reference,
     )
-    return execute_and_print(run_dir, plan, pair_list, workers, quiet, open_llm, retry_na)
+    return execute_and_print(
+        run_dir, plan, pair_list, workers, quiet, open_llm, retry_na, determinism
+    )
 
 
 def execute_and_print(
@@ -251,6 +268,7 @@ def execute_and_print(
     quiet: bool,
     open_llm: Any,
     retry_na: bool,
+    determinism: bool = True,
 ) -> dict[str, Any]:
     """Run or resume ``plan`` in ``run_dir`` and print its summary; exit 3 when the run
     ends incomplete (LLM reads NA for want of a server)."""
@@ -262,9 +280,12 @@ def execute_and_print(
     with progress_bar(len(pair_list), enabled=not quiet) as advance:
         summary = execute(
             run_dir, plan, pair_list, workers=workers, progress=advance,
-            open_clients=open_llm, retry_na=retry_na,
+            open_clients=open_llm, retry_na=retry_na, measure_backends=determinism,
         )  # fmt: skip
-    print_summary(summary, run_dir, time.perf_counter() - started)
+    if _did_nothing(run_dir):
+        typer.echo(f"complete: nothing to do; every job of {run_dir} was already finished")
+    else:
+        print_summary(summary, run_dir, time.perf_counter() - started)
     manifest = read_manifest(run_dir)
     if manifest is not None and manifest.na_units:
         typer.echo(
@@ -273,7 +294,33 @@ def execute_and_print(
             err=True,
         )
         raise typer.Exit(EXIT_INCOMPLETE)
+    for line in next_steps(run_dir, plan):
+        typer.echo(line)
     return summary
+
+
+def _did_nothing(run_dir: Path) -> bool:
+    """This invocation ran no job and no LLM unit (the run was already whole)."""
+    from audit.rundir import read_costs
+
+    costs = read_costs(run_dir)
+    if costs is None or not costs.invocations:
+        return False
+    last = costs.invocations[-1]
+    jobs = last.deterministic.jobs if last.deterministic is not None else 0
+    units = last.llm.units if last.llm is not None else 0
+    return jobs == 0 and units == 0
+
+
+def next_steps(run_dir: Path, plan: RunPlan) -> list[str]:
+    """What to do next with this run: the report, and LLM reads when it has none."""
+    lines = [f"next: audit report {run_dir}", "      (report.html and report.md in its report/)"]
+    if plan.llm is None:
+        lines += [
+            "      LLM reads: add --reader local (the embedded model; minutes on a",
+            "      CPU), or --config audit.toml for a vLLM server",
+        ]
+    return lines
 
 
 def _llm_stage_options(

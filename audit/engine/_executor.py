@@ -42,14 +42,16 @@ import pyarrow as pa
 from audit.engine._jobs import run_job
 from audit.engine._llm_stage import Unit, plan_units, run_stage
 from audit.engine._streaming import share_identical_records
-from audit.errors import RunDataError, RunDirectoryError, RunStorageError
+from audit.errors import RunDataError, RunDirectoryError, RunStorageError, Terminated
 from audit.plan import Cell, RunPlan, TransformSpec
 from audit.rundir import (
     LOG_FILE,
     RESULTS_CSV,
     RESULTS_PARQUET,
     SUMMARY_FILE,
+    BackendRecord,
     ClientCounters,
+    Determinism,
     Invocation,
     LLMStageCost,
     PackedJob,
@@ -63,7 +65,9 @@ from audit.rundir import (
     label_readers,
     new_run_id,
     prepare_directory,
+    record_backends,
     record_costs,
+    remove_stale_temps,
     retryable_na_keys,
     table_from_bytes,
     write_atomically,
@@ -189,6 +193,8 @@ def _now() -> str:
 
 def _why(error: BaseException) -> str:
     """Why an invocation stopped, in one line."""
+    if isinstance(error, Terminated):
+        return f"terminated (exit {error.code})"
     if isinstance(error, KeyboardInterrupt):
         return "interrupted"
     if isinstance(error, SystemExit):
@@ -205,6 +211,7 @@ def execute(
     progress: ProgressCallback | None = None,
     open_clients: OpenClients | None = None,
     retry_na: bool = True,
+    measure_backends: bool = True,
 ) -> dict[str, Any]:
     """Run (or resume) every job, then write results.csv/parquet, summary.json and
     manifest.json.
@@ -214,6 +221,8 @@ def execute(
     before any work, so a backend that cannot be reached stops the run at once.
     ``retry_na``: LLM units holding reads that are NA for want of a server (an outage
     during an earlier invocation) are run again, their new rows replacing the old.
+    ``measure_backends``: before the LLM stage, each backend's determinism is measured
+    (``audit.backends.measure_determinism``) and recorded in config.json and costs.json.
     """
     for spec in plan.conditions:  # fail before any work on a bad condition
         build(spec)
@@ -232,10 +241,51 @@ def execute(
             exits.callback(runner.run, opened.aclose())
         _resuming, run_id = prepare_directory(out, plan)
         _check_writable(out)
+        remove_stale_temps(out)
         store = RunStore(out, run_id)  # RunDirectoryError: another version's or run's store
         exits.callback(store.close)
         return _execute_in(out, plan, pairs, store, run_id, workers, progress, runner,
-                           clients, retry_na)  # fmt: skip
+                           clients, retry_na, measure_backends)  # fmt: skip
+
+
+async def _measure_backends(plan: RunPlan, clients: ClientPair) -> dict[str, BackendRecord]:
+    """Each LLM backend of the run: what it is, and the determinism probe's figure.
+
+    Measured before the stage, so the figure describes the server the reads meet; a probe
+    that fails (the server went away) leaves it unmeasured, and the stage records NA.
+    """
+    from audit.backends import measure_determinism
+
+    assert plan.llm is not None
+    writer, reader = clients
+    roles: dict[int, tuple[ChatClient, list[str], str | None]] = {}
+    for role, client, name in (
+        ("writer", writer, plan.llm.writer),
+        ("reader", reader, plan.llm.reader),
+    ):
+        if client is None:
+            continue
+        entry = roles.setdefault(id(client), (client, [], name))
+        entry[1].append(role)
+    records: dict[str, BackendRecord] = {}
+    for client, role_names, name in roles.values():
+        backend = getattr(client, "backend", None)
+        kind = getattr(backend, "kind", None)
+        try:
+            result = await measure_determinism(client)
+        except Exception:
+            result = None
+        records[name or role_names[0]] = BackendRecord(
+            roles=role_names,
+            kind=kind,
+            model=getattr(client, "model", None),
+            mode=getattr(backend, "mode", None) if kind == "local" else "server",
+            determinism=None
+            if result is None or not result.compared
+            else Determinism.model_validate(result.as_dict()),
+            measured=_now(),
+        )
+    return records
 
 
 def _execute_in(
@@ -249,6 +299,7 @@ def _execute_in(
     runner: asyncio.Runner | None,
     clients: ClientPair,
     retry_na: bool,
+    measure_backends: bool = True,
 ) -> dict[str, Any]:
     invocation = Invocation(id=new_run_id(), started=_now())
     manifest: RunManifest | None = None
@@ -277,8 +328,13 @@ def _execute_in(
             finished_jobs=len(planned) - len(jobs),
             finished_units=len(units) - len(todo_units),
         )
+        store.record_plan(manifest.planned_jobs, manifest.planned_units)
         write_manifest(out, manifest)
         record_costs(out, invocation)  # listed even if this invocation is killed
+        if plan.llm is not None and runner is not None and todo_units and measure_backends:
+            measured = runner.run(_measure_backends(plan, clients))
+            record_backends(out, measured)
+            invocation.backends = measured
         total = len(pairs) + len(units)
         finished = total - len(jobs) - len(todo_units)
         if progress:
@@ -299,7 +355,8 @@ def _execute_in(
                 committed(table_from_bytes(result.results), result.key)
 
         with _settled_heap():
-            if workers <= 1 or len(jobs) <= 1:
+            workers = min(workers, len(jobs))  # a process per job at most
+            if workers <= 1:
                 for job in jobs:
                     record(_execute(job, plan.transforms, plan.seed))
             else:

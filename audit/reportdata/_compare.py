@@ -9,7 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-from audit.reportdata._comparisons import COMPARISON_COLUMNS, comparison_row, with_holm
+from audit.reportdata._comparisons import (
+    COMPARISON_COLUMNS,
+    NOISE_COLUMNS,
+    comparison_row,
+    with_holm,
+)
 from audit.reportdata._context import Options, pair_bounds, pair_values, proportion_columns
 from audit.reportdata._glance import integrity_alert
 from audit.rundir import RunData, load_source_pairs
@@ -17,6 +22,7 @@ from audit.scoring import (
     PairedTable,
     detectable_difference,
     paired_comparison,
+    reader_agreement,
     score_results,
 )
 from reports import (
@@ -135,7 +141,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         systems.append(row)
     baseline = included[0]
     rows = []
-    for key in order:
+    for key in order if shared else []:  # no shared pair: nothing to compare, no test
         label, reader, condition, budget = key
         if label == baseline:
             continue
@@ -169,8 +175,10 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
                 label=f"{row['b']} minus {row['a']}",
             )
             rows.append(row)
+    floors = {lab: _reader_floors(run) for lab, run in zip(labels, runs, strict=True)}
     for row in rows:  # alpha / m: the minimum detectable difference over the whole table
         row.update(_power_of(row, len(rows)))
+        row.update(_noise_of(row, floors))
     comparisons = with_holm(pd.DataFrame(rows))
     if not one_dataset:
         notes.append(
@@ -204,11 +212,64 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         }
         for lab, run in zip(labels, runs, strict=True)
     ]
+    notes += _noise_notes(floors, rows)
+    empty = (
+        None
+        if shared
+        else "No source pair is shared by every run: nothing to compare (a paired test needs "
+        "the same histories in both runs)."
+    )
     alerts = [block for run in runs for block in integrity_alert(run)]
     return _document(
         labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method,
-        alerts,
+        alerts, empty,
     )  # fmt: skip
+
+
+def _reader_floors(run: RunData) -> dict[str, float | None]:
+    """Per reader of a run: the share of source pairs whose pass the reader alone moved
+    (0 for the exact reader, a function; None: no memory was read twice)."""
+    floors: dict[str, float | None] = {"exact": 0.0}
+    for agreement in reader_agreement(run.results):
+        floors[agreement.reader] = agreement.pair_disagreement
+    return floors
+
+
+def _noise_of(row: dict[str, Any], floors: dict[str, dict[str, float | None]]) -> dict[str, Any]:
+    """The larger noise floor of the comparison's two readers, and whether the
+    difference is within it (a difference at or below it can be the readers alone)."""
+    first = floors.get(row["run_a"], {}).get(str(row["reader_a"]))
+    second = floors.get(row["run_b"], {}).get(str(row["reader_b"]))
+    if first is None or second is None:
+        return {"noise_floor": None, "within_noise": None}
+    floor = max(first, second)
+    delta = row.get("delta")
+    within = None if delta is None or pd.isna(delta) else bool(abs(delta) <= floor)
+    return {"noise_floor": floor, "within_noise": within}
+
+
+def _noise_notes(
+    floors: dict[str, dict[str, float | None]], rows: list[dict[str, Any]]
+) -> list[str]:
+    notes = []
+    unknown = sorted(
+        {f"{lab}: {reader}" for lab, by in floors.items() for reader, v in by.items() if v is None}
+    )
+    if unknown:
+        notes.append(
+            "noise floor unknown for "
+            + ", ".join(unknown)
+            + " (no memory read twice: run with --repeats 2 or more); a difference between "
+            "their runs may be the reader's own nondeterminism"
+        )
+    within = sum(1 for r in rows if r.get("within_noise"))
+    if within:
+        notes.append(
+            f"{within} difference(s) at or below the readers' noise floor (the share of "
+            "source pairs whose pass the same reader changed on re-reading an identical "
+            "memory): not distinguishable from reader noise"
+        )
+    return notes
 
 
 def _listed(labels: list[str]) -> list[Inline]:
@@ -228,6 +289,7 @@ def _document(
     notes: list[str],
     method: str,
     alerts: Sequence[Block] = (),
+    empty: str | None = None,
 ) -> Document:
     run_columns = [
         Column("label", "run", "label"),
@@ -251,13 +313,19 @@ def _document(
     if comparisons.empty:
         blocks.append(
             Paragraph(
-                "No system of a later run matches a baseline system (same condition, "
+                empty
+                or "No system of a later run matches a baseline system (same condition, "
                 "budget and reader kind): nothing to compare."
             )
         )
     else:
         blocks.append(
-            Table("comparisons-table", [*COMPARISON_COLUMNS], comparisons, csv="compare.csv")
+            Table(
+                "comparisons-table",
+                [*COMPARISON_COLUMNS, *NOISE_COLUMNS],
+                comparisons,
+                csv="compare.csv",
+            )
         )
         blocks.append(
             Chart(

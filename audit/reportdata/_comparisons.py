@@ -41,6 +41,18 @@ COMPARISON_COLUMNS = [
     ),
     Column("underpowered", "underpowered?", "flag", flag_text="underpowered"),
 ]
+NOISE_COLUMNS = [
+    Column(
+        "noise_floor",
+        "reader noise floor",
+        "rate",
+        help="the larger share, of the two readers, of source pairs whose pass changed when "
+        "the same reader read an identical memory again (repeats); 0 for the exact reader; "
+        "blank: not measured",
+    ),
+    Column("within_noise", "within noise?", "flag", flag_text="within reader noise"),
+]
+"""``audit compare`` only: runs made apart can differ by the readers' own noise."""
 
 
 def comparison_row(
@@ -116,6 +128,13 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
             comparisons=len(planned),
         )
         row = comparison_row(reader, budget, a, b, result)
+        row["reference"] = (
+            "pairwise"
+            if options.pairwise
+            else ctx.reference_status
+            if a == ctx.reference
+            else "from the data"
+        )
         row["facet"] = f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "")
         row["label"] = f"{b} minus {a}"
         rows.append(row)
@@ -123,16 +142,27 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
 
 
 def method_note(ctx: ReportContext) -> str:
-    options = ctx.options
-    what = (
-        "every two conditions"
-        if options.pairwise
-        else f"each condition against {ctx.reference!r}"
-        + (" (preregistered: fixed in the run's plan)" if ctx.preregistered else "")
-        if ctx.reference
-        else "each condition against the best strict condition by joint J (per reader and "
-        "budget; archives and probes are never the reference)"
-    )
+    status, pre = ctx.reference_status, ctx.preregistered_reference
+    if status == "pairwise":
+        what = "every two conditions (exploratory: no reference)"
+    elif status == "preregistered":
+        what = f"each condition against {ctx.reference!r} (preregistered: fixed in the run's plan)"
+    elif status == "post hoc":
+        what = f"each condition against {ctx.reference!r}, named after the run (post hoc)" + (
+            f"; the run preregistered {pre!r}: these are not the preregistered comparisons"
+            if pre is not None
+            else ""
+        )
+    else:
+        what = (
+            "each condition against the best strict condition by joint J (per reader and "
+            "budget; archives and probes are never the reference), chosen from the data: "
+            "post hoc. Holm corrects for the number of comparisons, not for picking the "
+            "best as the reference, so differences from it lean away from zero; preregister "
+            "a reference with audit run --reference"
+        )
+    if status in ("preregistered", "post hoc"):
+        what += " (where it is absent at a budget, the best strict condition, from the data)"
     return (
         f"{what}; unit: the source pair (it passes when joint J passes on every block of it "
         "at identity); exact McNemar on the discordant pairs, Holm-corrected across every "

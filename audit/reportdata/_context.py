@@ -61,6 +61,52 @@ class ReportContext:
             and (self.options.reference in (None, plan.reference))
         )
 
+    @property
+    def preregistered_reference(self) -> str | None:
+        """The reference fixed in the run's plan before it ran (``audit run --reference``)."""
+        plan = self.run.plan
+        return plan.reference if plan is not None else None
+
+    @property
+    def reference_status(self) -> str:
+        """How the comparisons' reference was chosen: ``pairwise`` (every two),
+        ``preregistered`` (fixed before the run), ``post hoc`` (named after the run, by
+        ``audit report --reference``) or ``from the data`` (the best strict condition:
+        post hoc too, chosen by looking at the results)."""
+        if self.options.pairwise:
+            return "pairwise"
+        if self.preregistered:
+            return "preregistered"
+        return "post hoc" if self.reference is not None else "from the data"
+
+    def reference_sentence(self) -> str:
+        """One sentence naming the reference, how it was chosen, and what that means."""
+        status, pre = self.reference_status, self.preregistered_reference
+        if status == "pairwise":
+            return "Comparisons: every two conditions (exploratory: no reference)."
+        if status == "preregistered":
+            return (
+                f"Comparisons: each condition against {self.reference}, preregistered "
+                "(fixed in the run's plan before it ran)."
+            )
+        if status == "post hoc":
+            text = (
+                f"Comparisons: each condition against {self.reference}, named after the run: "
+                "post hoc."
+            )
+            if pre is not None:
+                text += (
+                    f" The run preregistered {pre}; these are not the preregistered "
+                    "comparisons (audit report without --reference gives those)."
+                )
+            return text
+        return (
+            "Comparisons: each condition against the best strict condition by joint J, "
+            "chosen from the data: post hoc (Holm corrects for the number of comparisons, "
+            "not for picking the best as the reference, so differences from it lean away "
+            "from zero); preregister a reference with audit run --reference."
+        )
+
     def kind(self, condition: str) -> str:
         return self.scores.kinds.get(condition, "strict")
 

@@ -17,7 +17,13 @@ import pandas as pd
 
 from audit.reportdata._context import ReportContext, System
 from audit.rundir import RunData
-from audit.scoring import probe_matches, selection_warnings, shortcut_gaps
+from audit.scoring import (
+    article,
+    equivariance_alerts,
+    probe_matches,
+    selection_warnings,
+    shortcut_gaps,
+)
 from reports import Alert, Block, Bullets, Column, Flag, Strong, Table
 
 GAP_SHOWN = 0.05
@@ -41,20 +47,42 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
             f"{t} {match['probe_joint_J'][t]:.2f} vs {match['condition_joint_J'][t]:.2f}"
             for t in match["transforms"]
         )
+        exploits = f" (it exploits {match['exploits']})" if match["exploits"] else ""
+        advice = match["advice"]
         blocks.append(
             Alert(
                 "warn",
                 [Flag("This audit cannot tell "), Strong(match["condition"]),
-                 Flag(" from a naming heuristic"),
+                 Flag(f" from {article(match['heuristic'])} {match['heuristic']} heuristic"),
                  f" ({_where(ctx, match['reader'], match['budget'])})"],
-                ["The probe ", Strong(match["probe"]), ", which knows nothing of semantics, does "
-                 "at least as well on joint J (blocks) under every transform of this run: "
-                 f"{rates} (probe vs condition). Add a transform that breaks the heuristic "
-                 "(relabel breaks label length and order) before trusting this condition's "
-                 "score."],
+                ["The probe ", Strong(match["probe"]), f"{exploits}, which knows nothing of "
+                 "semantics, does at least as well on joint J (blocks) under every transform "
+                 f"of this run: {rates} (probe vs condition). {advice[0].upper()}{advice[1:]}."],
             )
         )  # fmt: skip
     findings: list[Any] = []
+    for alert in equivariance_alerts(ctx.scores):
+        where = _where(ctx, alert["reader"], alert["budget"])
+        if alert["check"] == "order":
+            blocks.append(
+                Alert(
+                    "warn",
+                    [Strong(alert["condition"]), Flag(" claims order invariance, and the "
+                     "claim is false"), f" ({where})"],
+                    [f"Under {alert['transform']}, its memory held other lines than at "
+                     f"identity on {alert['k']}/{alert['n']} source pairs "
+                     f"({alert['reads_k']}/{alert['reads_n']} reads), though log order "
+                     "carries no meaning and the condition declares order_invariant."],
+                )
+            )  # fmt: skip
+        elif alert["kind"] == "strict":
+            findings.append(
+                [Flag("Spelling dependence: "), Strong(ctx.label((alert["reader"],
+                 alert["condition"], alert["budget"]))), " keeps other records when labels "
+                 f"are renamed (equivariance violated under {alert['transform']} on "
+                 f"{alert['k']}/{alert['n']} source pairs): its choices depend on how "
+                 "identifiers are spelled."]
+            )  # fmt: skip
     for gap in shortcut_gaps(ctx.scores, resamples=ctx.options.resamples, seed=ctx.options.seed):
         value, p = gap["reveal_gap_blocks"], gap.get("reveal_gap_p")
         system: System = (gap["reader"], gap["condition"], gap["budget"])
@@ -86,7 +114,7 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
         items = [
             f"current prefers {inv['current_prefers']} over {inv['reveal_prefers']} "
             f"({inv['current'][0]:.2f} vs {inv['current'][1]:.2f}), reveal the opposite "
-            f"({inv['reveal'][0]:.2f} vs {inv['reveal'][1]:.2f})"
+            f"({inv['reveal'][0]:.2f} vs {inv['reveal'][1]:.2f})" + _noise_note(inv)
             for inv in warning["inversions"][:12]
         ]
         if len(warning["inversions"]) > 12:
@@ -101,10 +129,21 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
                      Strong(", ".join(warning["misleading"])),
                      ", which the reveal future shows to be worse."]  # fmt: skip
         where = _where(ctx, warning["reader"], warning["budget"])
+        noise = warning.get("within_noise", False)
+        if noise:
+            body += [" Every reversal here is within noise: none is significant by an exact "
+                     "McNemar test on these source pairs (p < 0.05 on both current and "
+                     "reveal accuracy)."]  # fmt: skip
+        title = (
+            "Current accuracy would pick a different condition than reveal accuracy"
+            if warning["misleading"]
+            else "Current and reveal accuracy pick the same best condition, but rank others "
+            "in opposite orders"
+        )
         blocks.append(
             Alert(
-                "warn",
-                f"Current accuracy ranks the conditions differently from reveal accuracy ({where})",
+                "info" if noise else "warn",
+                f"{title} ({where}{', within noise' if noise else ''})",
                 body,
                 items,
             )
@@ -118,6 +157,15 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
             )
         )
     return blocks
+
+
+def _noise_note(inversion: dict[str, Any]) -> str:
+    """How sure a reversal is: the exact McNemar p on each branch."""
+    ps = [inversion.get("current_p"), inversion.get("reveal_p")]
+    if any(p is None for p in ps):
+        return ""
+    shown = f"McNemar p {ps[0]:.2g} now, {ps[1]:.2g} after the reveal"
+    return f"; within noise ({shown})" if inversion.get("within_noise") else f" ({shown})"
 
 
 def _best(ctx: ReportContext) -> list[Any]:
@@ -150,6 +198,13 @@ def _best(ctx: ReportContext) -> list[Any]:
                 [f"{title} at {where}{tie}: ", Strong(", ".join(c for c, _ in winners)),
                  f", {cell['joint_J_pairs_k']}/{cell['joint_J_pairs_n']} source pairs{note}."]
             )  # fmt: skip
+    if len(ctx.scores.systems) > 1:  # how the comparisons' reference was chosen
+        sentence = ctx.reference_sentence()
+        lines.append(
+            sentence
+            if ctx.reference_status in ("preregistered", "pairwise")
+            else [Flag("Post hoc reference. "), sentence]
+        )
     return lines
 
 

@@ -19,7 +19,7 @@ from audit.reportdata import (
 )
 from audit.reportdata._context import Options, ReportContext
 from audit.rundir import MemoryStore, RunData
-from audit.scoring import score_results
+from audit.scoring import reader_agreement, score_results
 from reports import Code, Document, Facts, Section, Text
 
 SECTIONS: list[Callable[[ReportContext], Section]] = [
@@ -60,6 +60,7 @@ def facts(ctx: ReportContext) -> Facts:
         ("transforms", ", ".join(transforms) + (f" (seed {plan.seed})" if plan else "")),
         ("readers", ", ".join(readers) + ("" if run.has_llm else " (no LLM reader in this run)")),
     ]
+    items += [(f"reader {name}", line) for name, line in reproducibility(run)]
     environment = run.config_file.environment if run.config_file else None
     if environment is not None and environment.machine:
         machine = environment.machine
@@ -69,6 +70,40 @@ def facts(ctx: ReportContext) -> Facts:
             machine += f"; commit {environment.git_commit[:12]}"
         items.append(("machine", machine))
     return Facts(items)
+
+
+def reproducibility(run: RunData) -> list[tuple[str, str]]:
+    """Per LLM reader: its backend's mode, its determinism probe and, with repeats, how
+    often it disagreed with itself on an identical memory (the noise floor)."""
+    recorded = run.config_file.backends if run.config_file is not None else {}
+    agreements = {a.reader: a for a in reader_agreement(run.results)}
+    lines: list[tuple[str, str]] = []
+    for name in sorted(set(agreements) | {n for n, r in recorded.items() if "reader" in r.roles}):
+        parts: list[str] = []
+        record = recorded.get(name)
+        if record is not None:
+            if record.mode:
+                parts.append(f"mode {record.mode}")
+            probe = record.determinism
+            parts.append(
+                f"determinism {probe.identical}/{probe.compared} identical answers "
+                "(the same requests one at a time, then all at once shuffled)"
+                if probe is not None
+                else "determinism not measured"
+            )
+        else:
+            parts.append("determinism not recorded (a run made before it was measured)")
+        agreement = agreements.get(name)
+        if agreement is not None and agreement.groups:
+            parts.append(
+                f"the same memory read again: another score in {agreement.score_differs}/"
+                f"{agreement.groups} read groups, another answer in "
+                f"{agreement.answer_differs}/{agreement.groups}"
+            )
+        elif agreement is not None:
+            parts.append("self-agreement not measured (needs --repeats 2 or more)")
+        lines.append((name, "; ".join(parts)))
+    return lines
 
 
 def build_report(run: RunData, options: Options | None = None) -> Document:

@@ -18,8 +18,10 @@ from audit.rundir._columns import (
     results_table,
 )
 from audit.rundir._config import (
+    BackendRecord,
     ClientCounters,
     CostsFile,
+    Determinism,
     Environment,
     Invocation,
     LLMStageCost,
@@ -30,6 +32,7 @@ from audit.rundir._config import (
     prepare_directory,
     read_config_file,
     read_costs,
+    record_backends,
     record_costs,
 )
 from audit.rundir._integrity import (
@@ -53,6 +56,7 @@ from audit.rundir._layout import (
     atomic_path,
     default_run_dir,
     named_run_dir,
+    remove_stale_temps,
     seed_run_dir,
     write_atomically,
 )
@@ -115,9 +119,11 @@ __all__ = [
     "STORE_FILE",
     "STORE_FORMAT",
     "SUMMARY_FILE",
+    "BackendRecord",
     "ClientCounters",
     "ColumnBuilder",
     "CostsFile",
+    "Determinism",
     "Environment",
     "FileRecord",
     "Invocation",
@@ -160,7 +166,9 @@ __all__ = [
     "read_costs",
     "read_manifest",
     "rebuild_pairs",
+    "record_backends",
     "record_costs",
+    "remove_stale_temps",
     "results_table",
     "retryable_na_keys",
     "seed_run_dir",

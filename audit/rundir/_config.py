@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import platform
+import secrets
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from audit.errors import RunDataError, RunDirectoryError
 from audit.plan import RunPlan
-from audit.rundir._layout import CONFIG_FILE, COSTS_FILE, write_atomically
+from audit.rundir._layout import CONFIG_FILE, COSTS_FILE, read_run_file, write_atomically
 from audit.rundir._manifest import new_run_id
 
 
@@ -39,6 +40,33 @@ class Environment(BaseModel):
     git_commit: str | None = None
 
 
+class Determinism(BaseModel):
+    """A backend's determinism probe: the same requests, one at a time and all at once."""
+
+    model_config = ConfigDict(extra="allow")
+
+    identical: int
+    compared: int
+    requests: int
+    share: float | None = None
+
+
+class BackendRecord(BaseModel):
+    """What served one LLM role of a run, and how reproducible it measured."""
+
+    model_config = ConfigDict(extra="allow")
+
+    roles: list[str] = Field(default_factory=list)
+    kind: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    """``reproducible`` or ``throughput`` for the embedded backend; ``server`` for an
+    OpenAI-compatible server (its own configuration decides)."""
+    determinism: Determinism | None = None
+    """None: not measured (the stage had nothing left to do, or the probe failed)."""
+    measured: str | None = None
+
+
 class RunConfigFile(BaseModel):
     """The whole of ``config.json``."""
 
@@ -51,6 +79,24 @@ class RunConfigFile(BaseModel):
     run_id: str | None = None
     """The run's identity (``manifest.json`` and ``store.sqlite`` carry it too); None in
     a run made before run ids."""
+    backends: dict[str, BackendRecord] = Field(default_factory=dict)
+    """Per backend name (the ``reader`` / writer label of the results): what served it,
+    its mode, and its determinism as first measured by this run."""
+
+
+def record_backends(directory: Path, records: dict[str, BackendRecord]) -> None:
+    """Add backends not yet recorded to ``config.json`` (a first measurement is kept:
+    the run's answers were mostly made under it)."""
+    path = directory / CONFIG_FILE
+    with _directory_lock(directory):
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        known = payload.get("backends")
+        known = dict(known) if isinstance(known, dict) else {}
+        added = {k: v.model_dump(mode="json") for k, v in records.items() if k not in known}
+        if not added:
+            return
+        payload["backends"] = {**known, **added}
+        write_atomically(path, json.dumps(payload, indent=2) + "\n")
 
 
 def environment() -> Environment:
@@ -86,7 +132,7 @@ def read_config_file(directory: Path) -> RunConfigFile:
     """``config.json`` of a run directory, or a ``RunDataError`` naming what is wrong."""
     path = directory / CONFIG_FILE
     try:
-        return RunConfigFile.model_validate_json(path.read_bytes())
+        return RunConfigFile.model_validate_json(read_run_file(path))
     except FileNotFoundError:
         raise RunDataError(f"{path}: missing; not a run directory") from None
     except OSError as error:
@@ -110,48 +156,70 @@ def prepare_directory(out: Path, plan: RunPlan) -> tuple[bool, str]:
     if out.exists() and not out.is_dir():
         raise RunDirectoryError(f"{out} exists and is not a directory")
     config_path = out / CONFIG_FILE
-    if out.exists() and any(out.iterdir()):
-        if not config_path.exists():
+    if not config_path.exists():
+        if out.exists() and any(not _ours_in_flight(p.name) for p in out.iterdir()):
             raise RunDirectoryError(
                 f"{out} is not empty and holds no {CONFIG_FILE}: not a run directory; "
                 "choose another --out"
             )
-        try:
-            payload = json.loads(config_path.read_text(encoding="utf-8"))
-            stored = payload["config"]
-            if not isinstance(stored, dict):
-                raise TypeError("'config' is not an object")
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise RunDirectoryError(
-                f"{config_path}: damaged or unreadable ({_short(error)}); it says what this "
-                "run is, so it cannot be resumed: restore the file, or run again with "
-                "another --out"
-            ) from None
-        current = plan.model_dump(mode="json")
-        differing = sorted(
-            k for k in current.keys() | stored.keys() if current.get(k) != stored.get(k)
+        out.mkdir(parents=True, exist_ok=True)
+        run_id = new_run_id()
+        payload = {
+            "config": plan.model_dump(mode="json"),
+            "environment": environment().model_dump(mode="json"),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "run_id": run_id,
+        }
+        if _create_exclusively(config_path, json.dumps(payload, indent=2) + "\n"):
+            return False, run_id
+        # another invocation created this run a moment ago: resume it, or refuse it
+    try:
+        payload = json.loads(read_run_file(config_path).decode("utf-8"))
+        stored = payload["config"]
+        if not isinstance(stored, dict):
+            raise TypeError("'config' is not an object")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise RunDirectoryError(
+            f"{config_path}: damaged or unreadable ({_short(error)}); it says what this "
+            "run is, so it cannot be resumed: restore the file, or run again with "
+            "another --out"
+        ) from None
+    current = plan.model_dump(mode="json")
+    differing = sorted(k for k in current.keys() | stored.keys() if current.get(k) != stored.get(k))
+    if differing:
+        raise RunDirectoryError(
+            f"{out} holds a different run (differs in: {', '.join(differing)}); "
+            "it is never overwritten: choose another --out"
         )
-        if differing:
-            raise RunDirectoryError(
-                f"{out} holds a different run (differs in: {', '.join(differing)}); "
-                "it is never overwritten: choose another --out"
-            )
-        run_id = payload.get("run_id")
-        if not isinstance(run_id, str) or not run_id:
-            run_id = new_run_id()
-            payload["run_id"] = run_id
-            write_atomically(config_path, json.dumps(payload, indent=2) + "\n")
-        return True, run_id
-    out.mkdir(parents=True, exist_ok=True)
-    run_id = new_run_id()
-    payload = {
-        "config": plan.model_dump(mode="json"),
-        "environment": environment().model_dump(mode="json"),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "run_id": run_id,
-    }
-    write_atomically(config_path, json.dumps(payload, indent=2) + "\n")
-    return False, run_id
+    run_id = payload.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        run_id = new_run_id()
+        payload["run_id"] = run_id
+        write_atomically(config_path, json.dumps(payload, indent=2) + "\n")
+    return True, run_id
+
+
+def _ours_in_flight(name: str) -> bool:
+    """A temporary file of ``atomic_path`` (another invocation is creating this run)."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def _create_exclusively(path: Path, text: str) -> bool:
+    """Write ``path`` whole, only if it does not exist yet (False: someone else did).
+
+    The whole file is written to a temporary sibling and linked into place: a link
+    never replaces an existing name, so two invocations racing to create one run
+    directory cannot both win, and nobody reads a half-written file.
+    """
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.link(temp, path)
+    except FileExistsError:
+        return False
+    finally:
+        temp.unlink(missing_ok=True)
+    return True
 
 
 def _short(error: BaseException) -> str:
@@ -222,6 +290,8 @@ class Invocation(BaseModel):
     runs (or when it was killed)."""
     deterministic: StageCost | None = None
     llm: LLMStageCost | None = None
+    backends: dict[str, BackendRecord] = Field(default_factory=dict)
+    """The LLM backends this invocation measured before its stage (determinism probe)."""
 
 
 class CostsFile(BaseModel):
@@ -238,7 +308,7 @@ def read_costs(directory: Path) -> CostsFile | None:
     the file) when it cannot be read."""
     path = directory / COSTS_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_run_file(path)
     except FileNotFoundError:
         return None
     except OSError as error:

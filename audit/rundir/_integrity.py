@@ -1,13 +1,18 @@
 """Is a run whole?  Read its results from a source that can be trusted, and say so.
 
 ``manifest.json`` says what a run planned, what it finished and the sha256 of the
-result files it wrote.  ``read_checked`` compares them with what is on disk: a
-result file that no longer matches its checksum (a disk that filled, a copy cut
-short) is not read; the rows come from ``store.sqlite`` instead, where each job was
-committed whole, and only the jobs the run planned are taken.  What it finds is a
-``RunIntegrity``: complete, incomplete (and why) or damaged (which file, and the
-way out), which the report puts first and the command line turns into its exit
-status.  A run made before manifests is read as before and marked unchecked.
+result files it wrote.  ``read_checked`` compares every file it records with what is
+on disk: a result file that no longer matches its checksum (a disk that filled, a
+copy cut short, another run's file) is not read, and is named as damaged even when
+the results come from the other one; with no intact file the rows come from
+``store.sqlite``, where each job was committed whole, and only the jobs the run
+planned are taken.  The plan itself is checked against the count and sha256 the
+store recorded when the run made it, so a manifest edited to plan less is found
+out.  What it finds is a ``RunIntegrity``: complete, incomplete (and why) or damaged
+(which file, and the way out), which the report puts first and the command line
+turns into its exit status.  A run made before manifests (no run id in config.json
+or the store) is read as before and marked unchecked; a later run whose manifest is
+gone is damaged.
 """
 
 from __future__ import annotations
@@ -15,13 +20,20 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow as pa
 
 from audit.errors import RunDataError
-from audit.rundir._layout import RESULTS_CSV, RESULTS_PARQUET, STORE_FILE
+from audit.rundir._layout import (
+    MANIFEST_FILE,
+    RESULTS_CSV,
+    RESULTS_PARQUET,
+    STORE_FILE,
+    SUMMARY_FILE,
+    check_regular,
+)
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
 from audit.rundir._store import (
     STORE_FORMAT,
@@ -29,7 +41,10 @@ from audit.rundir._store import (
     connect_read_only,
     job_keys,
     job_tables,
+    plan_record,
+    store_damage,
     store_format,
+    stored_plan,
     stored_run_id,
 )
 
@@ -125,14 +140,23 @@ def retryable_na_keys(table: pa.Table) -> set[str]:
     return set(frame.loc[na, "job_key"].astype(str))
 
 
-def _matches(path: Path, manifest: RunManifest) -> bool:
+def _file_problem(path: Path, manifest: RunManifest) -> str | None:
+    """What is wrong with a file ``manifest.json`` records (None: it matches)."""
     record = manifest.files.get(path.name)
-    if record is None or not path.exists():
-        return False
+    if record is None:
+        return None
     try:
-        return file_record(path) == record
-    except OSError:
-        return False
+        found = file_record(path)
+    except FileNotFoundError:
+        return f"{path.name} is missing"
+    except OSError as error:
+        return f"{path.name} cannot be read ({error.strerror or error})"
+    if found != record:
+        return (
+            f"{path.name} does not match its checksum in {MANIFEST_FILE} (the file or the "
+            "manifest was changed after the run wrote them)"
+        )
+    return None
 
 
 def _read_file(path: Path) -> pd.DataFrame:
@@ -141,14 +165,39 @@ def _read_file(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
 
 
+def _unchecked_file(path: Path, manifest: RunManifest) -> str:
+    """Why a result file ``manifest.json`` does not record cannot be read instead."""
+    if not path.exists() and not path.is_symlink():
+        return f"{path.name} was not written yet (the run did not finish)"
+    return (
+        f"{path.name} is not recorded in {MANIFEST_FILE} (the last invocation, "
+        f"{manifest.state}, did not finish), so it cannot be checked"
+    )
+
+
 def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIntegrity]:
     """The run's rows from a trusted source, and what was found (see the module)."""
     try:
         manifest = read_manifest(run_dir)
     except RunDataError as error:
         return _without_manifest(run_dir, f"{error}")
+    store = run_dir / STORE_FILE
     if manifest is None:
-        return _read_unchecked(run_dir), RunIntegrity(checked=False)
+        if run_id is None and _store_meta(store)[0] is None:
+            return _read_unchecked(run_dir), RunIntegrity(checked=False)
+        # a run made since manifests (config.json or the store carries a run id): its
+        # manifest was deleted, maybe to hide that the run is not whole
+        return _without_manifest(run_dir, f"{MANIFEST_FILE} missing")
+    owner, recorded = _store_meta(store)
+    if recorded is not None and owner == manifest.run_id:  # another run's store: see below
+        listed = plan_record(manifest.planned_jobs, manifest.planned_units)
+        if listed != recorded:
+            return _without_manifest(
+                run_dir,
+                f"{MANIFEST_FILE} was changed after the run wrote it: its plan "
+                f"({_plan_text(listed)}) is not the one {STORE_FILE} recorded when the run "
+                f"planned it ({_plan_text(recorded)})",
+            )
     integrity = RunIntegrity(
         checked=True,
         state=manifest.state,
@@ -167,44 +216,83 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
         )
     finished = manifest.state in ("complete", "incomplete")
     files = [run_dir / RESULTS_PARQUET, run_dir / RESULTS_CSV]
+    # every file the manifest records is checked, not only the one the results come from
+    problems = {
+        name: problem
+        for name in (RESULTS_PARQUET, RESULTS_CSV, SUMMARY_FILE)
+        if (problem := _file_problem(run_dir / name, manifest)) is not None
+    }
+    frame: pd.DataFrame | None = None
     if finished:
         for path in files:
-            if _matches(path, manifest):
-                try:
-                    matched = _read_file(path)
-                except Exception:  # a file that matched its checksum yet does not parse
-                    continue
-                integrity.results_from = path.name
-                problem = _store_problem(run_dir / STORE_FILE, manifest)
-                if problem is not None:
-                    integrity.damage.append(
-                        f"{problem}: its memories (the drill-down) are not used; the "
-                        f"results come from {path.name}, which matches manifest.json"
-                    )
-                return matched, integrity
-    frame = _read_store(run_dir, manifest, run_id, integrity)
+            if path.name not in manifest.files or path.name in problems:
+                continue
+            try:
+                frame = _read_file(path)
+            except Exception as error:  # it matched its checksum yet does not parse
+                problems[path.name] = f"{path.name} cannot be parsed ({_first_line(error)})"
+                continue
+            integrity.results_from = path.name
+            store_problem = _store_problem(store, manifest)
+            if store_problem is not None:
+                integrity.damage.append(
+                    f"{store_problem}: its memories (the drill-down) are not used; the "
+                    f"results come from {path.name}, which matches manifest.json"
+                )
+            break
     if frame is None:
-        listed = " and ".join(p.name for p in files)
-        raise RunDataError(
-            f"{run_dir}: {listed} do not match manifest.json and {STORE_FILE} cannot be "
-            "used (" + "; ".join(integrity.damage) + "): nothing here can be trusted; "
-            "run the audit again"
-        )
-    integrity.results_from = STORE_FILE
-    if finished:
-        damaged = [p.name for p in files if p.name in manifest.files and not _matches(p, manifest)]
-        if damaged:
-            integrity.damage.append(
-                f"{' and '.join(damaged)} do(es) not match the checksum in manifest.json "
-                f"(damaged after the run wrote it): results read from {STORE_FILE}, which is "
-                f"intact; `audit resume {run_dir}` writes the files again"
+        frame = _read_store(run_dir, manifest, run_id, integrity)
+        if frame is None:
+            why = [
+                problems.get(path.name)
+                or (_unchecked_file(path, manifest) if path.name not in manifest.files else "")
+                for path in files
+            ]
+            raise RunDataError(
+                f"{run_dir}: " + "; ".join(w for w in why if w) + f"; and {STORE_FILE} cannot "
+                "be used (" + "; ".join(integrity.damage) + "): nothing here can be trusted; "
+                "run the audit again"
             )
+        integrity.results_from = STORE_FILE
+    for name, problem in problems.items():
+        instead = (
+            "the report does not read it"
+            if name not in (RESULTS_PARQUET, RESULTS_CSV)
+            else f"results read from {integrity.results_from}, which is intact"
+        )
+        integrity.damage.append(
+            f"{problem}: {instead}; `audit resume {run_dir}` writes the files again"
+        )
     return frame, integrity
+
+
+def _plan_text(record: dict[str, Any]) -> str:
+    if "jobs" not in record:
+        return "unreadable"
+    text = f"{record.get('jobs')} jobs"
+    if record.get("units"):
+        text += f" and {record.get('units')} LLM units"
+    return text
+
+
+def _store_meta(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """The run id and the plan record a store holds, (None, None) when it has none or
+    cannot be read (what is wrong with it is said where its rows are read)."""
+    try:
+        if not path.exists():
+            return None, None
+        db = connect_read_only(path)
+        try:
+            return stored_run_id(db), stored_plan(db)
+        finally:
+            db.close()
+    except (OSError, sqlite3.Error):
+        return None, None
 
 
 def _store_problem(path: Path, manifest: RunManifest) -> str | None:
     """What is wrong with the store beside intact result files, if anything."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return f"{STORE_FILE} is missing"
     try:
         db = connect_read_only(path)
@@ -212,12 +300,15 @@ def _store_problem(path: Path, manifest: RunManifest) -> str | None:
             if store_format(db) != STORE_FORMAT:
                 return f"{STORE_FILE} is not a store of this version"
             owner = stored_run_id(db)
+            damage = store_damage(db)
         finally:
             db.close()
     except sqlite3.Error as error:
         return f"{STORE_FILE} is damaged ({error})"
     if owner is not None and owner != manifest.run_id:
         return f"{STORE_FILE} belongs to another run (run id {owner})"
+    if damage is not None:
+        return f"{STORE_FILE} is damaged ({damage})"
     return None
 
 
@@ -227,7 +318,7 @@ def _read_store(
     """The planned jobs' rows from the store, in plan order; None (and the damage noted)
     when the store cannot be used.  Updates the finished counts from the store."""
     path = run_dir / STORE_FILE
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         integrity.damage.append(f"{STORE_FILE} is missing")
         return None
     try:
@@ -238,6 +329,10 @@ def _read_store(
     try:
         if store_format(db) != STORE_FORMAT:
             integrity.damage.append(f"{STORE_FILE} is not a store of this version")
+            return None
+        damage = store_damage(db)
+        if damage is not None:
+            integrity.damage.append(f"{STORE_FILE} is damaged ({damage})")
             return None
         owner = stored_run_id(db)
         if owner is not None and owner != manifest.run_id:
@@ -276,18 +371,20 @@ def _empty() -> pd.DataFrame:
 
 
 def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunIntegrity]:
-    """A damaged manifest: every job in the store is read, completeness unknown."""
+    """A damaged or missing manifest: every job in the store is read, completeness
+    unknown (damaged: exit 4)."""
     integrity = RunIntegrity(checked=True, state=None, results_from=STORE_FILE)
-    integrity.damage.append(
-        f"{problem}: what the run planned is unknown, so its completeness cannot be "
-        f"checked; results read from {STORE_FILE}; `audit resume {run_dir}` writes it again"
-    )
     path = run_dir / STORE_FILE
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise RunDataError(f"{problem}, and {path} is missing: run the audit again")
     try:
         db = connect_read_only(path)
         try:
+            damage = store_damage(db)
+            if damage is not None:
+                raise sqlite3.DatabaseError(damage)
+            plan = stored_plan(db)
+            keys = job_keys(db)
             table = concat_results(job_tables(db))
         finally:
             db.close()
@@ -295,6 +392,18 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
         raise RunDataError(
             f"{problem}, and {path} is unreadable ({error}): run the audit again"
         ) from None
+    held = ""
+    if plan is not None and isinstance(plan.get("jobs"), int):
+        units = plan.get("units") if isinstance(plan.get("units"), int) else 0
+        what = "jobs and LLM units" if units else "jobs"
+        held = (
+            f" ({STORE_FILE} holds {len(keys)} of the {plan['jobs'] + units} {what} the run "
+            "planned)"
+        )
+    integrity.damage.append(
+        f"{problem}: completeness cannot be checked{held}; results read from {STORE_FILE}; "
+        f"`audit resume {run_dir}` finishes the run and writes {MANIFEST_FILE} again"
+    )
     return (cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()), integrity
 
 
@@ -308,6 +417,7 @@ def _read_unchecked(run_dir: Path) -> pd.DataFrame:
         if not path.exists():
             continue
         try:
+            check_regular(path)  # a FIFO would block the reader forever
             if path == store:
                 return _legacy_store(path)
             return _read_file(path)

@@ -2,7 +2,10 @@
 
 Every file of a run directory is named here and nowhere else.  A file is written
 whole or not at all: to a temporary sibling first, then renamed over the old one,
-so a run killed (or a disk filling) mid-write never leaves a torn file in place.
+so a run killed (or a disk filling) mid-write never leaves a torn file in place; the
+sibling a killed writer leaves is removed by the next invocation
+(``remove_stale_temps``).  A file is read only when it is a regular file: a FIFO in
+its place would block the reader forever, a directory or a device is no run file.
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from audit.errors import RunDirectoryError
+from histories import MemoryAuditError
 
 CONFIG_FILE = "config.json"
 """The resolved run plan, the environment and the creation time."""
@@ -60,6 +66,115 @@ def atomic_path(path: Path) -> Iterator[Path]:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp$")
+"""What ``atomic_path`` names a temporary sibling: ``.NAME.PID.HEX8.tmp``."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's included); a pid that cannot
+    exist is not alive."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, and belongs to someone else
+    except (OverflowError, ValueError):
+        return False  # past any pid the system can give
+    except OSError:
+        return True  # cannot tell: keep its file
+    return True
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Remove the temporary siblings (``atomic_path``) that a killed process left in
+    ``directory``: those whose writer's pid is no longer alive.  A live process's file
+    (another invocation writing now) is never touched.  Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        found = _TEMP_NAME.match(entry.name)
+        if found is None or _alive(int(found["pid"])):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+        except OSError:
+            continue  # gone already, or not ours to remove
+        removed.append(Path(entry.path))
+    return removed
+
+
+class NotRegularFileError(MemoryAuditError, OSError):
+    """A run file that is a directory, a FIFO, a socket or a device: never read (a FIFO
+    would block the reader forever).  An ``OSError`` too, so every reader that names an
+    unreadable file names this one the same way."""
+
+    exit_code = 1
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def _kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
+
+
+def not_regular(path: Path, mode: int) -> NotRegularFileError:
+    """The error for a run file that is not a regular file (``mode`` from a stat)."""
+    return NotRegularFileError(
+        0,
+        f"not a regular file ({_kind(mode)}), so it is not read: put the run's own file back",
+        str(path),
+    )
+
+
+def check_regular(path: Path) -> None:
+    """Raise ``NotRegularFileError`` when ``path`` exists and is not a regular file (a
+    symbolic link to one is fine); ``FileNotFoundError`` when it does not exist."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, mode)
+
+
+@contextmanager
+def open_regular(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for binary reading, refused (``NotRegularFileError``) unless it
+    is a regular file: opening does not wait for a FIFO's writer, and nothing is read
+    from anything but a file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
+def read_run_file(path: Path) -> bytes:
+    """A run file's bytes (see ``open_regular``)."""
+    with open_regular(path) as handle:
+        return handle.read()
 
 
 def write_atomically(path: Path, data: bytes | str) -> None:

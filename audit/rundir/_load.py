@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from audit.errors import RunDataError
 from audit.plan import RunPlan
 from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, read_costs
 from audit.rundir._integrity import RunIntegrity, read_checked
-from audit.rundir._layout import CONFIG_FILE, STORE_FILE
+from audit.rundir._layout import CONFIG_FILE, STORE_FILE, read_run_file
 from audit.rundir._pairs import rebuild_pairs
 from audit.rundir._store import STORE_FORMAT, MemoryBlocks, connect_read_only, store_format
 from compressors import builtins
@@ -160,8 +161,11 @@ def _read_config(run_dir: Path, notes: list[str]) -> tuple[RunConfigFile | None,
         notes.append("no config.json: run metadata and the pair drill-down are unavailable")
         return None, {}
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        raw = json.loads(read_run_file(path).decode("utf-8"))
+    except OSError as error:
+        notes.append(f"config.json unreadable ({error.strerror or error}); metadata missing")
+        return None, {}
+    except ValueError as error:
         notes.append(f"config.json unreadable ({error}); metadata missing")
         return None, {}
     stored = raw.get("config") if isinstance(raw, dict) else None
@@ -234,7 +238,12 @@ class MemoryStore:
 
     def __init__(self, run_dir: Path) -> None:
         path = run_dir / STORE_FILE
-        self._db = connect_read_only(path) if path.exists() else None
+        self._db: sqlite3.Connection | None = None
+        if path.exists():
+            try:
+                self._db = connect_read_only(path)
+            except sqlite3.Error:  # not a store: the report says so (``read_checked``)
+                self._db = None
         self._blocks: MemoryBlocks | None = None
         if self._db is not None:
             try:
@@ -261,8 +270,8 @@ class MemoryStore:
                     self._cache.update(self._blocks.many(wanted))
                 else:
                     self._cache.update(self._legacy(wanted))
-            except sqlite3.Error:
-                pass
+            except (sqlite3.Error, pa.ArrowException, zlib.error, ValueError):
+                pass  # a damaged store: its memories are left out (the report says why)
         return {s: t for s in shas if (t := self._cache.get(s)) is not None}
 
     def _legacy(self, wanted: list[str]) -> dict[str, str]:

@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from audit.errors import RunDataError
-from audit.rundir._layout import MANIFEST_FILE, write_atomically
+from audit.rundir._layout import MANIFEST_FILE, open_regular, read_run_file, write_atomically
 
 MANIFEST_FORMAT = 1
 RunState = Literal["running", "stopped", "complete", "incomplete"]
@@ -77,10 +77,11 @@ def new_run_id() -> str:
 
 
 def file_record(path: Path) -> FileRecord:
-    """sha256 and size of a file, read in chunks."""
+    """sha256 and size of a file, read in chunks (``NotRegularFileError`` for anything
+    but a regular file)."""
     digest = hashlib.sha256()
     size = 0
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
             size += len(chunk)
@@ -89,10 +90,10 @@ def file_record(path: Path) -> FileRecord:
 
 def read_manifest(directory: Path) -> RunManifest | None:
     """``manifest.json``, None when there is none (a run made before manifests);
-    ``RunDataError`` naming the file when it cannot be read."""
+    ``RunDataError`` naming the file when it cannot be read (or is not a regular file)."""
     path = directory / MANIFEST_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_run_file(path)
     except FileNotFoundError:
         return None
     except OSError as error:

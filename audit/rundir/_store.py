@@ -12,17 +12,23 @@ an invocation, whole, in plan order, so they equal the store and do not depend o
 which worker finished first.
 
 The store belongs to one run: it records the run id of ``config.json``, and a store
-copied in from another run directory is refused.  It holds memories and raw model
-answers, so it is created readable by its owner only.
+copied in from another run directory is refused.  It also records the count and
+sha256 of the planned job keys (``record_plan``), which ``manifest.json`` lists: a
+manifest edited by hand no longer matches them.  It holds memories and raw model
+answers, so it is created readable by its owner only.  A store that cannot be read
+(a damaged page, not a regular file) is one line naming it and the way out
+(``store_error``), never a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import sqlite3
+import stat
 import time
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -36,7 +42,7 @@ import pyarrow.ipc as pa_ipc
 
 from audit.errors import RunDirectoryError, RunStorageError, StoreFormatError
 from audit.rundir._columns import RESULT_COLUMNS, RESULT_SCHEMA, results_table
-from audit.rundir._layout import STORE_FILE
+from audit.rundir._layout import STORE_FILE, not_regular
 
 STORE_FORMAT = 4
 """Bumped when the layout changes; an older store is never written to."""
@@ -137,14 +143,76 @@ def store_format(db: sqlite3.Connection) -> int | None:
     return 1 if "jobs" in tables else None
 
 
+def _regular_store(path: Path) -> None:
+    """``sqlite3.OperationalError`` unless ``path`` is a regular file: SQLite would fail
+    on a directory with a bare "unable to open", and wait forever on a FIFO."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return  # SQLite says so itself (read-only: "unable to open")
+    except OSError as error:
+        raise sqlite3.OperationalError(error.strerror or str(error)) from None
+    if not stat.S_ISREG(mode):
+        raise sqlite3.OperationalError(not_regular(path, mode).strerror)
+
+
 def connect_read_only(path: Path) -> sqlite3.Connection:
-    """A store opened read-only (immutable when even that fails: a read-only medium)."""
+    """A store opened read-only (immutable when even that fails: a read-only medium);
+    ``sqlite3.Error`` when it cannot be read at all (not a regular file, not a store)."""
+    _regular_store(path)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         db.execute("SELECT 1 FROM sqlite_master").fetchone()
         return db
     except sqlite3.Error:
-        return sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        db = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        try:
+            db.execute("SELECT 1 FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+
+def store_damage(db: sqlite3.Connection) -> str | None:
+    """What SQLite's structural check finds wrong with an open store (None: nothing).
+    It reads every page once: a report calls it, a run does not."""
+    try:
+        found = [str(row[0]) for row in db.execute("PRAGMA quick_check(3)")]
+    except sqlite3.Error as error:
+        return str(error)
+    if found == ["ok"]:
+        return None
+    lines = [line.strip() for row in found for line in row.splitlines() if line.strip()]
+    text = "; ".join(line for line in lines if not line.startswith("***"))
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def plan_record(jobs: Sequence[str], units: Sequence[str]) -> dict[str, Any]:
+    """The count and sha256 of a run's planned job and unit keys, in plan order: what
+    the store records when the run plans them, to check ``manifest.json`` against."""
+    text = json.dumps([list(jobs), list(units)], separators=(",", ":"))
+    return {
+        "jobs": len(jobs),
+        "units": len(units),
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    }
+
+
+def stored_plan(db: sqlite3.Connection) -> dict[str, Any] | None:
+    """The plan record a store holds (``plan_record``); None in a store made before
+    stores recorded it."""
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "run_meta" not in tables:
+        return None
+    found = db.execute("SELECT value FROM run_meta WHERE key = 'plan'").fetchone()
+    if found is None:
+        return None
+    try:
+        value = json.loads(found[0])
+    except (TypeError, ValueError):
+        return {"unreadable": str(found[0])[:100]}  # never equal to a real record
+    return value if isinstance(value, dict) else {"unreadable": str(value)[:100]}
 
 
 def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
@@ -261,6 +329,7 @@ class RunStore:
         if not self.path.exists():
             _create_private(self.path)
         try:
+            _regular_store(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None)
         except sqlite3.Error as error:
             raise store_error(self.path, error, "open") from None
@@ -299,8 +368,31 @@ class RunStore:
     def close(self) -> None:
         self._db.close()
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A failed read (a damaged page, a blob that does not decode) as one line
+        naming the store and the way out."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "read") from None
+        except pa.ArrowException as error:
+            raise store_error(self.path, error, "read") from None
+
+    def record_plan(self, jobs: Sequence[str], units: Sequence[str]) -> None:
+        """Record the count and sha256 of the planned job and unit keys (``plan_record``),
+        so that a ``manifest.json`` whose plan was edited by hand is found out by
+        ``audit report``; called when the run plans them, before the manifest is
+        written."""
+        value = json.dumps(plan_record(jobs, units))
+        try:
+            self._db.execute("INSERT OR REPLACE INTO run_meta VALUES ('plan', ?)", (value,))
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "record the plan") from None
+
     def finished_jobs(self) -> set[str]:
-        return {key for (key,) in self._db.execute("SELECT job_key FROM jobs")}
+        with self._reading():
+            return {key for (key,) in self._db.execute("SELECT job_key FROM jobs")}
 
     def add_job(self, job: PackedJob, replace: bool = False) -> bool:
         """Commit a whole job atomically; False (and nothing changed) if already stored,
@@ -348,19 +440,23 @@ class RunStore:
         self, order: Sequence[str] = (), only: Collection[str] | None = None
     ) -> Iterator[pa.Table]:
         """Each stored job's results (see ``job_tables``)."""
-        return job_tables(self._db, order, only)
+        for key in self.job_keys(order, only):
+            yield self.table(key)
 
     def job_keys(self, order: Sequence[str] = (), only: Collection[str] | None = None) -> list[str]:
-        return job_keys(self._db, order, only)
+        with self._reading():
+            return job_keys(self._db, order, only)
 
     def table(self, key: str) -> pa.Table:
         """One stored job's results."""
-        return job_table(self._db, key)
+        with self._reading():
+            return job_table(self._db, key)
 
     def logs(self, order: Sequence[str] = ()) -> list[str]:
         """Every stored job's log text, jobs in ``order`` first."""
         rank = {key: i for i, key in enumerate(order)}
-        found = self._db.execute("SELECT job_key, text FROM job_logs").fetchall()
+        with self._reading():
+            found = self._db.execute("SELECT job_key, text FROM job_logs").fetchall()
         found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[0]))
         return [text for _, text in found]
 
@@ -370,10 +466,12 @@ class RunStore:
             yield from table.to_pylist()
 
     def memory(self, sha: str) -> str | None:
-        return self._memories.get(sha)
+        with self._reading():
+            return self._memories.get(sha)
 
     def memory_shas(self) -> set[str]:
-        return self._memories.shas()
+        with self._reading():
+            return self._memories.shas()
 
 
 def _create_private(path: Path) -> None:
@@ -383,9 +481,11 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
-def store_error(path: Path, error: sqlite3.Error, doing: str) -> RunStorageError:
+def store_error(
+    path: Path, error: sqlite3.Error | pa.ArrowException, doing: str
+) -> RunStorageError:
     """A store failure as one line: the file, what failed, and the way out."""
-    text = str(error)
+    text = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
     lowered = text.lower()
     if "full" in lowered:
         advice = (
@@ -397,7 +497,13 @@ def store_error(path: Path, error: sqlite3.Error, doing: str) -> RunStorageError
             "the run directory is read-only: a run cannot be resumed there (reports can "
             "still be written elsewhere with --out)"
         )
-    elif "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+    elif (
+        isinstance(error, pa.ArrowException)
+        or "not a database" in lowered
+        or "malformed" in lowered
+        or "corrupt" in lowered
+        or "not a regular file" in lowered
+    ):
         advice = (
             "the store is damaged: move it away and run again; finished work is redone "
             "(LLM answers come back from the response cache)"

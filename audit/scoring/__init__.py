@@ -6,6 +6,8 @@ reads (``score_results``); ``_gaps``, ``_selection`` and ``_stats`` build on the
 ``audit compare`` take their numbers from here, so one name never means two things.
 """
 
+from audit.scoring._agreement import ReaderAgreement, noise_floor, reader_agreement
+from audit.scoring._claims import equivariance_alerts
 from audit.scoring._compactions import COMPACTION_LEVELS, compaction_curve
 from audit.scoring._gaps import GAP_METRICS, shortcut_gaps
 from audit.scoring._metrics import (
@@ -28,8 +30,15 @@ from audit.scoring._power import (
     pairs_needed,
     power,
 )
-from audit.scoring._probes import probe_matches
-from audit.scoring._replication import REPLICATED, heterogeneity_p, replicate
+from audit.scoring._probes import (
+    article,
+    grouped_matches,
+    listed,
+    probe_advice,
+    probe_facts,
+    probe_matches,
+)
+from audit.scoring._replication import REPLICATED, heterogeneity_p, heterogeneity_test, replicate
 from audit.scoring._selection import selection_warnings
 from audit.scoring._stats import (
     ALPHA,
@@ -98,26 +107,36 @@ __all__ = [
     "PairedComparison",
     "PairedTable",
     "Proportion",
+    "ReaderAgreement",
     "Scores",
     "Unit",
     "alpha_per_test",
+    "article",
     "bootstrap_mean",
     "cell_entry",
     "cluster_bootstrap",
     "cluster_bootstrap_interval",
     "compaction_curve",
     "detectable_difference",
+    "equivariance_alerts",
+    "grouped_matches",
     "heterogeneity_p",
+    "heterogeneity_test",
     "holm",
     "is_degenerate",
+    "listed",
     "mcnemar_exact",
     "minimum_detectable_difference",
     "newcombe_paired",
+    "noise_floor",
     "paired_comparison",
     "pairs_needed",
     "power",
+    "probe_advice",
+    "probe_facts",
     "probe_matches",
     "proportion",
+    "reader_agreement",
     "replicate",
     "score_results",
     "selection_warnings",

@@ -49,14 +49,22 @@ class Metric:
     branches: tuple[str, ...]
     """The branches whose reads make up a block."""
     na: Literal["bounds", "exclude"]
-    """``bounds``: NA computed as fail and as pass; ``exclude``: blocks with NA left out
-    (adequacy and collision are undefined for a memory the exact reader cannot parse)."""
+    """``bounds``: an empty value (an NA read; a memory the exact reader cannot parse, for
+    adequacy) computed as fail and as pass; ``exclude``: blocks with one left out (no
+    score does that any more: a smaller n flatters)."""
     description: str
     family: str | None = None
     """Only this family's pairs count (late-reference adequacy)."""
     failure: bool = False
     """The score counts a failure (a collision): a source pair then counts when *any* of
     its blocks does, so the source-pair figure stays the worst case."""
+    on_error: float | None = None
+    """The value a read of outcome ``error`` (the compressor raised) takes in ``column``,
+    whatever the results hold: the compressor's fault, so a failure (no adequate memory;
+    a collision: no memory tells the variants apart), never a smaller n."""
+    per_read: bool = True
+    """Whether the score has a form in reads (a collision is a property of two memories,
+    not of one read)."""
 
 
 METRICS: tuple[Metric, ...] = (
@@ -77,18 +85,21 @@ METRICS: tuple[Metric, ...] = (
         "both variants answered right on both futures",
     ),
     Metric(
-        "adequacy", "retained-state adequacy", "adequate", ("reveal",), "exclude",
+        "adequacy", "retained-state adequacy", "adequate", ("reveal",), "bounds",
         "E_q on the memory after the reveal future gives the gold answer, both variants "
-        "(no reader involved)",
+        "(no reader involved; a memory E_q cannot parse is undetermined: bounds)",
+        on_error=0.0,
     ),
     Metric(
         "late_reference_adequacy", "late-reference adequacy", "adequate", ("reveal",),
-        "exclude", "adequacy on the late-reference family", family=LATE_REFERENCE,
+        "bounds", "adequacy on the late-reference family", family=LATE_REFERENCE,
+        on_error=0.0,
     ),
     Metric(
-        "collision", "collision", "collision", ("current",), "exclude",
+        "collision", "collision", "collision", ("current",), "bounds",
         "the two variants' memories are byte-identical after the prefix: at most one of "
-        "them can be right after the reveal", failure=True,
+        "them can be right after the reveal (a compressor that raised left no memory to "
+        "tell them apart: a collision)", failure=True, on_error=1.0, per_read=False,
     ),
 )  # fmt: skip
 LENIENT_METRICS: tuple[Metric, ...] = (

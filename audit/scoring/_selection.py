@@ -8,6 +8,13 @@ source pairs passing: current accuracy's best (ties included) against reveal
 accuracy's best.  An *inversion* is two conditions where current accuracy strictly
 prefers one and reveal accuracy strictly prefers the other; a tie on current
 accuracy is no preference, and is counted apart when reveal accuracy splits it.
+
+A reversal of one or two pairs is noise: each inversion carries the exact McNemar
+p-value of the two conditions on the source pairs both determined, on current and
+on reveal accuracy, and is ``within_noise`` unless both are below 0.05; each
+condition current accuracy would pick wrongly carries the p-value of its reveal
+difference from reveal accuracy's best.  A warning whose every reversal is within
+noise says so.
 """
 
 from __future__ import annotations
@@ -15,7 +22,46 @@ from __future__ import annotations
 from typing import Any
 
 from audit.scoring._metrics import ALL, IDENTITY
+from audit.scoring._stats import ALPHA, PairedTable, mcnemar_exact
 from audit.scoring._table import Scores
+
+System = tuple[str, str, int]
+Passes = dict[System, dict[str, int]]
+"""Per system: each source pair's pass (1) or fail (0), where NA leaves it determined."""
+
+
+def _passes(scores: Scores, metric: str) -> Passes:
+    frame = scores.pairs.get(metric)
+    out: Passes = {}
+    if frame is None or frame.empty:
+        return out
+    frame = frame[(frame["transform"] == IDENTITY) & (frame["every_lo"] == frame["every_hi"])]
+    for reader, condition, budget, pair, value in zip(
+        frame["reader"], frame["condition"], frame["budget"], frame["source_pair_id"],
+        frame["every_lo"], strict=True,
+    ):  # fmt: skip
+        out.setdefault((reader, condition, int(budget)), {})[pair] = int(value)
+    return out
+
+
+def _mcnemar(passes: Passes, a: System, b: System) -> float | None:
+    """Exact McNemar p of two systems on the source pairs both determined (None: none)."""
+    first, second = passes.get(a, {}), passes.get(b, {})
+    shared = first.keys() & second.keys()
+    if not shared:
+        return None
+    pairs = [(first[p], second[p]) for p in shared]
+    table = PairedTable(
+        both=sum(bool(x and y) for x, y in pairs),
+        only_a=sum(bool(x and not y) for x, y in pairs),
+        only_b=sum(bool(y and not x) for x, y in pairs),
+        neither=sum(bool(not x and not y) for x, y in pairs),
+    )
+    return mcnemar_exact(table)
+
+
+def _noise(p: float | None) -> bool:
+    return p is None or p >= ALPHA
 
 
 def _bounds(cell: dict[str, Any], metric: str) -> tuple[float, float] | None:
@@ -47,6 +93,13 @@ def selection_warnings(scores: Scores) -> list[dict[str, Any]]:
         if now is not None and later is not None:
             by_block.setdefault((reader, budget), {})[condition] = (now, later)
     out: list[dict[str, Any]] = []
+    found: dict[str, Passes] = {}
+
+    def passes(metric: str) -> Passes:  # per-pair passes, only where a warning needs them
+        if metric not in found:
+            found[metric] = _passes(scores, metric)
+        return found[metric]
+
     for (reader, budget), rates in by_block.items():
         if len(rates) < 2:
             continue
@@ -56,7 +109,7 @@ def selection_warnings(scores: Scores) -> list[dict[str, Any]]:
         top_reveal = max(lo for lo, _ in reveal.values())
         best_current = [c for c, (_, hi) in current.items() if hi >= top_current]
         best_reveal = [c for c, (_, hi) in reveal.items() if hi >= top_reveal]
-        inversions = [
+        inversions: list[dict[str, Any]] = [
             {"current_prefers": a, "reveal_prefers": b,
              "current": [current[a][0], current[b][0]], "reveal": [reveal[a][0], reveal[b][0]]}
             for a in current
@@ -70,6 +123,24 @@ def selection_warnings(scores: Scores) -> list[dict[str, Any]]:
             if current[a] == current[b] and reveal[a] != reveal[b]
         )
         misleading = [c for c in best_current if c not in best_reveal]
+        for inversion in inversions:
+            first: System = (reader, inversion["current_prefers"], budget)
+            second: System = (reader, inversion["reveal_prefers"], budget)
+            now_p = _mcnemar(passes("current"), first, second)
+            later_p = _mcnemar(passes("reveal"), first, second)
+            inversion.update(
+                current_p=now_p, reveal_p=later_p, within_noise=_noise(now_p) or _noise(later_p)
+            )
+        misleading_p = {
+            c: {
+                b: _mcnemar(passes("reveal"), (reader, c, budget), (reader, b, budget))
+                for b in best_reveal
+            }
+            for c in misleading
+        }
+        within_noise = all(i["within_noise"] for i in inversions) and all(
+            _noise(p) for found in misleading_p.values() for p in found.values()
+        )
         out.append(
             {
                 "reader": reader,
@@ -77,9 +148,11 @@ def selection_warnings(scores: Scores) -> list[dict[str, Any]]:
                 "best_by_current": best_current,
                 "best_by_reveal": best_reveal,
                 "misleading": misleading,
+                "misleading_reveal_p": misleading_p,
                 "inversions": inversions,
                 "ties_split_by_reveal": ties,
                 "warn": bool(misleading) or bool(inversions),
+                "within_noise": within_noise,
             }
         )
     return out

@@ -5,7 +5,9 @@ included): each metric's counts in source pairs, blocks and (one-branch metrics)
 reads, as ``{"k", "k_high", "n"}`` (``k_high`` > ``k`` only with NA reads: the
 bounds NA as fail / NA as pass); NA and over-budget reads; equivariance violations
 in source pairs and reads; mean memory bytes; outcomes (reads).  Then the shortcut
-gaps and where current accuracy would pick a different condition.  The console, the
+gaps, where current accuracy would pick a different condition, the probes that do as
+well as a condition, and the equivariance checks that failed
+(``equivariance_alerts``).  The console, the
 report and ``audit compare`` use the same numbers (``audit.scoring``).
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from audit.scoring._claims import equivariance_alerts
 from audit.scoring._gaps import shortcut_gaps
 from audit.scoring._metrics import UNITS
 from audit.scoring._probes import probe_matches
@@ -71,7 +74,7 @@ def summarize(
     if df.empty:
         return {"run": meta, "units": UNIT_NOTES, "n_reads": 0, "n_source_pairs": 0,
                 "scores": [], "shortcut_gaps": [], "selection": [], "probe_matches": [],
-                "kinds": {}}  # fmt: skip
+                "equivariance_alerts": [], "kinds": {}}  # fmt: skip
     scores = score_results(df, conditions or ())
     return summary_of(scores, meta, len(df), int(df["source_pair_id"].nunique()))
 
@@ -86,5 +89,6 @@ def summary_of(scores: Scores, meta: dict[str, Any], n_reads: int, n_pairs: int)
         "shortcut_gaps": shortcut_gaps(scores),
         "selection": selection_warnings(scores),
         "probe_matches": probe_matches(scores),
+        "equivariance_alerts": equivariance_alerts(scores),
         "kinds": scores.kinds,
     }

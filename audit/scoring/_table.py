@@ -104,6 +104,18 @@ class _Layout:
             rows &= self.family == self.family_names.get(metric.family, -2)
         return rows
 
+    def metric_values(self, metric: Metric) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """A metric's column as floats, a read of outcome ``error`` set to the metric's
+        ``on_error`` (the compressor raised: its fault, whatever the column holds)."""
+        values = self.numbers(metric.column)
+        if metric.on_error is None:
+            return values
+        key = f"{metric.column}@error={metric.on_error}"
+        if key not in self._numbers:
+            raised = (self.df["outcome"].astype(str) == "error").to_numpy()
+            self._numbers[key] = np.where(raised, metric.on_error, values)
+        return self._numbers[key]
+
     def numbers(self, column: str) -> np.ndarray[Any, np.dtype[np.float64]]:
         """A column as floats (NaN: empty), converted once."""
         if column not in self._numbers:
@@ -131,7 +143,7 @@ def _pair_counts(layout: _Layout, metric: Metric) -> _PairCounts:
     empty = np.zeros(layout.n_pairs)
     if metric.column not in layout.df or not rows.any():
         return _PairCounts(empty, empty, empty)
-    values = layout.numbers(metric.column)[rows]
+    values = layout.metric_values(metric)[rows]
     block = layout.block[rows]
     n_blocks = int(layout.block.max(initial=-1)) + 1
     fails_lo = np.bincount(block, ~(values == 1), n_blocks) > 0
@@ -259,9 +271,9 @@ def score_results(df: pd.DataFrame, conditions: Sequence[str] = ()) -> Scores:
         columns[f"{name}_blocks_k"] = layout.per_cell_of_pairs(counts.lo)
         columns[f"{name}_blocks_k_high"] = layout.per_cell_of_pairs(counts.hi)
         columns[f"{name}_blocks_n"] = layout.per_cell_of_pairs(counts.blocks)
-        if len(metric.branches) == 1 and metric.column in df:
+        if len(metric.branches) == 1 and metric.per_read and metric.column in df:
             rows = layout.metric_rows(metric)
-            values = layout.numbers(metric.column)
+            values = layout.metric_values(metric)
             counted = rows & ~np.isnan(values) if metric.na == "exclude" else rows
             unknown = np.isnan(values) & (metric.na == "bounds")
             columns[f"{name}_reads_k"] = layout.per_cell(rows & (values == 1))

@@ -30,6 +30,8 @@ ORDER = (
     "probe_lexicographic",
     "probe_newest",
     "probe_random",
+    "probe_lowrev",
+    "probe_rare_op_or_value",
 )
 """How listings and default runs order the built-ins: strict first, then archives,
 then the shortcut probes (the floor)."""

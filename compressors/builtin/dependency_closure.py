@@ -3,8 +3,12 @@
 At answer time it computes the query's dependency closure over the raw history
 (every key reachable through copies, selectors, options and conditions, through
 any record, live or not) and shows the records that touch those keys, revokes of
-them, and the clock, newest first within the budget.  Retrieval with perfect
-knowledge of the semantics: a ceiling for structure-aware retrieval.
+them, and the clock.  Retrieval with perfect knowledge of the semantics: a ceiling
+for structure-aware retrieval.  When they exceed the budget (never at 1,200 B on the
+pilots, whose closures reach 514 B), the largest revisions and ticks go in first,
+ties broken by the record's text: a rank of the record alone, never its place in the
+log, so the claim of order invariance holds at every budget (version 1 took the
+newest first by arrival, and broke it).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ def full_closure(
 @register
 class DependencyClosure(ArchiveCompressor):
     name = "dependency_closure"
+    version = "2"
     order_invariant = True
     summary = "archive: records in the query's dependency closure over the raw history"
 
@@ -62,7 +67,16 @@ class DependencyClosure(ArchiveCompressor):
             for r in history
             if r.id in ids or r.op == "tick" or (r.op == "revoke" and r.target in ids)
         ]
-        # newest first into the budget; the memory keeps the history's order
+        # the largest revisions and ticks first into the budget, ties by text (never by
+        # arrival: order_invariant); the memory keeps the history's order
         stream = Stream.from_records(relevant)
-        newest_first = range(len(relevant) - 1, -1, -1)
-        return stream.dump(pack_positions(newest_first, stream.sizes, budget))
+        ranked = sorted(range(len(relevant)), key=lambda p: _rank(relevant[p]))
+        return stream.dump(pack_positions(ranked, stream.sizes, budget))
+
+
+def _rank(record: Record) -> tuple[int, str]:
+    """Kept first: the largest revision (a tick: the largest time), then by text."""
+    number = getattr(record, "rev", None)
+    if number is None:
+        number = getattr(record, "now", None)
+    return (-(number or 0), record.canonical_line)
