@@ -321,12 +321,12 @@ def test_no_llm_adapters_match_their_library_called_directly(pilot, name):
 # what each no-LLM adapter keeps on the cca-pilot at 1,200 B (docs/adapters.md):
 # source pairs at identity, blocks under relabel:5
 FIGURES = {
-    "inspect_trim": {"current": 3, "reveal": 2, "override": 24, "joint_J": 2, "adequacy": 2,
-                     "collision": 16, "relabel_joint_J": (10, 120)},
-    "inspect_edit": {"current": 3, "reveal": 2, "override": 24, "joint_J": 2, "adequacy": 2,
-                     "collision": 20, "relabel_joint_J": (10, 120)},
-    "langchain_trim": {"current": 4, "reveal": 2, "override": 24, "joint_J": 2, "adequacy": 2,
-                       "collision": 14, "relabel_joint_J": (10, 120)},
+    "inspect_trim": {"current": 6, "reveal": 0, "override": 24, "joint_J": 0, "adequacy": 0,
+                     "collision": 20, "relabel_joint_J": (0, 120)},
+    "inspect_edit": {"current": 2, "reveal": 0, "override": 23, "joint_J": 0, "adequacy": 0,
+                     "collision": 23, "relabel_joint_J": (0, 120)},
+    "langchain_trim": {"current": 7, "reveal": 0, "override": 24, "joint_J": 0, "adequacy": 0,
+                       "collision": 20, "relabel_joint_J": (0, 120)},
 }  # fmt: skip
 
 
