@@ -541,3 +541,77 @@ def test_one_adapter_with_two_parameter_sets_gives_two_llm_units(pilot):
     assert len(units) == 2
     assert len({u.key for u in units}) == 2
     assert {u.condition.label for u in units} == {s.label for s in specs}
+
+
+# ------------------------------------------------------------------ repeated compaction
+
+
+def _reveal_row(pair: str, variant: str, adequate: float | None, outcome: str) -> dict:
+    return {"reader": "exact", "condition": "c", "budget": 600, "transform": "identity",
+            "transform_index": 0, "pair_id": pair, "source_pair_id": pair, "repeat": 0,
+            "variant": variant, "branch": "reveal", "adequate": adequate, "correct": 1.0,
+            "outcome": outcome}  # fmt: skip
+
+
+def test_the_compaction_curve_takes_unjudged_memories_as_bounds_and_errors_as_failures():
+    """No block is left out of n (as for every score): an unparsed memory gives bounds,
+    a compressor that raised fails its block whatever its row says."""
+    import pandas as pd
+
+    from audit.scoring import compaction_curve
+
+    rows = [
+        _reveal_row("p1", "A", 1.0, "pass"), _reveal_row("p1", "B", 1.0, "pass"),
+        _reveal_row("p2", "A", 1.0, "pass"), _reveal_row("p2", "B", None, "unparsed"),
+        _reveal_row("p3", "A", 1.0, "error"), _reveal_row("p3", "B", 1.0, "pass"),
+        _reveal_row("p4", "A", 0.0, "wrong_log"), _reveal_row("p4", "B", 1.0, "pass"),
+    ]  # fmt: skip
+    curve = compaction_curve(pd.DataFrame(rows))
+    assert len(curve) == 1
+    row = curve.iloc[0]
+    assert (row["adequacy_k"], row["adequacy_k_high"], row["adequacy_n"]) == (1, 2, 4)
+
+
+@pytest.fixture(scope="module")
+def rechunk_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    out = tmp_path_factory.mktemp("rechunk") / "run"
+    result = runner.invoke(
+        app,
+        ["run", "--preset", "cca-pilot", "--conditions", "tail,frontier", "--transforms",
+         "identity,rechunk:2", "--budget", str(BUDGET), "--out", str(out), "--quiet"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_repeated_compaction_is_a_curve_per_condition_and_never_a_shortcut(rechunk_run):
+    import pandas as pd
+
+    from audit.scoring import compaction_curve
+
+    summary = json.loads((rechunk_run / "summary.json").read_text())
+    curve = compaction_curve(pd.read_parquet(rechunk_run / "results.parquet"))
+    for condition in ("tail", "frontier"):
+        mine = curve[curve["condition"] == condition]
+        assert list(mine["transform"]) == ["identity", "rechunk", "rechunk"]
+        assert set(mine["adequacy_n"]) == {24}
+        identity = next(
+            c for c in summary["scores"]
+            if c["condition"] == condition and c["transform"] == "identity"
+            and c["family"] == "all"
+        )  # fmt: skip
+        # at identity a block is a source pair: the curve starts at the table's figure
+        assert mine.iloc[0]["adequacy_k"] == identity["source pairs"]["adequacy"]["k"]
+    # rechunk keeps every record: a memory that keeps what matters is not hurt by it
+    frontier = curve[curve["condition"] == "frontier"]
+    assert frontier["adequacy_k"].min() >= frontier.iloc[0]["adequacy_k"] - 1
+    assert not [g for g in summary["shortcut_gaps"] if g["transform"] == "rechunk"]
+    result = runner.invoke(app, ["report", str(rechunk_run)])
+    assert result.exit_code == 0, result.output
+    report = (rechunk_run / "report" / "report.md").read_text()
+    assert "Repeated compaction" in report
+    assert "No rechunk transform" not in report
+    assert "under rechunk" not in report  # no "Shortcut:" finding for it
+    robustness = report.split("Transform robustness", 1)[1].split("###", 1)[0]
+    assert "only the identity instances" in robustness  # rechunk is not compared there
+    assert (rechunk_run / "report" / "compactions.csv").exists()

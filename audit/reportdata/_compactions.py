@@ -54,9 +54,9 @@ def compactions_frame(ctx: ReportContext) -> pd.DataFrame:
         )
         rows.append(row)
     frame = pd.DataFrame(rows)
-    for prefix, high in (("adequacy", "adequacy_k"), ("joint_J", "joint_J_k_high")):
+    for prefix in ("adequacy", "joint_J"):
+        high = f"{prefix}_k_high"
         k, n = frame[f"{prefix}_k"].to_numpy(), frame[f"{prefix}_n"].to_numpy()
-        frame[f"{prefix}_k_high"] = frame[high]
         frame[f"{prefix}_rate"] = np.where(n > 0, k / np.maximum(n, 1), np.nan)
         frame[f"{prefix}_low"] = wilson_arrays(k, n)[0]
         frame[f"{prefix}_high"] = wilson_arrays(frame[high].to_numpy(), n)[1]
@@ -100,7 +100,8 @@ def build(ctx: ReportContext) -> Section:
                 "The same prefix streamed in more, smaller chunks (rechunk): each memory has "
                 "been compacted more times before the same futures. Adequacy is the exact "
                 "reader's verdict after the reveal future, both variants, per block; a "
-                "memory the exact reader cannot judge (a summary) leaves its block out."
+                "memory the exact reader cannot judge (a summary) makes its block "
+                "undetermined (bounds k..k_high), a compressor that raised fails it."
             ),
             Chart(
                 "compactions-chart",
