@@ -87,10 +87,26 @@ def parse_budgets(text: str, option: str = "--budget") -> list[int]:
     return list(dict.fromkeys(budgets))
 
 
+def split_conditions(text: str) -> list[str]:
+    """The items of a comma list of conditions: an item that is only ``key=value`` (no
+    ``:``) is one more parameter of the condition before it, so a condition keeps every
+    parameter (``langchain_summary:keep_messages=4,max_tokens=64,tail``)."""
+    items: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, equals, _ = part.partition("=")
+        if items and equals and ":" not in key and " " not in key.strip():
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return items
+
+
 def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionSpec]:
-    """A comma list of conditions (``name[:k=v]`` or ``package.module:Class``), each once."""
+    """A comma list of conditions (``name[:k=v,...]`` or ``package.module:Class``), each once."""
     try:
-        specs = [parse_spec(part) for part in text.split(",") if part.strip()]
+        specs = [parse_spec(part) for part in split_conditions(text)]
         for spec in specs:
             _ = spec.budget  # a bad per-condition budget is named now, not in a worker
     except UnknownCompressorError as error:

@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from audit.errors import PluginScaffoldError
 from compressors import ENTRY_POINT_GROUP, available, builtins
+from compressors.adapters import ChatAdapter
 
 LLM_WRITER = "LLM"
 DETERMINISTIC_WRITER = "deterministic"
@@ -70,8 +71,18 @@ def list_compressors() -> list[CompressorInfo]:
         if cls.name != listing.name:
             summary += f" [class name {cls.name!r}]"
         writer = LLM_WRITER if cls.uses_llm else DETERMINISTIC_WRITER
-        rows.append(CompressorInfo(listing.name, str(cls.kind), writer, listing.origin, summary))
+        origin = listing.origin
+        if listing.origin == "adapter" and isinstance(cls, type) and issubclass(cls, ChatAdapter):
+            extra = cls.extra
+            origin = f"adapter [{extra}]" if cls.installed() else f"needs [{extra}]"
+        rows.append(CompressorInfo(listing.name, str(cls.kind), writer, origin, summary))
     return rows
+
+
+def missing_extras(rows: Sequence[CompressorInfo]) -> list[str]:
+    """The extras of listed adapters that are not installed, in listing order."""
+    found = [r.origin[len("needs [") : -1] for r in rows if r.origin.startswith("needs [")]
+    return list(dict.fromkeys(found))
 
 
 def render_compressor_list(rows: Sequence[CompressorInfo] | None = None, width: int = 100) -> str:
@@ -105,6 +116,12 @@ def render_compressor_list(rows: Sequence[CompressorInfo] | None = None, width: 
                 subsequent_indent=_INDENT,
                 break_on_hyphens=False,
             )
+    extras = missing_extras(rows)
+    if extras:
+        lines.append(
+            "adapters marked needs [EXTRA] run once their library is installed: "
+            f"pip install 'memory-audit[{','.join(extras)}]'"
+        )
     failed = sum(1 for row in rows if row.error is not None)
     if failed:
         lines.append(

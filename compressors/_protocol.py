@@ -12,43 +12,78 @@ re-read the raw history (extra storage), so they are ceilings, not memories.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from compressors._chat import ChatClient
-from histories import MemoryAuditError, Record, RenderStyle, render_records
+from histories import (
+    ChatTurn,
+    MemoryAuditError,
+    Record,
+    RenderStyle,
+    chat_messages,
+    render_records,
+)
 
 CompressorKind = Literal["strict", "archive", "probe"]
 
 
 class ChunkView:
     """One chunk of history as a compressor sees it: the records, and (rendered on
-    first use) the text of the pair's rendering, for writers that read text.
+    first use) the text of the pair's rendering, for writers that read text, and its
+    chat form (``messages``), for adapters of chat-memory libraries.
 
     A view is immutable, so the audit builds one per chunk of a pair and shows it to
     every condition: what is derived from it on first use is derived once.  ``seed``
-    picks a prose rendering's phrasings: one seed for the chunk, or one per record.
+    picks a prose rendering's phrasings and the chat form's wording: one seed for the
+    chunk, or one per record (the audit gives one per record, from the record's
+    identity in the source pair).
     """
 
-    __slots__ = ("_lines", "_sizes", "_text", "records", "seed", "style")
+    __slots__ = ("_lines", "_messages", "_seed", "_seed_of", "_sizes", "_text", "records", "style")
 
     def __init__(
-        self, records: Sequence[Record], style: RenderStyle = "json", seed: int | Sequence[int] = 0
+        self,
+        records: Sequence[Record],
+        style: RenderStyle = "json",
+        seed: int | Sequence[int] | Callable[[], Sequence[int]] = 0,
     ) -> None:
         self.records = tuple(records)
         self.style: RenderStyle = style
-        self.seed = seed
+        self._seed_of = seed if callable(seed) else None
+        self._seed: int | Sequence[int] = 0 if callable(seed) else seed
         self._text: str | None = None
         self._lines: tuple[str, ...] | None = None
         self._sizes: tuple[int, ...] | None = None
+        self._messages: tuple[ChatTurn, ...] | None = None
+
+    @property
+    def seed(self) -> int | Sequence[int]:
+        """The phrasing seed(s); a callable given instead is called on first use (the
+        audit's per-record seeds cost a hash per record, paid only by what reads prose
+        or the chat form)."""
+        if self._seed_of is not None:
+            self._seed, self._seed_of = tuple(self._seed_of()), None
+        return self._seed
 
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = render_records(self.records, self.style, self.seed)
+            # only prose reads the seeds: json and log never pay for them
+            seed = self.seed if self.style == "prose" else 0
+            self._text = render_records(self.records, self.style, seed)
         return self._text
+
+    @property
+    def messages(self) -> tuple[ChatTurn, ...]:
+        """The chunk as chat turns (``histories.chat_messages``): a request, a call of
+        the tool ``read_log``, its result (the records in the pair's rendering) and an
+        acknowledgement, worded by the records' seeds."""
+        if self._messages is None:
+            self._messages = chat_messages(self.records, self.style, self.seed)
+        return self._messages
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -94,6 +129,9 @@ class Compressor(ABC):
     arrived in (under every prefix permutation, the memory is the identity memory up to
     line order).  Log order carries no meaning, so a condition whose design ignores it
     should say so."""
+    adapter: ClassVar[bool] = False
+    """True for adapters of a third-party memory library (``compressors.adapters``): an
+    optional extra, never part of the default audit."""
     summary: ClassVar[str] = ""
     """One line for ``audit compressors``."""
     heuristic: ClassVar[str] = "shortcut"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -38,17 +39,30 @@ def register(cls: C) -> C:
     return cls
 
 
-def builtins() -> dict[str, type[Compressor]]:
-    """Registered built-ins: strict conditions first, then archives, in preferred order."""
+def _registered() -> dict[str, type[Compressor]]:
+    """Every registered class, built-ins and adapters, in preferred order."""
+    from compressors.adapters import ADAPTERS  # registers on import (no extra imported)
     from compressors.builtin import ORDER  # registers on import
 
-    rank = {name: i for i, name in enumerate(ORDER)}
+    rank = {name: i for i, name in enumerate((*ORDER, *ADAPTERS))}
     names = sorted(_BUILTINS, key=lambda n: (rank.get(n, len(rank)), n))
     return {name: _BUILTINS[name] for name in names}
 
 
+def builtins() -> dict[str, type[Compressor]]:
+    """Registered built-ins: strict conditions first, then archives, in preferred order."""
+    return {name: cls for name, cls in _registered().items() if not cls.adapter}
+
+
+def adapters() -> dict[str, type[Compressor]]:
+    """The adapters of third-party memory libraries (``compressors.adapters``), whether
+    or not their extras are installed: each imports its library only when it runs."""
+    return {name: cls for name, cls in _registered().items() if cls.adapter}
+
+
 def deterministic_builtins() -> list[str]:
-    """Built-ins an exact-reader audit runs by default: no model writes or reads them."""
+    """Built-ins an exact-reader audit runs by default: no model writes or reads them
+    (adapters are never in it: an opt-in, ``--conditions inspect_trim``)."""
     return [n for n, c in builtins().items() if not c.uses_llm and not c.needs_llm_reader]
 
 
@@ -80,11 +94,23 @@ class ConditionSpec:
         return {k: v for k, v in self.params.items() if k != "budget"}
 
 
+_COMMAND_KEYS = re.compile(r"(run|timeout)=")
+
+
 def parse_spec(text: str) -> ConditionSpec:
-    """``name``, ``name:k=v,k2=v2``, ``pkg.mod:Class`` or ``pkg.mod:Class:k=v``."""
+    """``name``, ``name:k=v,k2=v2``, ``pkg.mod:Class`` or ``pkg.mod:Class:k=v``; and
+    the external forms: ``cmd:COMMAND`` (short for ``cmd:run=COMMAND``) and
+    ``http://HOST:PORT/PATH`` (short for ``http:url=URL``)."""
     text = text.strip()
     if not text:
         raise UnknownCompressorError("empty condition name")
+    if text.startswith("cmd:") and not _COMMAND_KEYS.match(text[4:]):
+        command = text[4:].strip()
+        if not command:
+            raise UnknownCompressorError("cmd: give the command to run, cmd:COMMAND")
+        return ConditionSpec(label=text, target="cmd", params={"run": command})
+    if text.startswith(("http://", "https://")):
+        return ConditionSpec(label=text, target="http", params={"url": text})
     parts = text.split(":")
     if len(parts) >= 2 and "=" not in parts[1]:
         target, rest = f"{parts[0]}:{parts[1]}", parts[2:]
@@ -114,8 +140,8 @@ def _check_class(obj: object, where: str) -> type[Compressor]:
 
 
 def resolve_class(target: str) -> type[Compressor]:
-    """The class a target names: built-in, then entry point, then module:attr."""
-    known = builtins()
+    """The class a target names: built-in or adapter, then entry point, then module:attr."""
+    known = _registered()
     if target in known:
         return known[target]
     plugins = _entry_points()
@@ -169,8 +195,10 @@ class Listing:
 
 
 def available() -> list[Listing]:
-    """Built-ins, then installed plugins (loaded to describe them; failures listed)."""
+    """Built-ins, then adapters (installed or not), then installed plugins (loaded to
+    describe them; failures listed)."""
     rows = [Listing(name, "built-in", cls) for name, cls in builtins().items()]
+    rows += [Listing(name, "adapter", cls) for name, cls in adapters().items()]
     for name, ep in sorted(_entry_points().items()):
         try:
             rows.append(Listing(name, f"plugin {ep.value}", _check_class(ep.load(), name)))

@@ -22,7 +22,7 @@ VariantName = Literal["A", "B"]
 FutureName = Literal["reveal", "override"]
 Branch = Literal["current", "reveal", "override"]
 RenderStyle = Literal["json", "log", "prose"]
-TransformKind = Literal["rename", "permute", "decoy", "relabel", "rerev", "revalue"]
+TransformKind = Literal["rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk"]
 
 VARIANTS: tuple[VariantName, VariantName] = ("A", "B")
 FUTURES: tuple[FutureName, FutureName] = ("reveal", "override")

@@ -24,6 +24,10 @@
   value's shape no longer says whose it is.  Integers stay integers (shifted by one
   offset, so ``add`` arithmetic still holds) and values longer than 18 characters keep
   their length and which positions two of them share (a substitution per position).
+* ``rechunk`` - the prefix streamed in more, smaller chunks: the ``index``-th copy cuts
+  every chunk into pieces of ``chunk_size >> (index + 1)`` records (at least one), so
+  a memory goes through more updates (compactions) before the same futures.  Records,
+  order and the chunk boundaries of both variants stay as they were.
 
 Every transformed pair is re-verified by E_q: gold answers are recomputed and must
 equal the transformed source gold, and the pair property must still hold.
@@ -56,7 +60,7 @@ from histories._pair import (
 from histories._records import LABEL_FIELDS, Record, referenced_keys, replace_fields
 
 TRANSFORM_KINDS: tuple[str, ...] = (
-    "identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue",
+    "identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk",
 )  # fmt: skip
 _DISTRACTOR_FIRST = string.ascii_lowercase[:13]  # a-m
 _TASK_FIRST = string.ascii_lowercase[13:]  # n-z
@@ -467,7 +471,39 @@ def _map_gold(
     )
 
 
-TransformName = Literal["identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue"]
+# ------------------------------------------------------------------ rechunk
+
+
+def rechunk_size(chunk_size: int, index: int) -> int:
+    """Records per update of the ``index``-th rechunking: the chunk size halved
+    ``index + 1`` times, at least one (8 records: 4, 2, 1, 1, ...)."""
+    return max(1, chunk_size >> (index + 1))
+
+
+def _cut(chunks: Iterable[list[Record]], size: int) -> list[list[Record]]:
+    return [chunk[i : i + size] for chunk in chunks for i in range(0, len(chunk), size)]
+
+
+def rechunked_updates(pair: Pair, index: int, variant: VariantName = "A") -> int:
+    """How many prefix updates the ``index``-th rechunking of ``pair`` streams."""
+    return len(_cut(pair.variants.of(variant).chunks, rechunk_size(pair.chunk_size, index)))
+
+
+def rechunk(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """The prefix of both variants cut into smaller chunks (``rechunk_size``), verified."""
+    _require_source(pair)
+    size = rechunk_size(pair.chunk_size, index)
+    variants = Variants.model_construct(
+        A=Variant.model_construct(chunks=_cut(pair.variants.A.chunks, size)),
+        B=Variant.model_construct(chunks=_cut(pair.variants.B.chunks, size)),
+    )
+    cut = pair.model_copy(update={"variants": variants})
+    return _verified(cut.model_copy(update=_provenance(pair, "rechunk", index, {})))
+
+
+TransformName = Literal[
+    "identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk"
+]
 _APPLY = {
     "rename": rename,
     "permute": permute,
@@ -475,6 +511,7 @@ _APPLY = {
     "relabel": relabel,
     "rerev": rerev,
     "revalue": revalue,
+    "rechunk": rechunk,
 }
 
 

@@ -33,7 +33,26 @@ def _names(requirements: list[str]) -> set[str]:
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 RUNTIME = _names(PROJECT["dependencies"])
-EXTRAS = {name: _names(reqs) for name, reqs in PROJECT.get("optional-dependencies", {}).items()}
+OPTIONAL: dict[str, list[str]] = PROJECT.get("optional-dependencies", {})
+SELF = re.compile(rf"^{re.escape(PROJECT['name'])}\[([^\]]*)\]$")
+
+
+def _expanded(extra: str, seen: frozenset[str] = frozenset()) -> set[str]:
+    """An extra's distributions, with ``memory-audit[a,b]`` (the project's own extras,
+    as ``dev`` and ``adapters`` name them) replaced by what those extras install."""
+    names: set[str] = set()
+    for requirement in OPTIONAL.get(extra, []):
+        own = SELF.match(requirement.replace(" ", ""))
+        if own is None:
+            names |= _names([requirement])
+            continue
+        for inner in own.group(1).split(","):
+            if inner not in seen:
+                names |= _expanded(inner, seen | {extra})
+    return names
+
+
+EXTRAS = {name: _expanded(name) for name in OPTIONAL}
 
 
 def top_level_imports(path: Path) -> set[str]:
@@ -80,6 +99,14 @@ def test_tests_and_benchmarks_import_only_declared_dependencies(folder: str):
     files = sorted((ROOT / folder).glob("*.py"))
     assert files
     assert undeclared(files, RUNTIME | EXTRAS.get("dev", set())) == {}
+
+
+def test_dev_installs_every_adapter_extra():
+    """The README's test command (``.[dev]``) installs the adapters' libraries: their
+    tests must run in CI."""
+    for extra in ("inspect-ai", "langchain", "langmem", "llama-index"):
+        assert EXTRAS[extra], extra
+        assert EXTRAS[extra] <= EXTRAS["dev"], extra
 
 
 def test_the_check_sees_an_undeclared_import(tmp_path: Path):

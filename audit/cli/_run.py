@@ -77,8 +77,8 @@ def run_audit(
     transforms: Annotated[
         str,
         typer.Option(
-            help="identity, rename:K, permute:K, relabel:K, decoy:K, rerev:K, revalue:K "
-            "(comma list)."
+            help="identity, rename:K, permute:K, relabel:K, decoy:K, rerev:K, revalue:K, "
+            "rechunk:K (comma list)."
         ),
     ] = DEFAULT_TRANSFORMS,
     budget: Annotated[

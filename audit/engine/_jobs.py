@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from audit.engine._exact import read_exact
+from audit.engine._exact import memory_records
 from audit.engine._rows import Gold, JobRows, golds_of
 from audit.engine._streaming import (
     UpdateMemo,
@@ -25,11 +25,12 @@ from audit.engine._streaming import (
     stream_variant,
 )
 from audit.plan import Cell, TransformSpec
-from compressors import Compressor, build, dump, load
+from compressors import ChatUnavailableError, Compressor, build, dump, load
 from histories import (
     BRANCHES,
     VARIANTS,
     Branch,
+    LogIndex,
     Pair,
     Record,
     RenderParseError,
@@ -71,7 +72,7 @@ class _Reads:
 
     def __init__(self) -> None:
         self.digests: dict[str, tuple[str, int]] = {}
-        self.answers: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self.answers: dict[tuple[str, tuple[str, ...]], tuple[Any, bool]] = {}
 
     def digest(self, memory: str) -> tuple[str, int]:
         found = self.digests.get(memory)
@@ -80,12 +81,17 @@ class _Reads:
             found = self.digests[memory] = (hashlib.sha256(raw).hexdigest(), len(raw))
         return found
 
-    def read(self, memory: str, query: tuple[str, ...]) -> Any:
-        """E_q's answer on the memory, or None when it is not a record log."""
+    def read(self, memory: str, query: tuple[str, ...]) -> tuple[Any, bool]:
+        """E_q's answer on the memory (None when it holds no records E_q can read),
+        and whether a wrong answer is conclusive (the records are all the memory holds,
+        ``read_exact``)."""
         key = (memory, query)
-        if key not in self.answers:
-            self.answers[key] = read_exact(memory, query, {}).answer
-        return self.answers[key]
+        found = self.answers.get(key)
+        if found is None:
+            records, complete = memory_records(memory)
+            answer = None if records is None else LogIndex(records).resolve(query)
+            found = self.answers[key] = (answer, complete)
+        return found
 
 
 def _same_records(identity: str, memory: str, renamed: Mapping[int, Record]) -> bool:
@@ -156,6 +162,11 @@ def _run_instance(
         streamed = {
             v: stream_variant(compressor, pair, v, budget, memo, plans[v]) for v in VARIANTS
         }
+    except ChatUnavailableError as error:  # infrastructure (an external system): NA
+        rows.log.append(f"{label} on {pair.pair_id}: unavailable: {error}")
+        shared = rows.shared(pair, label, compressor, budget, reader="exact")
+        rows.failed(shared, golds, f"unavailable: {error}", outcome="na", correct=None)
+        return
     except (Exception, SystemExit):  # a plugin that exits is a compressor that raised
         trace = traceback.format_exc()
         rows.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")
@@ -176,13 +187,15 @@ def _run_instance(
         for branch in BRANCHES:
             memory = streamed[variant].memories[branch]
             gold, gold_json = golds[(variant, branch)]
-            answer = reads.read(memory, query)
+            answer, complete = reads.read(memory, query)
             if answer is None:
                 outcome, adequate, answer_json = "unparsed", None, None
             elif answer == gold:
                 outcome, adequate, answer_json = "pass", 1, gold_json
-            else:
+            elif complete:
                 outcome, adequate, answer_json = "wrong_log", 0, json.dumps(answer)
+            else:  # a transcript with a summary: its record lines alone are not conclusive
+                outcome, adequate, answer_json = "unparsed", None, json.dumps(answer)
             digest, size = reads.digest(memory)
             rows.keep(memory, digest)
             equivariant: int | None = None

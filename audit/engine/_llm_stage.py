@@ -80,7 +80,13 @@ def plan_units(
     """Every unit of the stage, keyed by what determines its rows."""
     identity = json.dumps(stage.model_dump(mode="json"), sort_keys=True)
     cells = cells_of(stage.conditions, budgets)
-    versions = {spec.label: build(spec).label for spec in stage.conditions}
+    # what names a condition's rows: its compressor's version, and its parameters when
+    # it has any (two parameter sets of one compressor are two units; a condition
+    # without parameters keeps the key it always had, so older runs still resume)
+    versions = {
+        spec.label: build(spec).label + (f" {spec.label}" if spec.params else "")
+        for spec in stage.conditions
+    }
     units = []
     for source in sample_pairs(pairs, stage.sample):
         for spec in stage.transforms:
@@ -293,7 +299,7 @@ async def run_unit(
             if log is not None:
                 figures[variant] = branch_figures(log.updates, plan)
         except ChatUnavailableError as error:
-            streamed[variant] = f"writer unavailable: {error}"
+            streamed[variant] = f"unavailable: {error}"
         except Exception:
             trace = traceback.format_exc()
             rows.log.append(f"{label} on {pair.pair_id} (repeat {unit.repeat}): raised\n{trace}")

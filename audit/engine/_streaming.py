@@ -17,6 +17,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from compressors import ArchiveCompressor, ChunkView, Compressor
 from histories import BRANCHES, FUTURES, Branch, Pair, Record, VariantName
@@ -46,11 +47,10 @@ def plan_variant(pair: Pair, variant: VariantName) -> VariantPlan:
     """The chunks one variant streams: worked out once per pair instance, shared by
     every condition streaming it."""
 
-    prose = pair.render == "prose"
-
     def chunk(records: Sequence[Record], index: int) -> ChunkPlan:
-        seed = phrasing_seeds(pair, records) if prose else 0
-        view = ChunkView(records, pair.render, seed)
+        # per-record seeds for prose phrasings and the chat form's wording (a record
+        # shared by A and B, or renamed, is worded the same), computed on first use
+        view = ChunkView(records, pair.render, partial(phrasing_seeds, pair, records))
         return (view, tuple(map(id, view.records)), index)
 
     prefix = pair.variants.of(variant).chunks

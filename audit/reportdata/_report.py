@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from audit.reportdata import (
     _budget,
+    _compactions,
     _comparisons,
     _costs,
     _drilldown,
@@ -28,6 +29,7 @@ SECTIONS: list[Callable[[ReportContext], Section]] = [
     _transforms.build,
     _failures.build,
     _budget.build,
+    _compactions.build,
     _costs.build,
     _method.build,
     _drilldown.build,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from audit.reportdata._context import ReportContext, proportion_columns
-from audit.scoring import IDENTITY, cluster_bootstrap, shortcut_gaps
+from audit.scoring import IDENTITY, REPEATED_COMPACTION, cluster_bootstrap, shortcut_gaps
 from reports import Chart, Column, Paragraph, Section, Table
 
 
@@ -26,6 +26,8 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
     rows = []
     for system in ctx.scores.systems:
         for transform in ctx.scores.transforms():
+            if transform == REPEATED_COMPACTION:
+                continue  # not a shortcut test: the section "Repeated compaction"
             cell = ctx.scores.cell(system, transform)
             if cell is None:
                 continue

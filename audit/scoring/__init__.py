@@ -8,6 +8,7 @@ reads (``score_results``); ``_gaps``, ``_selection`` and ``_stats`` build on the
 
 from audit.scoring._agreement import ReaderAgreement, noise_floor, reader_agreement
 from audit.scoring._claims import equivariance_alerts
+from audit.scoring._compactions import COMPACTION_LEVELS, REPEATED_COMPACTION, compaction_curve
 from audit.scoring._gaps import GAP_METRICS, shortcut_gaps
 from audit.scoring._metrics import (
     ALL,
@@ -81,6 +82,7 @@ __all__ = [
     "BOOTSTRAP_WITHIN",
     "BY_NAME",
     "CELL",
+    "COMPACTION_LEVELS",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
     "DEFAULT_TARGET",
@@ -94,6 +96,7 @@ __all__ = [
     "MIN_STRATUM_CLUSTERS",
     "NEWCOMBE",
     "PAIR_KEYS",
+    "REPEATED_COMPACTION",
     "REPLICATED",
     "SCORED_COLUMNS",
     "SYSTEM",
@@ -114,6 +117,7 @@ __all__ = [
     "cell_entry",
     "cluster_bootstrap",
     "cluster_bootstrap_interval",
+    "compaction_curve",
     "detectable_difference",
     "equivariance_alerts",
     "grouped_matches",

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from audit.scoring._compactions import REPEATED_COMPACTION
 from audit.scoring._metrics import ALL, IDENTITY
 from audit.scoring._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean
 from audit.scoring._table import Scores
@@ -105,6 +106,8 @@ def shortcut_gaps(
         if base is None:
             continue
         for transform in scores.transforms():
+            if transform == REPEATED_COMPACTION:
+                continue  # it measures repeated compaction (its own curve), not a shortcut
             moved = scores.cell(system, transform, family) if transform != IDENTITY else None
             if moved is None:
                 continue

@@ -1,0 +1,437 @@
+"""Any memory system, in any language: the command protocol and its HTTP form.
+
+``--conditions 'cmd:python my_memory.py'`` starts the command once (per worker
+process) and keeps it running; each update is one JSON line on its standard input::
+
+    {"protocol": "memory-audit/1", "memory": "...", "query_keys": ["k"], "budget": 1200,
+     "chunk": {"records": [{...}], "text": "...", "style": "json",
+               "messages": [{"role": "user", "content": "...", ...}]}}
+
+and it answers one JSON line on its standard output, ``{"memory": "..."}``.  The
+memory string is still its only state between updates: the audit sends it back each
+time, and a process may be restarted at any update.  ``http://HOST:PORT/PATH``
+POSTs the same JSON object to a server the user runs and reads the same answer.
+``docs/adapters.md`` is the reference, with a complete example in JavaScript.
+
+An update that times out, a process that exits or an answer that is not one JSON
+object with a string ``memory`` is an infrastructure failure: the stream's reads
+are NA with the cause in the ``error`` column (``ExternalUnavailableError``), never
+wrong; the process is killed (its whole process group) and a fresh one is started
+for the next update.  An answer ``{"error": "..."}`` is the system saying it failed:
+the compressor raised (outcome ``error``, scored 0).  Processes never outlive the
+audit: each is killed at the exit of the process that started it, and dies with it
+if that process is killed (Linux: ``PR_SET_PDEATHSIG``); a process that reads its
+input to the end should also exit on end of file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import http.client
+import json
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict
+from multiprocessing import util as mp_util
+from typing import IO, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compressors._chat import ChatUnavailableError
+from compressors._protocol import ChunkView, Compressor
+from compressors._registry import register
+from histories import MemoryAuditError
+
+PROTOCOL = "memory-audit/1"
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""A longer answer line is malformed (a runaway process must not exhaust memory)."""
+STDERR_TAIL = 2000
+"""Characters of the process's standard error quoted in a failure's cause."""
+
+
+class ExternalUnavailableError(ChatUnavailableError):
+    """An external memory system did not answer: a timeout, a crash, a malformed
+    answer, a connection refused.  Like an unavailable LLM writer, the stream's reads
+    are NA (the cause in the ``error`` column), never scored as wrong."""
+
+
+class ExternalMemoryError(MemoryAuditError, RuntimeError):
+    """The external system answered ``{"error": ...}``: the compressor failed."""
+
+
+def request_payload(
+    memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int
+) -> dict[str, Any]:
+    """The JSON object of one update."""
+    messages = []
+    for turn in chunk.messages:
+        message: dict[str, Any] = {"role": turn.role, "content": turn.content}
+        if turn.tool_calls:
+            message["tool_calls"] = [asdict(call) for call in turn.tool_calls]
+        if turn.tool_call_id is not None:
+            message["tool_call_id"] = turn.tool_call_id
+        messages.append(message)
+    return {
+        "protocol": PROTOCOL,
+        "memory": memory,
+        "chunk": {
+            "records": [record.to_dict() for record in chunk.records],
+            "text": chunk.text,
+            "style": chunk.style,
+            "messages": messages,
+        },
+        "query_keys": list(query_keys),
+        "budget": budget,
+    }
+
+
+def parse_answer(raw: bytes, where: str) -> str:
+    """The memory of an answer; ``ExternalUnavailableError`` when it is malformed,
+    ``ExternalMemoryError`` when the system reported a failure of its own."""
+    try:
+        answer = json.loads(raw)
+    except (ValueError, RecursionError) as error:
+        excerpt = raw[:200].decode("utf-8", "replace")
+        raise ExternalUnavailableError(
+            f"{where}: malformed answer (not JSON: {error}): {excerpt!r}"
+        ) from None
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str) and "memory" not in answer:
+        raise ExternalMemoryError(f"{where} reported an error: {answer['error'][:500]}")
+    if not isinstance(answer, dict) or not isinstance(answer.get("memory"), str):
+        kind = type(answer).__name__
+        raise ExternalUnavailableError(
+            f'{where}: malformed answer (expected {{"memory": "..."}}, got a {kind} '
+            f"{json.dumps(answer)[:200]})"
+        )
+    return str(answer["memory"])
+
+
+def _prctl() -> Any:
+    """libc's prctl, resolved before any fork (the child must not import)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: the child gets SIGKILL when the thread that started it ends (the process
+    killed, or the audit's worker thread gone): PR_SET_PDEATHSIG."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)
+
+
+class ExternalProcess:
+    """One long-lived external process speaking the JSON-lines protocol.
+
+    ``ask`` writes one line and reads one line within the timeout; any failure kills
+    the process (its process group) and raises ``ExternalUnavailableError``; the next
+    ``ask`` starts a new one.  Thread-safe: requests to one process are serialized.
+    """
+
+    def __init__(self, argv: Sequence[str], where: str) -> None:
+        self.argv = list(argv)
+        self.where = where
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stderr: IO[bytes] | None = None
+        self.buffer = b""
+        self.starts = 0
+        self.lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
+        try:
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if _PRCTL is not None else None,
+            )
+        except OSError as error:
+            raise ExternalUnavailableError(f"{self.where}: cannot start: {error}") from None
+        self.buffer = b""
+        self.starts += 1
+        return self.process
+
+    def _stderr_tail(self) -> str:
+        if self.stderr is None:
+            return ""
+        try:
+            self.stderr.seek(0, os.SEEK_END)
+            size = self.stderr.tell()
+            self.stderr.seek(max(0, size - STDERR_TAIL))
+            tail = self.stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        return f"; stderr: {tail[-STDERR_TAIL:]}" if tail else ""
+
+    def _fail(self, cause: str) -> ExternalUnavailableError:
+        tail = self._stderr_tail()
+        self.stop()
+        return ExternalUnavailableError(f"{self.where}: {cause}{tail}")
+
+    def ask(self, line: bytes, timeout: float) -> bytes:
+        with self.lock:
+            process = self.process
+            if process is None or process.poll() is not None:
+                process = self._start()
+            deadline = time.monotonic() + timeout
+            assert process.stdin is not None
+            self._write_line(process, line + b"\n", deadline, timeout)
+            return self._read_line(process, deadline, timeout)
+
+    def _write_line(
+        self, process: subprocess.Popen[bytes], data: bytes, deadline: float, timeout: float
+    ) -> None:
+        """Write the update within the timeout: a process that stops reading its input
+        cannot block the audit once the pipe is full."""
+        assert process.stdin is not None
+        fd = process.stdin.fileno()
+        os.set_blocking(fd, False)
+        view = memoryview(data)
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise self._fail(f"no answer within {timeout:g} s (timeout)")
+                try:
+                    written = os.write(fd, view)
+                except BlockingIOError:
+                    continue
+                except OSError:  # a broken pipe: it exited, or closed its input
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(timeout=1)
+                    code = process.poll()
+                    if code is None:
+                        raise self._fail("the process closed its input") from None
+                    raise self._fail(
+                        f"the process exited (code {code}) before reading the update"
+                    ) from None
+                view = view[written:]
+
+    def _read_line(
+        self, process: subprocess.Popen[bytes], deadline: float, timeout: float
+    ) -> bytes:
+        assert process.stdout is not None
+        fd = process.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self.buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise self._fail(f"no answer within {timeout:g} s (timeout)")
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    code = process.wait(timeout=5) if process.poll() is None else process.returncode
+                    raise self._fail(f"the process exited (code {code}) without answering")
+                self.buffer += chunk
+                if len(self.buffer) > MAX_ANSWER_BYTES:
+                    raise self._fail(f"malformed answer (a line over {MAX_ANSWER_BYTES} bytes)")
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        if self.buffer.strip():
+            raise self._fail("malformed answer (more than one line for one update)")
+        return line
+
+    def stop(self) -> None:
+        """End the process and everything it started: close its input, give it a
+        moment, then SIGTERM and SIGKILL its process group."""
+        process, self.process = self.process, None
+        if process is not None:
+            _end(process)
+        if self.stderr is not None:
+            with contextlib.suppress(OSError):
+                self.stderr.close()
+            self.stderr = None
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    for stream in (process.stdin, process.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=0.5)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)  # its own session: the group is its children too
+        try:
+            process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # children left behind by a leader that exited
+
+
+_PROCESSES: dict[tuple[str, ...], ExternalProcess] = {}
+_PROCESSES_LOCK = threading.Lock()
+_OWNER = os.getpid()
+
+
+def process_for(argv: Sequence[str], where: str) -> ExternalProcess:
+    """This process's long-lived external process for ``argv`` (one per worker)."""
+    global _OWNER
+    with _PROCESSES_LOCK:
+        if os.getpid() != _OWNER:  # a forked worker: the parent's processes are not ours
+            _PROCESSES.clear()
+            _OWNER = os.getpid()
+            mp_util.Finalize(None, stop_all, exitpriority=100)
+        found = _PROCESSES.get(tuple(argv))
+        if found is None:
+            found = _PROCESSES[tuple(argv)] = ExternalProcess(argv, where)
+        return found
+
+
+def stop_all() -> None:
+    """Stop every external process this process started (at exit, and in tests)."""
+    with _PROCESSES_LOCK:
+        processes = list(_PROCESSES.values())
+        _PROCESSES.clear()
+    for process in processes:
+        process.stop()
+
+
+atexit.register(stop_all)
+mp_util.Finalize(None, stop_all, exitpriority=100)  # multiprocessing workers skip atexit
+
+
+class CommandParams(BaseModel):
+    """``cmd:COMMAND`` or ``cmd:run=COMMAND,timeout=SECONDS``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str = Field(min_length=1)
+    """The command line (split like a shell would, not run by one; no commas)."""
+    timeout: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds an update may take (a process's first includes its start)."""
+
+
+@register
+class CommandMemory(Compressor):
+    """An external process speaking the JSON-lines protocol."""
+
+    name = "cmd"
+    version = "1"
+    summary = "cmd:COMMAND: an external process, one JSON line per update (docs/adapters.md)"
+    adapter = True
+    extra: ClassVar[str] = ""
+    Params = CommandParams
+
+    def _argv(self) -> list[str]:
+        params = self.params
+        assert isinstance(params, CommandParams)
+        argv = shlex.split(params.run)
+        if not argv:
+            raise ExternalUnavailableError(f"cmd: empty command {params.run!r}")
+        return argv
+
+    def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
+        params = self.params
+        assert isinstance(params, CommandParams)
+        where = f"cmd:{params.run}"
+        line = json.dumps(request_payload(memory, chunk, query_keys, budget)).encode()
+        process = process_for(self._argv(), where)
+        raw = process.ask(line, params.timeout)
+        try:
+            return parse_answer(raw, where)
+        except ExternalUnavailableError:
+            process.stop()  # what it will say next is anyone's guess: start afresh
+            raise
+
+    async def aupdate(
+        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
+    ) -> str:
+        return await asyncio.to_thread(self.update, memory, chunk, query_keys, budget)
+
+
+class HttpParams(BaseModel):
+    """``http://HOST:PORT/PATH`` or ``http:url=URL,timeout=SECONDS``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(pattern=r"^https?://")
+    timeout: float = Field(default=30.0, gt=0, le=3600)
+
+
+@register
+class HttpMemory(Compressor):
+    """A server the user runs, POSTed the same JSON object per update."""
+
+    name = "http"
+    version = "1"
+    summary = "http://HOST:PORT/PATH: a server you run, POSTed one JSON object per update"
+    adapter = True
+    extra: ClassVar[str] = ""
+    Params = HttpParams
+
+    def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
+        params = self.params
+        assert isinstance(params, HttpParams)
+        body = json.dumps(request_payload(memory, chunk, query_keys, budget)).encode()
+        request = urllib.request.Request(
+            params.url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        deadline = time.monotonic() + params.timeout
+        try:
+            with urllib.request.urlopen(request, timeout=params.timeout) as response:
+                raw = _read_body(response, deadline, params)
+        except urllib.error.HTTPError as error:
+            raise ExternalUnavailableError(
+                f"{params.url}: HTTP {error.code} {error.reason}"
+            ) from None
+        except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as error:
+            reason = getattr(error, "reason", None) or f"{type(error).__name__}: {error}"
+            raise ExternalUnavailableError(f"{params.url}: {reason}") from None
+        return parse_answer(raw.strip(), params.url)
+
+    async def aupdate(
+        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
+    ) -> str:
+        return await asyncio.to_thread(self.update, memory, chunk, query_keys, budget)
+
+
+def _read_body(response: Any, deadline: float, params: HttpParams) -> bytes:
+    """The whole answer within the timeout (a server sending a byte at a time under
+    the per-read timeout cannot stretch it), no more than the size cap, and as long as
+    its Content-Length says."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise ExternalUnavailableError(
+                f"{params.url}: no answer within {params.timeout:g} s (timeout)"
+            )
+        part = response.read1(1 << 16)
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+        if size > MAX_ANSWER_BYTES:
+            raise ExternalUnavailableError(f"{params.url}: malformed answer (over the size cap)")
+    stated = response.headers.get("Content-Length")
+    if stated is not None and stated.isdigit() and int(stated) != size:
+        raise ExternalUnavailableError(
+            f"{params.url}: incomplete answer ({size} of {stated} bytes)"
+        )
+    return b"".join(parts)
