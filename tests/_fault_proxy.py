@@ -26,12 +26,10 @@ its messages and seed) gets ``decide(digest, n)``, from ``seed`` alone, whatever
 in which concurrent requests arrive.  A test can therefore predict the plan (``plan``) and
 choose a seed.  Every attempt is logged (``events``).
 
-``memo=True`` keeps the upstream's 200 answers by request body and answers a repeated body
-from memory (still "forwarded unchanged": the same bytes the upstream gave for that body).
-It keeps retries cheap on a slow CPU model, and it separates what the fault tests check
-(the audit's handling of faults) from batch-dependent floating-point differences of the
-upstream.  ``require_api_key`` makes the proxy refuse any other ``Authorization`` with a
-401 whose message echoes the header it got (as a careless proxy does).
+Every attempt not faulted before the upstream is forwarded and computed there (nothing
+is kept between attempts), so a retried read is really asked again.
+``require_api_key`` makes the proxy refuse any other ``Authorization`` with a 401 whose
+message echoes the header it got (as a careless proxy does).
 """
 
 from __future__ import annotations
@@ -111,7 +109,6 @@ class FaultProxy:
     """The faults to draw from: names (equal weights) or name -> weight."""
     hang_s: float = 5.0
     retry_after_s: int = 1
-    memo: bool = False
     require_api_key: str | None = None
     upstream_timeout_s: float = 900.0
     events: list[Event] = field(default_factory=list)
@@ -133,8 +130,6 @@ class FaultProxy:
         self._kinds = [k for k in weights if weights[k] > 0]
         self._weights = [weights[k] for k in self._kinds]
         self._attempts: Counter[str] = Counter()
-        self._memo: dict[bytes, tuple[int, str, bytes]] = {}
-        self._inflight: dict[bytes, asyncio.Future[tuple[int, str, bytes, dict[str, str]]]] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -239,7 +234,7 @@ class FaultProxy:
         self._loop = self._thread = None
 
     def reset(self, *, rate: float | None = None, seed: int | None = None) -> None:
-        """Forget the attempt counts and the log (the memo stays); optionally a new rate/seed."""
+        """Forget the attempt counts and the log ; optionally a new rate/seed."""
         with self._lock:
             self._attempts.clear()
             self.events.clear()
@@ -315,31 +310,7 @@ class FaultProxy:
     async def _forward(
         self, request: web.Request, body: bytes
     ) -> tuple[int, str, bytes, dict[str, str]]:
-        key = request.method.encode() + b" " + request.path_qs.encode() + b"\n" + body
-        if self.memo:
-            hit = self._memo.get(key)
-            if hit is not None:
-                return hit[0], hit[1], hit[2], {}
-            pending = self._inflight.get(key)
-            if pending is not None:
-                return await asyncio.shield(pending)
-        future: asyncio.Future[tuple[int, str, bytes, dict[str, str]]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        if self.memo:
-            self._inflight[key] = future
-        try:
-            result = await self._upstream(request, body)
-        except BaseException as error:
-            future.set_exception(error)
-            future.exception()  # retrieved: no "never retrieved" warning
-            raise
-        finally:
-            self._inflight.pop(key, None)
-        future.set_result(result)
-        if self.memo and result[0] == 200:
-            self._memo[key] = (result[0], result[1], result[2])
-        return result
+        return await self._upstream(request, body)
 
     async def _upstream(
         self, request: web.Request, body: bytes

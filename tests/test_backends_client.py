@@ -202,6 +202,24 @@ def test_body_sends_every_sampling_parameter_and_maps_thinking():
     assert "top_k" not in plain
 
 
+def test_extra_body_is_sent_and_keyed_but_cannot_replace_a_client_field():
+    """A server's own switch (llama.cpp's ``cache_prompt``) rides in every body and in the
+    cache key; a field the client sets itself (``seed``, ``model``) is refused by name."""
+    plain = BackendConfig(base_url="http://x/v1")
+    extra = plain.model_copy(update={"extra_body": {"cache_prompt": False}})
+    clients = [BackendClient("b", b, base_urls=["http://x/v1"], model="m") for b in (plain, extra)]
+    for client in clients:
+        client._base = client._sampling()
+    bodies = [client.request_body(ask("q")) for client in clients]
+    assert "cache_prompt" not in bodies[0]
+    assert bodies[1]["cache_prompt"] is False
+    assert {k: v for k, v in bodies[1].items() if k != "cache_prompt"} == bodies[0]
+    assert len({client.canonical(ask("q")).key for client in clients}) == 2
+    for taken in ("seed", "model", "messages"):
+        with pytest.raises(ValueError, match=f"{taken}: set by the client itself"):
+            BackendConfig(base_url="http://x/v1", extra_body={taken: 1})
+
+
 def test_message_order_is_kept_in_the_body_and_the_key():
     client = BackendClient(
         "b", BackendConfig(base_url="http://x/v1"), base_urls=["http://x/v1"], model="m"

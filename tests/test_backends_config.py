@@ -108,6 +108,11 @@ def test_a_whole_backend_can_come_from_the_environment(
         ),
         (('roles = "writer"', 'roles = "editor"'), "audit.toml", "backends.writer-box.roles.0"),
         (
+            ("seed = 1", "seed = 1\nextra_body = {seed = 2}"),
+            "audit.toml",
+            "backends.vllm.extra_body",
+        ),
+        (
             ('api_key_env = "VLLM_KEY"', 'api_key_env = "sk-abc.def"'),
             "audit.toml",
             "backends.vllm.api_key_env",

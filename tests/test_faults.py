@@ -16,9 +16,13 @@ faulted, each with a fresh response cache (``cache_path`` in the backend TOML). 
 And with no retries against an always-failing server (or no server at all), every LLM
 read is NA and joint J is reported as bounds (``joint_J_bounds``), never as 0.
 
-The proxy keeps the upstream's answers by request body (``memo=True``), so the faulty run
-sends nothing new to the (slow, CPU) model and the comparison checks the audit's handling
-of faults, not the model's batch-dependent arithmetic.
+The upstream is reproducible (docs/backends.md, "Reproducible reads"): the embedded server
+in its default mode (one slot), and every request says ``cache_prompt: false`` (the
+backend's ``extra_body``), so an answer does not depend on what was computed before it.
+The proxy forwards every attempt it does not fault (no memo), so a retried read is really
+computed again, and "every other read equals the fault-free run" proves that the client
+changed no answer.  A fault-free rerun with a cold cache must equal the first run, read
+for read, or none of this would prove anything.
 """
 
 from __future__ import annotations
@@ -59,6 +63,11 @@ BUDGET = "400"
 MAX_RETRIES = 2
 """In the faulty run: small enough that the chosen seed exhausts them on some request."""
 RATE = 0.3
+REQUEST_TIMEOUT_S = 20.0
+"""Long enough for a real answer of the CPU model on a busy machine (every answer is
+computed: the proxy keeps none)."""
+HANG_S = REQUEST_TIMEOUT_S + 5.0
+"""The proxy's ``hang`` fault: past the client's timeout."""
 PRESET = "cca-pilot-paper"
 """Fixed data: the fault plans hang on the requests' digests, so on the memories (the
 paper's pilot is byte-identical across versions; the default pilot may change)."""
@@ -82,6 +91,7 @@ def write_config(path: Path, base_url: str, cache: Path, **fields: Any) -> Path:
         f'base_url = "{base_url}"',
         f'model = "{MODEL}"',  # no discovery: /v1/models is not what is tested here
         'roles = ["reader"]',
+        "extra_body = {cache_prompt = false}",  # reproducible: no prompt-cache reuse
     ]
     lines += [f"{name} = {json.dumps(value)}" for name, value in fields.items()]
     path.write_text("\n".join(lines) + "\n")
@@ -162,7 +172,8 @@ def row_digest(out: Path, row: dict[str, Any], seed: int = 0) -> str:
 
 @pytest.fixture(scope="module")
 def proxy(local_model: LocalModel) -> Iterator[FaultProxy]:
-    with FaultProxy(local_model.server.base_url, memo=True, hang_s=4.0) as running:
+    assert local_model.spec.reproducible, "the fault tests need a reproducible upstream"
+    with FaultProxy(local_model.server.base_url, hang_s=HANG_S) as running:
         yield running
 
 
@@ -178,6 +189,25 @@ def fault_free(
     digests = sorted(proxy.attempts())
     assert digests, "the fault-free run sent nothing through the proxy"
     return root / "run", digests
+
+
+def test_a_cold_cache_rerun_equals_the_first_run(
+    proxy: FaultProxy, fault_free: tuple[Path, list[str]], tmp_path: Path
+):
+    """Without this, "every non-NA read equals the fault-free run" could pass or fail for
+    the server's reasons: the same run again, with a fresh cache, sends every request
+    again and gets every answer back identical."""
+    clean_dir, digests = fault_free
+    proxy.reset(rate=0.0)
+    before = proxy.upstream_calls
+    config = write_config(tmp_path / "audit.toml", proxy.base_url, tmp_path / "cold.sqlite")
+    audit_run(config, tmp_path / "run")
+    assert proxy.upstream_calls - before == len(digests)  # nothing came from a cache
+    first, second = keyed(llm_rows(clean_dir)), keyed(llm_rows(tmp_path / "run"))
+    assert set(first) == set(second)
+    for key, row in second.items():
+        for column in COMPARED:
+            assert row[column] == first[key][column], (key, column, row, first[key])
 
 
 def choose_seeds(proxy: FaultProxy, digests: list[str]) -> list[int]:
@@ -244,7 +274,7 @@ def one_faulty_run(
         proxy.base_url,
         root / "fresh-cache.sqlite",
         max_retries=MAX_RETRIES,
-        request_timeout_s=2.0,  # the proxy's hang (4 s) runs past it
+        request_timeout_s=REQUEST_TIMEOUT_S,  # the proxy's hang runs past it
         retry_budget_s=120.0,
         backoff_initial_s=0.05,
         backoff_max_s=0.2,
@@ -260,8 +290,12 @@ def one_faulty_run(
 
     # what the proxy did, per request
     seen = proxy.attempts()
-    assert proxy.upstream_calls == upstream_before, "the memo missed: a request changed"
     injected.update(e.fault for events in seen.values() for e in events)
+    forwarded = [  # every attempt the proxy did not answer itself was computed upstream
+        e for events in seen.values() for e in events
+        if e.fault is None or e.fault in MODEL_FAULTS or e.fault == "truncated_body"
+    ]  # fmt: skip
+    assert proxy.upstream_calls - upstream_before == len(forwarded)
     fates: dict[str, str] = {}
     for digest, events in seen.items():
         assert [e.attempt for e in events] == list(range(1, len(events) + 1)), events

@@ -59,6 +59,16 @@ DEFAULT_ENV_FILE = ".env"
 LOCAL = "local"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CLIENT_FIELDS = frozenset(
+    {
+        "model", "messages", "max_tokens", "max_completion_tokens", "seed", "temperature",
+        "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+        "repetition_penalty", "n", "stream", "response_format", "structured_outputs",
+        "chat_template_kwargs",
+    }
+)  # fmt: skip
+"""Request fields the client sets from the backend's settings and the request; an
+``extra_body`` may not replace them (the cache key would no longer say what was asked)."""
 
 
 def _thinking(on: bool) -> dict[str, JsonValue]:
@@ -127,6 +137,11 @@ class BackendConfig(BaseModel):
     chat_template_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
     """Always passed to the chat template (``vllm`` dialect), e.g. DeepSeek
     ``{thinking = true}`` or GLM ``{enable_thinking = false}``."""
+
+    extra_body: dict[str, JsonValue] = Field(default_factory=dict)
+    """Fields added to every request body (and so to its cache key), for a server's own
+    switches: ``{cache_prompt = false}`` makes a llama.cpp server you run yourself skip
+    its prompt cache (reproducible reads).  A field the client sets itself is refused."""
 
     thinking_on_kwargs: dict[str, JsonValue] = Field(default_factory=lambda: _thinking(True))
     """Merged into ``chat_template_kwargs`` when a request asks for thinking on
@@ -228,6 +243,17 @@ class BackendConfig(BaseModel):
             raise ValueError(
                 "must be the NAME of an environment variable (letters, digits, _, not "
                 "starting with a digit), not the key itself"
+            )
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_client_field(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        taken = sorted(set(value) & CLIENT_FIELDS)
+        if taken:
+            raise ValueError(
+                f"{', '.join(taken)}: set by the client itself (use the backend's own "
+                "setting of that name, or the request's); extra_body only adds fields"
             )
         return value
 

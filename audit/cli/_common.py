@@ -53,6 +53,14 @@ RayAddressOption = Annotated[
     ),
 ]
 
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        help="No progress display (per stage: bars on a terminal; in a log, a line every "
+        "30 s while a stage runs)."
+    ),
+]
+
 BUG_HINT = (
     "this is a bug in memory-audit, not a problem with your input: please report it "
     "with the traceback above"

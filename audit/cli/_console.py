@@ -1,4 +1,4 @@
-"""Console output of ``audit run``: a progress bar and the end-of-run summary.
+"""Console output of ``audit run``: a progress display per stage and the end-of-run summary.
 
 Every number comes from ``summary.json`` (``audit.scoring``) and every header says
 its unit: source pairs at identity, blocks under a transform, reads for
@@ -8,36 +8,143 @@ equivariance.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.measure import Measurement
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
+from audit.engine import RequestTally, RunProgress, Stage, Tallies
 from audit.scoring import article, grouped_matches, listed
+
+STAGE_NAMES: dict[Stage, tuple[str, str]] = {
+    "deterministic": ("deterministic", "jobs"),
+    "llm": ("LLM stage", "memories"),
+}
+"""A stage's name and what it counts: a job is one source pair (every condition, budget
+and transform of it); a memory is one condition written over one pair instance at one
+budget and repeat, then read on every branch."""
+
+LOG_EVERY_S = 30.0
+"""Without a terminal (a log file, CI), a line at most this often while a stage runs."""
+
+
+def describe_tallies(tallies: list[RequestTally], seconds: float) -> str:
+    """The LLM stage's requests so far, one backend role after another."""
+    parts = []
+    for t in tallies:
+        rate = f", {t.sent / seconds:.2f}/s sent" if seconds > 0 and t.sent else ""
+        parts.append(
+            f"{t.role}: {t.requests} requests ({t.cache_hits} cached, {t.failed} NA{rate})"
+        )
+    return "; ".join(parts)
+
+
+class _StageBars(Progress):
+    """Progress bars, with the LLM stage's request tallies on a line of their own (so the
+    bars fit an 80-column terminal)."""
+
+    tallies: Tallies | None = None
+    llm_task: TaskID | None = None
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        if self.tallies is not None and self.llm_task is not None:
+            elapsed = self._tasks[self.llm_task].elapsed or 0.0
+            text = describe_tallies(self.tallies(), elapsed)
+            if text:
+                yield Text("  " + text, overflow="fold")
+
+
+class ConsoleProgress:
+    """A ``RunProgress`` for the console: bars on a terminal, a line every
+    ``LOG_EVERY_S`` seconds otherwise, nothing when quiet."""
+
+    def __init__(self, console: Console, *, terminal: bool, log_every_s: float = LOG_EVERY_S):
+        self.console = console
+        self.terminal = terminal
+        self.log_every_s = log_every_s
+        self._bars: _StageBars | None = None
+        self._tasks: dict[Stage, TaskID] = {}
+        self._plain: dict[Stage, tuple[int, float, Tallies | None]] = {}
+        """Without a terminal: each stage's total, start time and tallies."""
+        self._last_line = 0.0
+
+    def __enter__(self) -> ConsoleProgress:
+        if self.terminal:
+            self._bars = _StageBars(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(bar_width=24),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[unit]}"),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._bars.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bars is not None:
+            self._bars.__exit__(None, None, None)
+
+    def begin(self, stage: Stage, done: int, total: int, tallies: Tallies | None = None) -> None:
+        name, unit = STAGE_NAMES[stage]
+        if self._bars is not None:
+            task = self._bars.add_task(name, total=total, completed=done, unit=unit)
+            self._tasks[stage] = task
+            if stage == "llm":
+                self._bars.tallies, self._bars.llm_task = tallies, task
+            return
+        self._plain[stage] = (total, time.monotonic(), tallies)
+        self._last_line = time.monotonic()
+
+    def advance(self, stage: Stage, done: int) -> None:
+        if self._bars is not None:
+            self._bars.update(self._tasks[stage], completed=done)
+            return
+        if stage not in self._plain:
+            return
+        total, started, tallies = self._plain[stage]
+        now = time.monotonic()
+        if now - self._last_line < self.log_every_s and done < total:
+            return
+        if done >= total and now - started < self.log_every_s:
+            return  # a short stage needs no line
+        self._last_line = now
+        name, unit = STAGE_NAMES[stage]
+        line = f"{name}: {done}/{total} {unit}, {now - started:.0f} s"
+        if tallies is not None:
+            line += "; " + describe_tallies(tallies(), now - started)
+        self.console.print(line, highlight=False, soft_wrap=True)
 
 
 @contextmanager
-def progress_bar(total: int, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar over source pairs (on stderr, only when it is a terminal)."""
-    if not enabled or not sys.stderr.isatty():
-        yield lambda done, total: None
+def run_progress(enabled: bool = True) -> Iterator[RunProgress | None]:
+    """The console's progress for a run (on stderr): bars on a terminal, a periodic line
+    otherwise, ``None`` when ``enabled`` is false (``--quiet``)."""
+    if not enabled:
+        yield None
         return
-    columns = (
-        TextColumn("[bold]audit"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("source pairs"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("audit", total=total)
-        yield lambda done, total: progress.update(task, completed=done, total=total)
+    with ConsoleProgress(Console(stderr=True), terminal=sys.stderr.isatty()) as progress:
+        yield progress
 
 
 def _fmt(kn: dict[str, int] | None) -> str:
@@ -130,39 +237,79 @@ def _exact_table(summary: dict[str, Any], entries: list[dict[str, Any]], compact
 
 
 def _print_llm(console: Console, summary: dict[str, Any]) -> None:
+    """The LLM reader's table: in full when it fits, else compact (names and denominators
+    never cut; lenient scores and outcomes are in the report)."""
     rows = _cells(summary, exact=False)
     stage = summary.get("run", {}).get("config", {}).get("llm")
     if not rows or not stage:
         return
-    table = Table(
-        title="LLM reader on the LLM sample: k/n source pairs, strict (lenient in brackets)",
-        box=box.SIMPLE_HEAD,
-    )
-    for column in ("condition", "budget", "transform", "reader", "current", "reveal",
-                   "override", "joint J", "outcomes (reads)"):  # fmt: skip
-        left = column in ("condition", "transform", "outcomes (reads)")
-        table.add_column(column, justify="left" if left else "right")
-    for e in rows:
-        pairs = e["source pairs"]
-
-        def both(metric: str, pairs: dict[str, Any] = pairs) -> str:
-            lenient = pairs.get(f"{metric}_lenient")
-            return f"{_fmt(pairs[metric])} [{_fmt(lenient)}]"
-
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(e["outcomes (reads)"].items()))
-        table.add_row(e["condition"], str(e["budget"]), e["transform"], e["reader"],
-                      both("current"), both("reveal"), both("override"), both("joint_J"),
-                      outcomes)  # fmt: skip
-    console.print(table)
+    full = _llm_table(rows, compact=False)
+    unbounded = console.options.update_width(100_000)
+    if Measurement.get(console, unbounded, full).maximum <= console.width:
+        console.print(full)
+    else:
+        console.print(_llm_table(rows, compact=True))
+        console.print(
+            f"(a {console.width}-column terminal: lenient scores, override and outcomes "
+            "are in summary.json and the report)"
+        )
     models = ", ".join(
         f"{role} {stage.get(role)} = {stage.get(role + '_model') or 'unknown model'}"
         for role in ("writer", "reader")
         if stage.get(role)
     )
-    console.print(
-        f"LLM stage: {stage['sample']} source pairs x {stage['repeats']} repeats; {models}. "
-        "A model this small answers poorly; a real audit points --config at a vLLM server."
+    repeats = stage["repeats"]
+    line = (
+        f"LLM stage: {stage['sample']} source pairs x {repeats} "
+        f"repeat{'' if repeats == 1 else 's'}; {models}."
     )
+    if "local" in (stage.get("writer"), stage.get("reader")):
+        line += (
+            " The embedded model is tiny and answers poorly; a real audit points --config "
+            "at a vLLM server."
+        )
+    console.print(line)
+
+
+def _llm_table(rows: list[dict[str, Any]], compact: bool) -> Table:
+    readers = list(dict.fromkeys(e["reader"] for e in rows))
+    varying = {
+        name: len({str(e[name]) for e in rows}) > 1 for name in ("budget", "transform", "reader")
+    }
+    if compact:
+        title = "LLM reader on the LLM sample, k/n source pairs, strict"
+        if not varying["reader"]:
+            title += f" ({readers[0]})"
+        columns = ["condition", *(c for c in ("budget", "transform", "reader") if varying[c]),
+                   "current", "reveal", "joint J"]  # fmt: skip
+    else:
+        title = "LLM reader on the LLM sample: k/n source pairs, strict (lenient in brackets)"
+        columns = ["condition", "budget", "transform", "reader", "current", "reveal",
+                   "override", "joint J", "outcomes (reads)"]  # fmt: skip
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact)
+    for column in columns:
+        left = column in ("condition", "transform", "reader", "outcomes (reads)")
+        table.add_column(column, justify="left" if left else "right",
+                         no_wrap=column != "outcomes (reads)")  # fmt: skip
+    for e in rows:
+        pairs = e["source pairs"]
+
+        def both(metric: str, pairs: dict[str, Any] = pairs) -> str:
+            if compact:
+                return _fmt(pairs[metric])
+            return f"{_fmt(pairs[metric])} [{_fmt(pairs.get(f'{metric}_lenient'))}]"
+
+        values = {
+            "condition": e["condition"], "budget": str(e["budget"]),
+            "transform": e["transform"], "reader": e["reader"],
+            "current": both("current"), "reveal": both("reveal"),
+            "override": both("override"), "joint J": both("joint_J"),
+            "outcomes (reads)": ", ".join(
+                f"{k} {v}" for k, v in sorted(e["outcomes (reads)"].items())
+            ),
+        }  # fmt: skip
+        table.add_row(*(values[column] for column in columns))
+    return table
 
 
 def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:

@@ -17,6 +17,7 @@ from audit.cli._common import (
     DEFAULT_WORKERS,
     DeterminismOption,
     ExecutorOption,
+    QuietOption,
     RayAddressOption,
     WorkersOption,
 )
@@ -26,7 +27,7 @@ from audit.errors import RunDirectoryError
 def resume_command(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
     workers: WorkersOption = DEFAULT_WORKERS,
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    quiet: QuietOption = False,
     config_file: Annotated[
         Path | None,
         typer.Option("--config", help="Backends TOML for an LLM stage (default: ./audit.toml)."),

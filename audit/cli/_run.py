@@ -15,6 +15,7 @@ from audit.cli._common import (
     DEFAULT_WORKERS,
     DeterminismOption,
     ExecutorOption,
+    QuietOption,
     RayAddressOption,
     WorkersOption,
     fail,
@@ -92,7 +93,7 @@ def run_audit(
         str | None, typer.Option("--name", help="Run directory runs/NAME (instead of --out).")
     ] = None,
     workers: WorkersOption = DEFAULT_WORKERS,
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    quiet: QuietOption = False,
     reader: Annotated[
         str | None, typer.Option(help="Backend for the LLM reader (local, or one in --config).")
     ] = None,
@@ -314,14 +315,14 @@ def execute_and_print(
     """Run or resume ``plan`` in ``run_dir`` and print its summary; exit 3 when the run
     ends incomplete (LLM reads NA for want of a server)."""
     from audit.backends import BackendStartError
-    from audit.cli._console import print_summary, progress_bar
+    from audit.cli._console import print_summary, run_progress
     from audit.engine import execute
     from audit.rundir import EXIT_INCOMPLETE, read_manifest
 
     def run(opener: BackendOpener | None, measure: bool) -> dict[str, Any]:
-        with progress_bar(len(pair_list), enabled=not quiet) as advance:
+        with run_progress(enabled=not quiet) as progress:
             return execute(
-                run_dir, plan, pair_list, workers=workers, progress=advance,
+                run_dir, plan, pair_list, workers=workers, progress=progress,
                 open_clients=opener, retry_na=invocation.retry_na, measure_backends=measure,
                 executor=invocation.executor, ray_address=invocation.ray_address,
             )  # fmt: skip

@@ -13,7 +13,6 @@ from audit.engine._executor import (
     ClientPair,
     Job,
     OpenClients,
-    ProgressCallback,
     builtins_only,
     execute,
     finish,
@@ -30,6 +29,7 @@ from audit.engine._llm_reader import (
     reader_request,
 )
 from audit.engine._llm_stage import Unit, plan_units, run_stage, run_unit, sample_pairs
+from audit.engine._progress import RequestTally, RunProgress, Stage, Tallies
 from audit.engine._rows import LLM_READ, READ, SHARED, JobRows
 from audit.engine._streaming import (
     Streamed,
@@ -53,9 +53,12 @@ __all__ = [
     "JobRows",
     "OpenClients",
     "ParsedAnswer",
-    "ProgressCallback",
     "ReaderVerdict",
+    "RequestTally",
+    "RunProgress",
+    "Stage",
     "Streamed",
+    "Tallies",
     "Unit",
     "answer_schema",
     "astream_variant",

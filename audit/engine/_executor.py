@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from audit.engine._jobs import run_job
 from audit.engine._llm_stage import Unit, plan_units, run_stage
+from audit.engine._progress import RunProgress, request_tallies
 from audit.engine._streaming import share_identical_records
 from audit.errors import RunDataError, RunDirectoryError, RunStorageError, Terminated
 from audit.plan import Cell, RunPlan, TransformSpec
@@ -184,7 +185,6 @@ def _cycle_collection_after(acyclic: bool = False) -> Iterator[None]:
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[Executor, ...] = ("local", "ray")
 
-ProgressCallback = Callable[[int, int], None]
 ClientPair = tuple[ChatClient | None, ChatClient | None]
 """(writer, reader) clients for the LLM stage."""
 OpenClients = Callable[[], AbstractAsyncContextManager[ClientPair]]
@@ -211,7 +211,7 @@ def execute(
     plan: RunPlan,
     pairs: Sequence[Pair],
     workers: int = 1,
-    progress: ProgressCallback | None = None,
+    progress: RunProgress | None = None,
     open_clients: OpenClients | None = None,
     retry_na: bool = True,
     executor: Executor = "local",
@@ -314,7 +314,7 @@ def _execute_in(
     store: RunStore,
     run_id: str,
     workers: int,
-    progress: ProgressCallback | None,
+    progress: RunProgress | None,
     runner: asyncio.Runner | None,
     clients: ClientPair,
     retry_na: bool,
@@ -356,24 +356,28 @@ def _execute_in(
             measured = runner.run(_measure_backends(plan, clients))
             record_backends(out, measured)
             invocation.backends = measured
-        total = len(pairs) + len(units)
-        finished = total - len(jobs) - len(todo_units)
+        jobs_done = len(planned) - len(jobs)
+        units_done = len(units) - len(todo_units)
         if progress:
-            progress(finished, total)
+            progress.begin("deterministic", jobs_done, len(planned))
 
         fresh: dict[str, pa.Table] = {}
         """Jobs finished in this invocation: their table, for ``finish``."""
 
-        def committed(table: pa.Table, key: str) -> None:
-            nonlocal finished
-            fresh[key] = table
-            finished += 1
-            if progress:
-                progress(finished, total)
-
         def record(result: PackedJob) -> None:
+            nonlocal jobs_done
             if store.add_job(result):
-                committed(table_from_bytes(result.results), result.key)
+                fresh[result.key] = table_from_bytes(result.results)
+                jobs_done += 1
+                if progress:
+                    progress.advance("deterministic", jobs_done)
+
+        def committed_unit(table: pa.Table, key: str) -> None:
+            nonlocal units_done
+            fresh[key] = table
+            units_done += 1
+            if progress:
+                progress.advance("llm", units_done)
 
         cost = StageCost(jobs=len(jobs), executor=executor)
         with _settled_heap():
@@ -391,10 +395,12 @@ def _execute_in(
         record_costs(out, invocation)
         if plan.llm is not None and runner is not None:
             invocation.llm = LLMStageCost(units=len(todo_units))
+            if progress:
+                progress.begin("llm", units_done, len(units), request_tallies(*clients))
             try:
                 runner.run(
                     run_stage(units, plan.llm, store, *clients,
-                              lambda _log, table, key: committed(table, key), redo=redo)
+                              lambda _log, table, key: committed_unit(table, key), redo=redo)
                 )  # fmt: skip
             finally:
                 _llm_counters(invocation.llm, clients, time.perf_counter() - started)
