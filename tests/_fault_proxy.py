@@ -114,6 +114,8 @@ class FaultProxy:
     events: list[Event] = field(default_factory=list)
     authorization_seen: list[str | None] = field(default_factory=list)
     upstream_calls: int = 0
+    upstream_chats: int = 0
+    """Of ``upstream_calls``, the chat completions (the rest: ``/models``, ``/health``)."""
     base_url: str = ""
 
     def __post_init__(self) -> None:
@@ -297,6 +299,8 @@ class FaultProxy:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=504)
+        with self._lock:
+            self.upstream_chats += 1
         status, content_type, payload, headers = await self._forward(request, body)
         if fault is not None and status == 200:
             payload = _corrupt(fault, payload)

@@ -462,3 +462,25 @@ def test_the_console_fits_the_terminal_and_never_cuts_a_name(tmp_path: Path, col
         assert "@rename" in table  # the full table when it fits
     else:
         assert "in summary.json and the report" in " ".join(result.output.split())
+
+
+def test_a_long_condition_name_gets_an_alias_rather_than_cut_columns(tmp_path: Path):
+    """An external system's condition name is a whole command line: at 80 columns the
+    table names it c1 and prints the name under it, and no header or number is cut."""
+    example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+    condition = f"cmd:{sys.executable} {example}"
+    result = runner.invoke(
+        app,
+        ["run", "--conditions", f"frontier,{condition}", "--transforms", "identity",
+         "--workers", "1", "--quiet", "--out", str(tmp_path / "r")],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    lines = result.output.splitlines()
+    assert f"c1 = {condition}" in lines
+    table = lines[: lines.index(f"c1 = {condition}")]
+    assert max(len(line) for line in table) <= 80
+    assert any(line.split()[:1] == ["c1"] for line in table), table
+    for header in ("current", "reveal", "joint J", "late-ref", "collided"):
+        assert header in "\n".join(table)

@@ -49,7 +49,7 @@ def test_backends_check_local(workdir: Path, local_model: LocalModel):
     assert all(line.startswith("ok   local ") for line in lines)
     assert "16/16 answers identical" in lines[-1]  # the reproducible default
     assert local_model.server.base_url in result.output  # the session's server, shared
-    assert "serves 'SmolLM2-135M-Instruct-Q4_1' (context 2048 tokens)" in result.output
+    assert "serves 'SmolLM2-135M-Instruct-Q4_1' (context 8192 tokens)" in result.output
     assert "json_schema honoured" in result.output
 
 

@@ -215,9 +215,12 @@ def test_extra_body_is_sent_and_keyed_but_cannot_replace_a_client_field():
     assert bodies[1]["cache_prompt"] is False
     assert {k: v for k, v in bodies[1].items() if k != "cache_prompt"} == bodies[0]
     assert len({client.canonical(ask("q")).key for client in clients}) == 2
-    for taken in ("seed", "model", "messages"):
+    for taken in ("seed", "model", "messages", "Seed", "n_predict"):
         with pytest.raises(ValueError, match=f"{taken}: set by the client itself"):
             BackendConfig(base_url="http://x/v1", extra_body={taken: 1})
+    for value in (float("nan"), {"deep": [float("inf")]}):
+        with pytest.raises(ValueError, match="nan and inf are not JSON"):
+            BackendConfig(base_url="http://x/v1", extra_body={"a": value})
 
 
 def test_message_order_is_kept_in_the_body_and_the_key():

@@ -15,7 +15,11 @@ import asyncio
 import csv
 import hashlib
 import json
+import os
 import re
+import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -282,3 +286,141 @@ def test_export_refuses_what_it_cannot_batch_in_one_line(tmp_path: Path, setup: 
     assert len(lines) == 1, result.output
     assert lines[0].startswith("error: "), result.output
     assert message.format(run=run_dir) in lines[0], lines[0]
+
+
+SECRET = "sk-TESTKEYabcdef0123456789SECRET"
+
+
+def exported_round(tmp_path: Path, key_env: str | None = None) -> tuple[Path, Path, list[str]]:
+    """(config, cache, the output lines answering round 1) of a planned offline run."""
+    cache = tmp_path / "c.sqlite"
+    cfg = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", cache)
+    if key_env is not None:
+        cfg.write_text(cfg.read_text() + f'api_key_env = "{key_env}"\n')
+    run_dir = tmp_path / "run"
+    invoke(*RUN, "--config", str(cfg), "--out", str(run_dir), "--plan-only")
+    invoke("batch", "export", str(run_dir), "--config", str(cfg))
+    out = tmp_path / "answers.jsonl"
+    run_batch(run_dir / "batch" / "round-001.jsonl", out)
+    return cfg, cache, out.read_text().splitlines()
+
+
+def import_error(*args: str) -> str:
+    """The one line an import refused with (exit 2, no traceback)."""
+    result = runner.invoke(app, ["batch", "import", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def audit_process(*args: str, timeout: float = 60) -> tuple[int, str, int]:
+    """(exit status, stderr, peak RSS in KiB) of the real command in a process of its own
+    (``VmHWM``: ``ru_maxrss`` would count the forked test process before its exec)."""
+    probe = (
+        "import re, sys\n"
+        "from audit.cli import main\n"
+        "sys.argv = ['audit', *sys.argv[1:]]\n"
+        "try:\n    main()\n"
+        "except SystemExit as end:\n    code = end.code\n"
+        "else:\n    code = 0\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=timeout
+    )
+    *message, peak = done.stderr.strip().splitlines()
+    return done.returncode, "\n".join(message), int(peak)
+
+
+def test_an_over_long_line_is_refused_while_it_is_read_in_bounded_memory(tmp_path: Path):
+    cache = tmp_path / "c.sqlite"
+    cfg = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", cache)
+    huge = tmp_path / "huge.jsonl"
+    with huge.open("wb") as sink:  # a blank line, then 1 GiB of NULs (sparse) unbroken
+        sink.write(b"\n")
+        sink.truncate(1 + 1024 * 1024 * 1024)
+    code, message, peak_kib = audit_process("batch", "import", str(huge), "--config", str(cfg))
+    assert code == 2, message
+    assert message == (
+        f"error: {huge}:2: a line longer than 16777216 bytes (16 MiB), refused without "
+        "reading the rest: not a batch output line"
+    )
+    # the interpreter and the CLI (the engine's imports) take under 200 MiB, the line
+    # read up to the cap 16 MiB; the whole line held would be over 1 GiB more
+    assert peak_kib < 400 * 1024, peak_kib
+
+
+def test_an_import_reads_only_a_regular_file(tmp_path: Path):
+    cfg = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", tmp_path / "c.sqlite")
+    fifo = tmp_path / "answers.fifo"
+    os.mkfifo(fifo)
+    # no writer ever opens it: a reader that waited for one would hang (the timeout)
+    code, message, _ = audit_process("batch", "import", str(fifo), "--config", str(cfg))
+    assert code == 2, message
+    assert message == (
+        f"error: {fifo}: not a regular file (a FIFO), so it is not read: give the batch "
+        "output file itself"
+    )
+    assert import_error("/dev/zero", "--config", str(cfg)) == (
+        "error: /dev/zero: not a regular file (a character device), so it is not read: "
+        "give the batch output file itself"
+    )
+    assert import_error(str(tmp_path), "--config", str(cfg)).startswith(
+        f"error: {tmp_path}: not a regular file (a directory)"
+    )
+    missing = tmp_path / "missing.jsonl"
+    assert import_error(str(missing), "--config", str(cfg)) == f"error: {missing}: no such file"
+
+
+def test_a_deeply_nested_line_is_one_line_naming_it(tmp_path: Path):
+    cfg, _, good = exported_round(tmp_path)
+    deep = tmp_path / "deep.jsonl"
+    depth = 100_000
+    deep.write_text(good[0] + "\n" + '{"custom_id":' + "[" * depth + "]" * depth + "}\n")
+    assert import_error(str(deep), "--config", str(cfg)) == (
+        f"error: {deep}:2: JSON nested too deeply to be an output line"
+    )
+    inside = json.loads(good[0])  # as deep inside a 200 answer's body
+    inside["response"]["body"]["choices"][0]["message"]["content"] = "@"
+    text = json.dumps(inside).replace('"@"', "[" * depth + "]" * depth)
+    deep.write_text(text + "\n")
+    message = import_error(str(deep), "--config", str(cfg))
+    assert message.startswith(f"error: {deep}:1: "), message
+
+
+def test_no_api_key_is_stored_or_printed_by_an_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("BATCH_TEST_KEY", SECRET)
+    cfg, cache, good = exported_round(tmp_path, key_env="BATCH_TEST_KEY")
+    piece = SECRET[5:17]  # 12 characters of it, as a server cuts a header short
+    answered = json.loads(good[0])
+    message = answered["response"]["body"]["choices"][0]["message"]
+    message["content"] = f"the header was Bearer {SECRET}; also {piece}"
+    message["reasoning_content"] = f"thinking about {SECRET}"
+    answered["response"]["body"]["model"] = f"model-{SECRET}"
+    refused = json.loads(good[-1])
+    refused["response"] = {"status_code": 401, "request_id": "r", "body": None}
+    refused["error"] = {"message": f"invalid key {SECRET} (Authorization: Bearer {piece})"}
+    out = tmp_path / "keyed.jsonl"
+    out.write_text(json.dumps(answered) + "\n" + json.dumps(refused) + "\n")
+
+    bad = tmp_path / "bad.jsonl"  # a refused line's error shows no key either
+    bad.write_text(json.dumps({"custom_id": f"{SECRET}-not-a-key"}) + "\n")
+    line = import_error(str(bad), "--config", str(cfg))
+    assert line.startswith(f"error: {bad}:1: custom_id '***-not-a-key' is not a cache key"), line
+
+    output = invoke("batch", "import", str(out), "--config", str(cfg))
+    assert "1 answers imported" in output, output
+    assert "1 refused by the batch" in output, output
+    assert SECRET[:8] not in output
+    with sqlite3.connect(cache) as db:
+        stored = "\n".join(db.iterdump())
+    assert "the header was Bearer ***; also ***" in stored
+    assert "invalid key *** (Authorization: Bearer ***)" in stored
+    for window in range(len(SECRET) - 7):  # no 8 characters of the key anywhere
+        assert SECRET[window : window + 8] not in stored, SECRET[window : window + 8]

@@ -63,9 +63,10 @@ BUDGET = "400"
 MAX_RETRIES = 2
 """In the faulty run: small enough that the chosen seed exhausts them on some request."""
 RATE = 0.3
-REQUEST_TIMEOUT_S = 20.0
-"""Long enough for a real answer of the CPU model on a busy machine (every answer is
-computed: the proxy keeps none)."""
+REQUEST_TIMEOUT_S = 90.0
+"""Long enough for a real answer of the CPU model on a busy 2-core machine (every answer
+is computed: the proxy keeps none); an answer slower than this would be a timeout the
+seed did not plan.  Each injected ``hang`` costs this long."""
 HANG_S = REQUEST_TIMEOUT_S + 5.0
 """The proxy's ``hang`` fault: past the client's timeout."""
 PRESET = "cca-pilot-paper"
@@ -92,6 +93,9 @@ def write_config(path: Path, base_url: str, cache: Path, **fields: Any) -> Path:
         f'model = "{MODEL}"',  # no discovery: /v1/models is not what is tested here
         'roles = ["reader"]',
         "extra_body = {cache_prompt = false}",  # reproducible: no prompt-cache reuse
+        # one slot upstream: a second request in flight would wait there, its wait counted
+        # against request_timeout_s (the embedded backend does the same for itself)
+        "max_concurrency = 1",
     ]
     lines += [f"{name} = {json.dumps(value)}" for name, value in fields.items()]
     path.write_text("\n".join(lines) + "\n")
@@ -199,10 +203,12 @@ def test_a_cold_cache_rerun_equals_the_first_run(
     again and gets every answer back identical."""
     clean_dir, digests = fault_free
     proxy.reset(rate=0.0)
-    before = proxy.upstream_calls
+    before = proxy.upstream_chats
     config = write_config(tmp_path / "audit.toml", proxy.base_url, tmp_path / "cold.sqlite")
     audit_run(config, tmp_path / "run")
-    assert proxy.upstream_calls - before == len(digests)  # nothing came from a cache
+    assert sorted(proxy.attempts()) == digests
+    # every read computed again: nothing came from a cache
+    assert proxy.upstream_chats - before == len(digests)
     first, second = keyed(llm_rows(clean_dir)), keyed(llm_rows(tmp_path / "run"))
     assert set(first) == set(second)
     for key, row in second.items():
@@ -267,7 +273,7 @@ def one_faulty_run(
     injected: Counter[str | None],
     fate_counts: Counter[str],
 ) -> None:
-    upstream_before = proxy.upstream_calls
+    upstream_before = proxy.upstream_chats
     root.mkdir()
     config = write_config(
         root / "audit.toml",
@@ -295,7 +301,7 @@ def one_faulty_run(
         e for events in seen.values() for e in events
         if e.fault is None or e.fault in MODEL_FAULTS or e.fault == "truncated_body"
     ]  # fmt: skip
-    assert proxy.upstream_calls - upstream_before == len(forwarded)
+    assert proxy.upstream_chats - upstream_before == len(forwarded)
     fates: dict[str, str] = {}
     for digest, events in seen.items():
         assert [e.attempt for e in events] == list(range(1, len(events) + 1)), events

@@ -1,6 +1,6 @@
 """Progress that tells the truth: one display per stage, counting what the plan counts.
 
-The deterministic stage counts jobs (one per source pair), the LLM stage counts memories
+The deterministic stage counts jobs (one per source pair), the LLM stage counts LLM units
 (``manifest.json``'s planned units) and shows each backend's requests, cache hits and NA
 as they happen.  The reader here is a real HTTP server (tests/_fake_openai.py) behind the
 real client; the terminal is a real pseudo-terminal.
@@ -16,6 +16,7 @@ import re
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -162,9 +163,16 @@ def test_without_a_terminal_a_long_stage_logs_lines_that_fit():
     lines = text.getvalue().splitlines()
     assert lines[0].startswith("deterministic: 1/3 jobs, ")
     assert lines[2].startswith("deterministic: 3/3 jobs, ")
-    assert lines[3].startswith("LLM stage: 2/4 memories, ")
-    assert "reader: 6 requests (1 cached, 0 NA" in lines[3]
-    assert "reader: 18 requests (1 cached, 0 NA" in lines[-1]
+    assert lines[3].startswith("LLM stage: 2/4 units, ")
+    assert "reader: 6 asked, 5 sent, 1 cached, 0 NA" in lines[3]
+    assert "reader: 18 asked, 17 sent, 1 cached, 0 NA" in lines[-1]
+
+    # one slow unit: the timer still writes a line while nothing finishes
+    ticking = io.StringIO()
+    with ConsoleProgress(Console(file=ticking), terminal=False, log_every_s=0.2) as progress:
+        progress.begin("llm", 0, 1, tallies)
+        time.sleep(0.9)
+    assert ticking.getvalue().count("LLM stage: 0/1 units") >= 2, ticking.getvalue()
 
     quiet = io.StringIO()
     with ConsoleProgress(Console(file=quiet), terminal=False) as progress:  # 30 s apart
@@ -218,9 +226,9 @@ def test_a_terminal_shows_each_stage_with_its_requests_within_80_columns(tmp_pat
     drawn_lines = [s for s in segments if str(tmp_path) not in s]  # a path may be longer
     assert max(len(s) for s in drawn_lines) <= 80, max(drawn_lines, key=len)
     assert any(re.search(r"deterministic .*\d+/24\s+jobs", s) for s in segments), segments
-    llm = [s for s in segments if re.search(r"LLM stage .*\d+/\d+\s+memories", s)]
+    llm = [s for s in segments if re.search(r"LLM stage .*\d+/\d+\s+units", s)]
     assert llm, segments
-    assert any(re.search(r"reader: \d+ requests \(0 cached, 0 NA", s) for s in segments)
+    assert any(re.search(r"reader: \d+ asked, \d+ sent, 0 cached, 0 NA", s) for s in segments)
     assert any(re.search(r"eta", s) for s in llm)
     assert "…" not in plain  # no name or number cut, in the bars or the tables after them
     assert " frontier " in plain

@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -239,6 +240,49 @@ def test_nothing_at_the_ray_address_stops_the_run_before_any_work(tmp_path: Path
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: --ray-address: nothing answers at 127.0.0.1:{port}")
     assert not out.exists()  # no run directory was made
+
+
+@pytest.mark.parametrize("listener", ["silent", "http"])
+def test_something_that_is_not_ray_at_the_address_stops_the_run_at_once(
+    tmp_path: Path, listener: str
+) -> None:
+    """A port that accepts and says nothing, or an HTTP/1 server: one line within the
+    check's timeout, where Ray itself would wait for minutes."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("ray is not installed")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            held.append(connection)
+            if listener == "http":
+                connection.recv(1024)
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    out = tmp_path / "run"
+    started = time.monotonic()
+    try:
+        result = audit(*ARGS, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                       "--out", str(out))  # fmt: skip
+    finally:
+        server.close()
+        for connection in held:
+            connection.close()
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "answers, but not as a Ray cluster does" in lines[0], lines
+    assert not out.exists()
+    assert time.monotonic() - started < 60
 
 
 def _workers_running_a_job(session: int) -> list[int]:

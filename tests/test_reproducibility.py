@@ -353,3 +353,65 @@ def test_compare_states_the_noise_floor(two_cold_runs, tmp_path: Path):
     assert not llm.empty
     assert (llm["noise_floor"] == 0.0).all()
     assert llm["within_noise"].all()  # no difference at all: within a floor of zero
+
+
+def _toy_run(server: ToyServer, tmp_path: Path, name: str, *extra: str) -> Path:
+    config = tmp_path / f"{name}.toml"
+    config.write_text(
+        f'cache_path = "{tmp_path / name}.sqlite"\n[backends.toy]\n'
+        f'base_url = "{server.base_url}"\nmodel = "toy"\nroles = ["reader"]\n'
+    )
+    out = tmp_path / name
+    result = runner.invoke(
+        app,
+        ["run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms",
+         "identity", "--reader", "toy", "--config", str(config), "--llm-sample", "1",
+         "--repeats", "2", "--llm-conditions", "frontier", "--llm-transforms", "identity",
+         "--workers", "1", "--quiet", "--out", str(out), *extra],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = runner.invoke(app, ["report", str(out)])
+    assert report.exit_code == 0, report.output
+    return out
+
+
+def _determinism_lines(run: Path) -> list[str]:
+    text = (run / "report" / "report.md").read_text()
+    return [line for line in text.splitlines() if "determinism" in line and "toy" in line]
+
+
+def test_the_report_states_one_determinism_per_reader_and_a_resume_keeps_the_lowest(
+    tmp_path: Path,
+):
+    """The reader is ``toy:toy`` in the results and ``toy`` in config.json: one line for
+    it, never a second one saying it was not recorded; a later invocation that measures
+    less replaces the figure (and says how many invocations measured)."""
+    from audit.rundir import BackendRecord, Determinism, record_backends
+
+    with ToyServer(order_dependent=False) as server:
+        run = _toy_run(server, tmp_path, "measured")
+        unmeasured = _toy_run(server, tmp_path, "unmeasured", "--no-determinism")
+    (line,) = _determinism_lines(run)
+    assert "toy:toy" in line, line
+    assert "determinism 16/16 identical answers" in line, line
+    assert "not recorded" not in line
+    (line,) = _determinism_lines(unmeasured)
+    assert "determinism not measured (--no-determinism)" in line, line
+
+    def recorded() -> dict[str, Any]:
+        return dict(json.loads((run / "config.json").read_text())["backends"]["toy"])
+
+    def probe(identical: int) -> BackendRecord:
+        found = Determinism(identical=identical, compared=16, requests=16)
+        return BackendRecord(roles=["reader"], determinism=found)
+
+    record_backends(run, {"toy": probe(9)})  # a resume met a server that changed
+    assert (recorded()["determinism"]["identical"], recorded()["measurements"]) == (9, 2)
+    record_backends(run, {"toy": probe(16)})
+    assert (recorded()["determinism"]["identical"], recorded()["measurements"]) == (9, 3)
+    record_backends(run, {"toy": BackendRecord(roles=["reader"], unmeasured="--no-determinism")})
+    assert recorded()["determinism"]["identical"] == 9  # no measurement never erases one
+    assert runner.invoke(app, ["report", str(run)]).exit_code == 0
+    (line,) = _determinism_lines(run)
+    assert "determinism 9/16 identical answers" in line
+    assert "lowest of 3 invocations" in line

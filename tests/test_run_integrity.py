@@ -590,3 +590,48 @@ def test_only_temporary_files_of_dead_writers_are_removed(tmp_path: Path):
     finally:
         live.kill()
         live.wait()
+
+
+FLAKY_SYSTEM = """\
+import json, os, sys
+DOWN = sys.argv[1]
+for line in sys.stdin:
+    if os.path.exists(DOWN):
+        sys.exit(7)  # down: exits without answering
+    request = json.loads(line)
+    lines = request["memory"].split("\\n") if request["memory"] else []
+    lines += [json.dumps(r, separators=(",", ":")) for r in request["chunk"]["records"]]
+    print(json.dumps({"memory": "\\n".join(lines[-8:])}), flush=True)
+"""
+
+
+def test_an_external_system_that_did_not_answer_leaves_the_run_incomplete_until_resumed(
+    tmp_path: Path,
+):
+    """Every read of an external memory system is NA while it is down: the run is not
+    "complete" (exit 3, the report exits 3 and says why), and a resume once it is back
+    runs those jobs again and ends with the results of a run that never saw it down."""
+    system, down = tmp_path / "system.py", tmp_path / "down"
+    system.write_text(FLAKY_SYSTEM)
+    condition = f"cmd:run={sys.executable} {system} {down},timeout=20"
+    args = ["run", "--preset", "cca-pilot", "--conditions", f"frontier,{condition}",
+            "--transforms", "identity", "--quiet", "--workers", "1"]  # fmt: skip
+    down.touch()
+    out = tmp_path / "run"
+    first = audit(*args, "--out", str(out))
+    assert first.returncode == 3, first.stderr
+    assert "24 job(s) hold reads that are NA" in first.stderr, first.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["state"], manifest["na_jobs"]) == ("incomplete", 24)
+    report = audit("report", str(out), "--out", str(tmp_path / "report"))
+    assert report.returncode == 3, report.stderr
+    assert "24 job(s) hold reads that are NA" in (tmp_path / "report" / "report.md").read_text()
+
+    down.unlink()  # the system is back
+    resumed = audit("resume", str(out), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["state"], manifest["na_jobs"]) == ("complete", 0)
+    reference = tmp_path / "reference"
+    assert audit(*args, "--out", str(reference)).returncode == 0
+    assert (out / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()

@@ -128,6 +128,12 @@ def test_without_relabel_the_audit_says_it_cannot_tell(shortcut_plugin: str, tmp
     md = (out / "report" / "report.md").read_text()
     assert "This audit cannot tell" in md
     assert md.index("This audit cannot tell") < md.index("### 1.")  # shortcut findings first
+    # one box per budget, one line per matched condition (readable in a glance)
+    assert md.count("This audit cannot tell") == 1
+    assert "cannot tell 2 of 2 strict conditions from a naming heuristic (1200 B)" in md
+    lines = [line for line in md.splitlines() if line.startswith("> - **")]
+    assert len(lines) == 2, lines
+    assert all("probe\\_shortest " in line for line in lines), lines
 
 
 def test_readable_labels_of_the_default_pilot_give_a_length_shortcut_nothing(

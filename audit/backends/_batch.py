@@ -7,25 +7,48 @@ answer imported under it is found by the live client exactly as if it had been s
 The formats are the OpenAI Batch API's, which ``vllm run-batch`` reads and writes:
 input lines ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}``,
 output lines ``{"custom_id", "response": {"status_code", "body"}, "error"}``.
+
+An output file comes from outside (a provider, a hand-edited file), so ``import_output``
+reads it as the pair files are read: a regular file only, streamed line by line with each
+line bounded while it is read, every failure one ``OutputFileError`` naming the file and
+line; and every text it stores or prints is scrubbed of the configured API keys
+(``key_scrubber``), as the live client scrubs what a server sends back.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from audit.backends._cache import CanonicalRequest, ResponseCache
-from audit.backends._client import BackendClient, completion_response
+from audit.backends._client import BackendClient, completion_response, to_cache
 from audit.backends._config import BackendsConfig
-from audit.backends._errors import BackendConfigError
+from audit.backends._errors import BackendConfigError, BackendError
 from audit.backends._local import SMOLLM2
+from audit.backends._open import resolve_api_key
+from audit.backends._secrets import Scrubber
 from compressors import ChatRequest, ChatResponse
 
 DEFERRED = "deferred to a batch (audit batch export): no answer yet"
 """The error of a request an ``OfflineClient`` could not answer from the cache."""
 CHAT_URL = "/v1/chat/completions"
+OUTPUT_LINE_BYTES = 16 * 1024 * 1024
+"""A batch output line longer than this (its line break aside) is refused after reading
+that many bytes, never held whole: the pair files' cap (an answer is a few KB)."""
+
+Scrub = Callable[[str], str]
+"""A text with every secret it must not show replaced (``key_scrubber``)."""
+
+
+def _unscrubbed(text: str) -> str:
+    return text
 
 
 def batch_model(config: BackendsConfig, name: str) -> str:
@@ -119,9 +142,17 @@ class BatchAnswer:
     """Why the batch did not answer (its status and message), else None."""
 
 
-def parse_output_line(text: str) -> BatchAnswer:
-    """One output line (OpenAI Batch API / ``vllm run-batch``); ``ValueError`` saying what
-    is wrong with it."""
+def parse_output_line(text: str, scrub: Scrub = _unscrubbed) -> BatchAnswer:
+    """One output line (OpenAI Batch API / ``vllm run-batch``), its texts passed through
+    ``scrub`` (an answer may echo the API key); ``ValueError`` saying what is wrong with
+    it, never a ``RecursionError`` (the parsers recurse once per level of nesting)."""
+    try:
+        return _parse_output_line(text, scrub)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to be an output line") from None
+
+
+def _parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
     try:
         data: Any = json.loads(text)
     except ValueError as error:
@@ -130,7 +161,9 @@ def parse_output_line(text: str) -> BatchAnswer:
         raise ValueError("not a JSON object")
     key = data.get("custom_id")
     if not isinstance(key, str) or len(key) != 64 or not _is_hex(key):
-        raise ValueError(f"custom_id {key!r} is not a cache key (64 hex digits)")
+        shown = scrub(repr(key))  # before it is cut short: no piece of a key survives
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise ValueError(f"custom_id {shown} is not a cache key (64 hex digits)")
     response, failure = data.get("response"), data.get("error")
     if response is not None and not isinstance(response, dict):
         raise ValueError("response is not an object")
@@ -142,9 +175,25 @@ def parse_output_line(text: str) -> BatchAnswer:
         answer = completion_response(body)
         if isinstance(answer, str):
             raise ValueError(f"a 200 response whose body is not a chat completion ({answer})")
-        return BatchAnswer(key, answer, None)
-    message = _error_text(failure if failure is not None else body)
+        return BatchAnswer(key, _scrubbed(answer, scrub), None)
+    message = scrub(_error_text(failure if failure is not None else body))[:300]
     return BatchAnswer(key, None, f"HTTP {status}: {message}" if status else message)
+
+
+def _scrubbed(answer: ChatResponse, scrub: Scrub) -> ChatResponse:
+    """``answer`` with every text the cache keeps scrubbed (as ``completion_answer`` does
+    for a live answer)."""
+
+    def clean(text: str | None) -> str | None:
+        return None if text is None else scrub(text)
+
+    return replace(
+        answer,
+        content=clean(answer.content),
+        reasoning=clean(answer.reasoning),
+        finish_reason=clean(answer.finish_reason),
+        model=clean(answer.model),
+    )
 
 
 def _is_hex(text: str) -> bool:
@@ -152,9 +201,156 @@ def _is_hex(text: str) -> bool:
 
 
 def _error_text(error: Any) -> str:
+    """The message of a batch's error (cut short by the caller, once it is scrubbed)."""
     if isinstance(error, dict):
         inner = error.get("error", error)
         if isinstance(inner, dict):
-            return str(inner.get("message") or inner)[:300]
-        return str(error.get("message") or inner)[:300]
-    return str(error)[:300] if error is not None else "no answer"
+            return str(inner.get("message") or inner)
+        return str(error.get("message") or inner)
+    return str(error) if error is not None else "no answer"
+
+
+def key_scrubber(config: BackendsConfig) -> Scrub:
+    """Every configured backend's API key, and each 8+ character piece of it, replaced by
+    ``***`` (the live client's ``Scrubber``): a batch answer may echo any backend's key,
+    and the import cannot tell which backend answered.  A key that is not set cannot leak;
+    one ``resolve_api_key`` refuses (a control character) is scrubbed all the same."""
+    scrubbers: list[Scrubber] = []
+    for name, backend in sorted(config.backends.items()):
+        if backend.api_key_env is None:
+            continue
+        try:
+            key = resolve_api_key(name, backend, config)
+        except BackendConfigError:
+            key = os.environ.get(backend.api_key_env)
+        if key:
+            scrubbers.append(Scrubber(key))
+
+    def scrub(text: str) -> str:
+        for scrubber in scrubbers:
+            text = scrubber(text)
+        return text
+
+    return scrub
+
+
+class OutputFileError(BackendError, ValueError):
+    """A batch output file that cannot be imported; the message names the file and, for a
+    bad line, its number (the command line prints it as one line)."""
+
+
+def import_output(path: Path, cache: ResponseCache, scrub: Scrub) -> tuple[int, int, int]:
+    """Store a batch output file's answers in the cache under their keys: (answers
+    stored, requests the batch refused, answers the cache already held).
+
+    Every line is checked before anything is stored: a line that is not an output
+    line, or whose ``custom_id`` names no request exported from this cache, raises
+    ``OutputFileError`` naming the file and line, and nothing is stored.  What is held
+    until then is bounded by the exported requests (each answers one, once), not by the
+    file; every text stored or shown has passed through ``scrub``.
+    """
+    answers: list[tuple[CanonicalRequest, dict[str, object]]] = []
+    refused: dict[str, str] = {}
+    answered: set[str] = set()
+    already = 0
+    for number, line in read_output(path, scrub):
+        where = f"{path}:{number}"
+        if line.key in answered or line.key in refused:
+            raise OutputFileError(f"{where}: custom_id {line.key[:16]}... is answered twice")
+        exported = cache.pending(line.key)
+        if exported is None:
+            if cache.contains(line.key):
+                already += 1
+                continue
+            raise OutputFileError(
+                f"{where}: custom_id {line.key[:16]}... names no request exported from "
+                f"{cache.path} (`audit batch export` writes the requests; an answer to a "
+                "request nobody exported is refused)"
+            )
+        request, _ = exported
+        if request.key != line.key:  # the stored request no longer hashes to its key
+            raise OutputFileError(f"{where}: the exported request of this key is corrupt")
+        if line.response is None:
+            refused[line.key] = line.refused or "no answer"
+            continue
+        answered.add(line.key)
+        answers.append((request, to_cache(line.response)))
+    for request, response in answers:
+        cache.put(request, response)
+    cache.settle_pending(sorted(answered), refused)
+    return len(answers), len(refused), already
+
+
+def read_output(path: Path, scrub: Scrub = _unscrubbed) -> Iterator[tuple[int, BatchAnswer]]:
+    """(line number, answer) of each non-blank line of a batch output file, in order.
+
+    ``OutputFileError`` naming the file (and line) when it is not a regular file (a FIFO
+    would block forever, ``/dev/zero`` never ends), cannot be read, has a line over
+    ``OUTPUT_LINE_BYTES`` (refused once that many bytes are read) or one that is not
+    UTF-8 or not an output line.  Error texts pass through ``scrub`` as answers do.
+    """
+    try:
+        with _open_regular(path) as handle:
+            yield from _answers(path, handle, scrub)
+    except FileNotFoundError:
+        raise OutputFileError(f"{path}: no such file") from None
+    except OSError as error:
+        raise OutputFileError(f"{path}: unreadable ({error.strerror or error})") from None
+
+
+def _answers(path: Path, handle: BinaryIO, scrub: Scrub) -> Iterator[tuple[int, BatchAnswer]]:
+    for number in itertools.count(1):
+        raw = handle.readline(OUTPUT_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > OUTPUT_LINE_BYTES and not raw.endswith(b"\n"):
+            raise OutputFileError(
+                f"{path}:{number}: a line longer than {OUTPUT_LINE_BYTES} bytes (16 MiB), "
+                "refused without reading the rest: not a batch output line"
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise OutputFileError(
+                f"{path}:{number}: not UTF-8 text (byte {error.start + 1}: {error.reason})"
+            ) from None
+        if not text.strip():
+            continue
+        try:
+            answer = parse_output_line(text, scrub)
+        except ValueError as error:
+            raise OutputFileError(f"{path}:{number}: {scrub(str(error))}") from None
+        yield number, answer
+
+
+@contextmanager
+def _open_regular(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for binary reading, refused unless it is a regular file: the open
+    does not wait for a FIFO's writer (non-blocking), and a device, directory or socket
+    is refused before anything is read from it (as the run directory's files are)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OutputFileError(
+                f"{path}: not a regular file ({_kind(mode)}), so it is not read: give the "
+                "batch output file itself"
+            )
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
+def _kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a plain file")

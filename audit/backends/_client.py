@@ -460,13 +460,16 @@ class BackendClient:
         return answer
 
     async def _send(self, canon: CanonicalRequest) -> ChatResponse:
-        stats = self.stats
-        stats.sent += 1
         backend = self.backend
-        started = time.monotonic()
-        deadline = started + backend.retry_budget_s
         attempts = 0
         async with self._semaphore:
+            # counted and timed from the moment a slot is free: a request waiting behind
+            # others (one slot of a reproducible server) has not been sent yet, and its
+            # retry budget is not spent by the wait
+            stats = self.stats
+            stats.sent += 1
+            started = time.monotonic()
+            deadline = started + backend.retry_budget_s
             while True:
                 endpoint = self._pick()
                 attempts += 1

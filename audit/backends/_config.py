@@ -17,6 +17,7 @@ always present; a ``[backends.local]`` table adjusts it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
@@ -64,7 +65,7 @@ CLIENT_FIELDS = frozenset(
         "model", "messages", "max_tokens", "max_completion_tokens", "seed", "temperature",
         "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
         "repetition_penalty", "n", "stream", "response_format", "structured_outputs",
-        "chat_template_kwargs",
+        "chat_template_kwargs", "n_predict",
     }
 )  # fmt: skip
 """Request fields the client sets from the backend's settings and the request; an
@@ -208,7 +209,7 @@ class BackendConfig(BaseModel):
     """``local`` only, ``mode = "throughput"``: parallel decoding slots (continuous
     batching); reproducible mode uses one."""
 
-    n_ctx_per_slot: int = Field(default=2048, ge=256)
+    n_ctx_per_slot: int = Field(default=8192, ge=256)
     """``local`` only: context tokens per slot."""
 
     n_threads: int | None = Field(default=None, ge=1)
@@ -249,12 +250,14 @@ class BackendConfig(BaseModel):
     @field_validator("extra_body")
     @classmethod
     def _no_client_field(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
-        taken = sorted(set(value) & CLIENT_FIELDS)
-        if taken:
+        taken = sorted(name for name in value if name.lower() in CLIENT_FIELDS)
+        if taken:  # any case: a server may read "Seed" as seed
             raise ValueError(
                 f"{', '.join(taken)}: set by the client itself (use the backend's own "
                 "setting of that name, or the request's); extra_body only adds fields"
             )
+        if not _finite(value):
+            raise ValueError("nan and inf are not JSON: a request body cannot carry them")
         return value
 
     @field_validator("roles", mode="before")
@@ -312,6 +315,17 @@ def url_problem(url: str) -> str | None:
     if parsed.raw_query_string or parsed.raw_fragment:
         return "an API root has no query (?...) or fragment (#...)"
     return None
+
+
+def _finite(value: object) -> bool:
+    """No nan or inf anywhere in a JSON-like value."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def _str_list(value: str) -> list[str]:

@@ -230,7 +230,7 @@ class LocalServerSpec:
     model_sha256: str = ""
     """The file's content hash: part of every cache key of the answers it serves."""
     n_parallel: int = 4
-    n_ctx_per_slot: int = 2048
+    n_ctx_per_slot: int = 8192
     n_threads: int | None = None
     reproducible: bool = True
     """One slot and the prompt cache off: an answer independent of order and concurrency."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -93,6 +94,19 @@ def check(
     async def run() -> bool:
         ok = True
         for chosen in names:
+            local = settings.get(chosen).kind == "local"
+            if sys.stderr.isatty():  # someone is watching: say what the wait is for
+                typer.echo(
+                    f"checking {chosen}"
+                    + (" (the embedded model starts first)" if local else "")
+                    + (
+                        "; the determinism probe sends 32 requests (minutes on a CPU model)"
+                        if determinism and local
+                        else ""
+                    )
+                    + " ...",
+                    err=True,
+                )
             for result in await check_backend(chosen, settings, determinism=determinism):
                 typer.echo(result.line())
                 ok = ok and result.ok

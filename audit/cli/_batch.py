@@ -85,17 +85,20 @@ def import_batch(
     """Load a batch output file's answers into the response cache, each under its
     custom_id (the key of a request `audit batch export` wrote). A line that is not an
     output line, or that answers a request never exported, stops the import: nothing
-    is stored."""
-    from audit.backends import ResponseCache
+    is stored. Every configured backend's API key is scrubbed from what is stored."""
+    from audit.backends import ResponseCache, key_scrubber
     from audit.engine.batch import import_answers
 
-    path = cache if cache is not None else _config(config, env_file).resolved_cache_path()
+    # the configuration is read even with --cache: it names the keys to scrub
+    settings = _config(config, env_file)
+    path = cache if cache is not None else settings.resolved_cache_path()
     with ResponseCache(path, log_misses=False) as store:
-        report = import_answers(file, store)
-    refused = (
-        f", {report.refused} refused by the batch (not cached: `audit run` sends them live)"
-        if report.refused
+        report = import_answers(file, store, key_scrubber(settings))
+    answered, refused, already = report.answered, report.refused, report.already
+    shown_refused = (
+        f", {refused} refused by the batch (not cached: `audit run` sends them live)"
+        if refused
         else ""
     )
-    already = f", {report.already} already in the cache" if report.already else ""
-    typer.echo(f"{file}: {report.answered} answers imported into {path}{refused}{already}")
+    shown_already = f", {already} already in the cache" if already else ""
+    typer.echo(f"{file}: {answered} answers imported into {path}{shown_refused}{shown_already}")

@@ -33,7 +33,7 @@ DeterminismOption = Annotated[
     typer.Option(
         "--determinism/--no-determinism",
         help="Before LLM reads: measure each backend's determinism (16 fixed requests sent "
-        "twice) and record it in config.json (the first measurement stays).",
+        "twice) and record it in config.json (the lowest of every invocation stays).",
     ),
 ]
 

@@ -8,6 +8,7 @@ equivariance.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -34,11 +35,12 @@ from audit.scoring import article, grouped_matches, listed
 
 STAGE_NAMES: dict[Stage, tuple[str, str]] = {
     "deterministic": ("deterministic", "jobs"),
-    "llm": ("LLM stage", "memories"),
+    "llm": ("LLM stage", "units"),
 }
-"""A stage's name and what it counts: a job is one source pair (every condition, budget
-and transform of it); a memory is one condition written over one pair instance at one
-budget and repeat, then read on every branch."""
+"""A stage's name and what it counts, in the words of the manifest and docs/reliability.md:
+a job is one source pair (every condition, budget and transform of it); an LLM unit is
+one condition written over one pair instance at one budget and repeat, then read on
+every branch."""
 
 LOG_EVERY_S = 30.0
 """Without a terminal (a log file, CI), a line at most this often while a stage runs."""
@@ -48,9 +50,10 @@ def describe_tallies(tallies: list[RequestTally], seconds: float) -> str:
     """The LLM stage's requests so far, one backend role after another."""
     parts = []
     for t in tallies:
-        rate = f", {t.sent / seconds:.2f}/s sent" if seconds > 0 and t.sent else ""
+        rate = f", {t.sent / seconds:.2f} sent/s" if seconds > 0 and t.sent else ""
         parts.append(
-            f"{t.role}: {t.requests} requests ({t.cache_hits} cached, {t.failed} NA{rate})"
+            f"{t.role}: {t.requests} asked, {t.sent} sent, {t.cache_hits} cached, "
+            f"{t.failed} NA{rate}"
         )
     return "; ".join(parts)
 
@@ -72,8 +75,9 @@ class _StageBars(Progress):
 
 
 class ConsoleProgress:
-    """A ``RunProgress`` for the console: bars on a terminal, a line every
-    ``LOG_EVERY_S`` seconds otherwise, nothing when quiet."""
+    """A ``RunProgress`` for the console: bars on a terminal; otherwise (a log file) a
+    line at most every ``log_every_s`` seconds while a stage runs, from a timer, so a
+    stage of slow requests still shows its requests moving; nothing when quiet."""
 
     def __init__(self, console: Console, *, terminal: bool, log_every_s: float = LOG_EVERY_S):
         self.console = console
@@ -81,9 +85,12 @@ class ConsoleProgress:
         self.log_every_s = log_every_s
         self._bars: _StageBars | None = None
         self._tasks: dict[Stage, TaskID] = {}
-        self._plain: dict[Stage, tuple[int, float, Tallies | None]] = {}
-        """Without a terminal: each stage's total, start time and tallies."""
+        self._plain: dict[Stage, list[Any]] = {}
+        """Without a terminal: each stage's [total, start time, tallies, done]."""
+        self._active: Stage | None = None
         self._last_line = 0.0
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __enter__(self) -> ConsoleProgress:
         if self.terminal:
@@ -99,9 +106,15 @@ class ConsoleProgress:
                 transient=True,
             )
             self._bars.__enter__()
+        elif self.log_every_s > 0:
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(5)
         if self._bars is not None:
             self._bars.__exit__(None, None, None)
 
@@ -113,7 +126,8 @@ class ConsoleProgress:
             if stage == "llm":
                 self._bars.tallies, self._bars.llm_task = tallies, task
             return
-        self._plain[stage] = (total, time.monotonic(), tallies)
+        self._plain[stage] = [total, time.monotonic(), tallies, done]
+        self._active = stage
         self._last_line = time.monotonic()
 
     def advance(self, stage: Stage, done: int) -> None:
@@ -122,12 +136,29 @@ class ConsoleProgress:
             return
         if stage not in self._plain:
             return
-        total, started, tallies = self._plain[stage]
+        self._plain[stage][3] = done
+        total, started = self._plain[stage][0], self._plain[stage][1]
         now = time.monotonic()
         if now - self._last_line < self.log_every_s and done < total:
             return
         if done >= total and now - started < self.log_every_s:
             return  # a short stage needs no line
+        self._line(stage)
+
+    def _tick(self) -> None:
+        """Without a terminal: a line every ``log_every_s`` while a stage has work left,
+        even when nothing finishes (one slow LLM unit)."""
+        while not self._stop.wait(self.log_every_s / 4):
+            stage = self._active
+            if stage is None:
+                continue
+            total, _, _, done = self._plain[stage]
+            if done < total and time.monotonic() - self._last_line >= self.log_every_s:
+                self._line(stage)
+
+    def _line(self, stage: Stage) -> None:
+        total, started, tallies, done = self._plain[stage]
+        now = time.monotonic()
         self._last_line = now
         name, unit = STAGE_NAMES[stage]
         line = f"{name}: {done}/{total} {unit}, {now - started:.0f} s"
@@ -173,14 +204,41 @@ def _print_exact(console: Console, summary: dict[str, Any]) -> None:
     if Measurement.get(console, unbounded, full).maximum <= console.width:
         console.print(full)
         return
-    console.print(_exact_table(summary, entries, compact=True))
+    compact = _exact_table(summary, entries, compact=True)
+    aliases = {}
+    if Measurement.get(console, unbounded, compact).maximum > console.width:
+        aliases = _aliases([e["condition"] for e in entries])
+        compact = _exact_table(summary, entries, compact=True, aliases=aliases)
+    console.print(compact)
+    _print_aliases(console, aliases)
     console.print(
-        f"(a {console.width}-column terminal: override, budget and every transform's "
-        "column are in summary.json and the report)"
+        f"(at {console.width} columns: override, budget and every transform's column are "
+        "in summary.json and the report)"
     )
 
 
-def _exact_table(summary: dict[str, Any], entries: list[dict[str, Any]], compact: bool) -> Table:
+ALIAS_LONGER_THAN = 16
+"""A condition name longer than this gets a short alias when the table does not fit."""
+
+
+def _aliases(names: list[str]) -> dict[str, str]:
+    """Short names (``c1``, ``c2``...) for the long condition names, so a narrow terminal
+    shows every column whole; the names themselves are printed under the table."""
+    long = [n for n in dict.fromkeys(names) if len(n) > ALIAS_LONGER_THAN]
+    return {name: f"c{index}" for index, name in enumerate(long, start=1)}
+
+
+def _print_aliases(console: Console, aliases: dict[str, str]) -> None:
+    for name, alias in aliases.items():
+        console.print(f"{alias} = {name}", highlight=False, soft_wrap=True)
+
+
+def _exact_table(
+    summary: dict[str, Any],
+    entries: list[dict[str, Any]],
+    compact: bool,
+    aliases: dict[str, str] | None = None,
+) -> Table:
     transforms = list(dict.fromkeys(e["transform"] for e in entries))
     others = [] if compact else [t for t in transforms if t != "identity"]
     budgets = {e["budget"] for e in entries}
@@ -210,7 +268,9 @@ def _exact_table(summary: dict[str, Any], entries: list[dict[str, Any]], compact
         if transform != "identity" and "identity" in transforms:
             continue
         pairs = entry["source pairs"]
-        name = condition + marks.get(kinds.get(condition, "strict"), "")
+        name = (aliases or {}).get(condition, condition) + marks.get(
+            kinds.get(condition, "strict"), ""
+        )
         values = {
             "condition": name, "budget": str(budget), "current": _fmt(pairs["current"]),
             "reveal": _fmt(pairs["reveal"]), "override": _fmt(pairs["override"]),
@@ -248,10 +308,16 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     if Measurement.get(console, unbounded, full).maximum <= console.width:
         console.print(full)
     else:
-        console.print(_llm_table(rows, compact=True))
+        compact = _llm_table(rows, compact=True)
+        aliases = {}
+        if Measurement.get(console, unbounded, compact).maximum > console.width:
+            aliases = _aliases([e["condition"] for e in rows])
+            compact = _llm_table(rows, compact=True, aliases=aliases)
+        console.print(compact)
+        _print_aliases(console, aliases)
         console.print(
-            f"(a {console.width}-column terminal: lenient scores, override and outcomes "
-            "are in summary.json and the report)"
+            f"(at {console.width} columns: lenient scores, override and outcomes are in "
+            "summary.json and the report)"
         )
     models = ", ".join(
         f"{role} {stage.get(role)} = {stage.get(role + '_model') or 'unknown model'}"
@@ -260,8 +326,8 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     )
     repeats = stage["repeats"]
     line = (
-        f"LLM stage: {stage['sample']} source pairs x {repeats} "
-        f"repeat{'' if repeats == 1 else 's'}; {models}."
+        f"LLM stage: {stage['sample']} source pair{'' if stage['sample'] == 1 else 's'} x "
+        f"{repeats} repeat{'' if repeats == 1 else 's'}; {models}."
     )
     if "local" in (stage.get("writer"), stage.get("reader")):
         line += (
@@ -271,7 +337,9 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     console.print(line)
 
 
-def _llm_table(rows: list[dict[str, Any]], compact: bool) -> Table:
+def _llm_table(
+    rows: list[dict[str, Any]], compact: bool, aliases: dict[str, str] | None = None
+) -> Table:
     readers = list(dict.fromkeys(e["reader"] for e in rows))
     varying = {
         name: len({str(e[name]) for e in rows}) > 1 for name in ("budget", "transform", "reader")
@@ -300,7 +368,8 @@ def _llm_table(rows: list[dict[str, Any]], compact: bool) -> Table:
             return f"{_fmt(pairs[metric])} [{_fmt(pairs.get(f'{metric}_lenient'))}]"
 
         values = {
-            "condition": e["condition"], "budget": str(e["budget"]),
+            "condition": (aliases or {}).get(e["condition"], e["condition"]),
+            "budget": str(e["budget"]),
             "transform": e["transform"], "reader": e["reader"],
             "current": both("current"), "reveal": both("reveal"),
             "override": both("override"), "joint J": both("joint_J"),

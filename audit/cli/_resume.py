@@ -35,7 +35,8 @@ def resume_command(
     retry_na: Annotated[
         bool,
         typer.Option(
-            "--retry-na/--keep-na", help="Ask again for LLM reads that an outage left NA."
+            "--retry-na/--keep-na",
+            help="Ask again for reads an outage left NA (LLM backends, external memory systems).",
         ),
     ] = True,
     executor: ExecutorOption = "local",

@@ -146,7 +146,8 @@ def run_audit(
         bool,
         typer.Option(
             "--retry-na/--keep-na",
-            help="When resuming: ask again for LLM reads that an outage left NA.",
+            help="When resuming: ask again for reads an outage left NA (LLM backends, "
+            "external memory systems).",
         ),
     ] = True,
     determinism: DeterminismOption = True,
@@ -330,6 +331,14 @@ def execute_and_print(
     started = time.perf_counter()
     try:
         summary = run(open_llm, invocation.determinism)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (audit.errors.Terminated)
+        if (run_dir / "manifest.json").exists():
+            typer.echo(
+                f"stopped: what finished is kept in {run_dir}; `audit resume {run_dir}` "
+                "finishes the run",
+                err=True,
+            )
+        raise
     except BackendStartError as error:  # raised before any work: nothing was run
         offline = _from_cache(run_dir, plan, open_llm) if open_llm is not None else None
         if offline is None:
@@ -346,10 +355,15 @@ def execute_and_print(
     else:
         print_summary(summary, run_dir, time.perf_counter() - started)
     manifest = read_manifest(run_dir)
-    if manifest is not None and manifest.na_units:
+    if manifest is not None and (manifest.na_units or manifest.na_jobs):
+        held = [
+            *([f"{manifest.na_jobs} job(s)"] if manifest.na_jobs else []),
+            *([f"{manifest.na_units} LLM unit(s)"] if manifest.na_units else []),
+        ]
         typer.echo(
-            f"warning: {manifest.na_units} LLM unit(s) hold reads that are NA for want of a "
-            f"server (their scores are bounds): `audit resume {run_dir}` asks again",
+            f"warning: {' and '.join(held)} hold reads that are NA for want of a server or "
+            "of an external memory system's answer (their scores are bounds): "
+            f"`audit resume {run_dir}` asks again",
             err=True,
         )
         raise typer.Exit(EXIT_INCOMPLETE)

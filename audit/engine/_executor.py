@@ -40,7 +40,7 @@ import pandas as pd
 import pyarrow as pa
 
 from audit.engine._jobs import run_job
-from audit.engine._llm_stage import Unit, plan_units, run_stage
+from audit.engine._llm_stage import plan_units, run_stage
 from audit.engine._progress import RunProgress, request_tallies
 from audit.engine._streaming import share_identical_records
 from audit.errors import RunDataError, RunDirectoryError, RunStorageError, Terminated
@@ -267,7 +267,9 @@ def execute(
                            ray_address)  # fmt: skip
 
 
-async def _measure_backends(plan: RunPlan, clients: ClientPair) -> dict[str, BackendRecord]:
+async def _measure_backends(
+    plan: RunPlan, clients: ClientPair, measure: bool = True
+) -> dict[str, BackendRecord]:
     """Each LLM backend of the run: what it is, and the determinism probe's figure.
 
     Measured before the stage, so the figure describes the server the reads meet; a probe
@@ -290,10 +292,14 @@ async def _measure_backends(plan: RunPlan, clients: ClientPair) -> dict[str, Bac
     for client, role_names, name in roles.values():
         backend = getattr(client, "backend", None)
         kind = getattr(backend, "kind", None)
-        try:
-            result = await measure_determinism(client)
-        except Exception:
-            result = None
+        result = None
+        unmeasured: str | None = "--no-determinism"
+        if measure:
+            try:
+                result = await measure_determinism(client)
+                unmeasured = None if result.compared else "no probe request was answered"
+            except Exception as error:
+                unmeasured = f"the probe failed ({type(error).__name__})"
         records[name or role_names[0]] = BackendRecord(
             roles=role_names,
             kind=kind,
@@ -302,7 +308,8 @@ async def _measure_backends(plan: RunPlan, clients: ClientPair) -> dict[str, Bac
             determinism=None
             if result is None or not result.compared
             else Determinism.model_validate(result.as_dict()),
-            measured=_now(),
+            measured=_now() if unmeasured is None else None,
+            unmeasured=unmeasured,
         )
     return records
 
@@ -337,7 +344,7 @@ def _execute_in(
                 "it belongs to another run and is never merged; move it away to run this "
                 "directory again from its own results"
             )
-        redo = _units_to_retry(store, units) if retry_na else set()
+        redo = _keys_to_retry(store, order) if retry_na else set()
         done = stored - redo
         jobs = [job for job in planned if job.key not in done]
         todo_units = [u for u in units if u.key not in done]
@@ -352,8 +359,8 @@ def _execute_in(
         store.record_plan(manifest.planned_jobs, manifest.planned_units)
         write_manifest(out, manifest)
         record_costs(out, invocation)  # listed even if this invocation is killed
-        if plan.llm is not None and runner is not None and todo_units and measure_backends:
-            measured = runner.run(_measure_backends(plan, clients))
+        if plan.llm is not None and runner is not None and todo_units:
+            measured = runner.run(_measure_backends(plan, clients, measure_backends))
             record_backends(out, measured)
             invocation.backends = measured
         jobs_done = len(planned) - len(jobs)
@@ -366,7 +373,7 @@ def _execute_in(
 
         def record(result: PackedJob) -> None:
             nonlocal jobs_done
-            if store.add_job(result):
+            if store.add_job(result, replace=result.key in redo):
                 fresh[result.key] = table_from_bytes(result.results)
                 jobs_done += 1
                 if progress:
@@ -405,17 +412,20 @@ def _execute_in(
             finally:
                 _llm_counters(invocation.llm, clients, time.perf_counter() - started)
         summary, table = finish(out, store, plan, order, fresh)
-        na_units = len(retryable_na_keys(table) & set(manifest.planned_units))
+        retry = retryable_na_keys(table)
+        na_units = len(retry & set(manifest.planned_units))
+        na_jobs = len(retry & set(manifest.planned_jobs))
         manifest.finished_jobs = len(planned)
         manifest.finished_units = len(units)
         manifest.na_units = na_units
+        manifest.na_jobs = na_jobs
         manifest.rows = table.num_rows
         manifest.files = {
             name: file_record(out / name)
             for name in (RESULTS_CSV, RESULTS_PARQUET, SUMMARY_FILE)
             if (out / name).exists()
         }
-        manifest.state = "incomplete" if na_units else "complete"
+        manifest.state = "incomplete" if na_units or na_jobs else "complete"
         write_manifest(out, manifest)
         invocation.outcome = "finished"
         return summary
@@ -451,10 +461,10 @@ def _check_writable(out: Path) -> None:
         ) from None
 
 
-def _units_to_retry(store: RunStore, units: Sequence[Unit]) -> set[str]:
-    """Stored LLM units with a read that is NA for want of a server."""
-    keys = {unit.key for unit in units}
-    stored = store.finished_jobs() & keys
+def _keys_to_retry(store: RunStore, planned: Sequence[str]) -> set[str]:
+    """Stored jobs and LLM units with a read that is NA for want of a server (an LLM
+    backend, or an external memory system in a deterministic job)."""
+    stored = store.finished_jobs() & set(planned)
     if not stored:
         return set()
     return retryable_na_keys(concat_results(store.tables(only=stored)))

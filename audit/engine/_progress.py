@@ -2,7 +2,7 @@
 
 A run has two stages, and they count different things: the deterministic stage counts
 jobs (one per source pair, every condition, budget and transform of it), the LLM stage
-counts memories (one pair instance, condition, budget and repeat: written, then read
+counts LLM units (one pair instance, condition, budget and repeat: written, then read
 on every branch) and the requests they send.  The executor reports both through a
 ``RunProgress``; the console (``audit.cli._console``) draws them.  Request tallies are
 read from the backend clients' own counters when drawn, so a stage of slow requests

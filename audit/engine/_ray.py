@@ -116,12 +116,40 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
             return
         raise ExecutorError(f"--ray-address: {address!r} is not HOST:PORT")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        connection = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
     except OSError as error:
         raise ExecutorError(
             f"--ray-address: nothing answers at {address} ({error.strerror or error}); "
             "start the cluster with `ray start --head` and give the address it prints"
         ) from None
+    with connection:
+        if not _speaks_grpc(connection, timeout_s):
+            raise ExecutorError(
+                f"--ray-address: {address} answers, but not as a Ray cluster does (no gRPC "
+                "answer): is it the address `ray start --head` printed?"
+            )
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+"""The HTTP/2 client preface and an empty SETTINGS frame."""
+
+
+def _speaks_grpc(connection: socket.socket, timeout_s: float) -> bool:
+    """Does the peer answer an HTTP/2 preface with a SETTINGS frame, as Ray's gRPC
+    servers do at once?  A silent listener or an HTTP/1 server would otherwise hold
+    ``ray.init`` for minutes."""
+    connection.settimeout(timeout_s)
+    try:
+        connection.sendall(HTTP2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = connection.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:
+        return False
+    return head[3] == 0x04  # the frame type of SETTINGS
 
 
 def disconnect() -> None:

@@ -33,10 +33,11 @@ from audit.backends import (
     BackendsConfig,
     CanonicalRequest,
     OfflineClient,
+    OutputFileError,
     ResponseCache,
+    Scrub,
     batch_line,
-    parse_output_line,
-    to_cache,
+    import_output,
 )
 from audit.engine._llm_stage import Unit, plan_units, run_unit
 from audit.engine._streaming import plan_variant
@@ -297,51 +298,11 @@ class ImportReport:
     """Answers the cache held already (a file imported twice)."""
 
 
-def import_answers(path: Path, cache: ResponseCache) -> ImportReport:
-    """Store a batch output file's answers in the cache under their keys.
-
-    Every line is checked before anything is stored: a line that is not an output
-    line, or whose ``custom_id`` names no request exported from this cache, stops
-    the import with ``BatchError`` naming the file and line (nothing is stored).
-    """
-    answers: list[tuple[CanonicalRequest, dict[str, object]]] = []
-    refused: dict[str, str] = {}
-    answered: set[str] = set()
-    already = 0
+def import_answers(path: Path, cache: ResponseCache, scrub: Scrub) -> ImportReport:
+    """Store a batch output file's answers in the cache under their keys
+    (``audit.backends.import_output``: streamed, bounded, every text scrubbed of the
+    configured keys); ``BatchError`` names the file and line, and nothing is stored."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise BatchError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise BatchError(f"{path}: unreadable ({error})") from None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            line = parse_output_line(text)
-        except ValueError as error:
-            raise BatchError(f"{path}:{number}: {error}") from None
-        if line.key in answered or line.key in refused:
-            raise BatchError(f"{path}:{number}: custom_id {line.key[:16]}... is answered twice")
-        exported = cache.pending(line.key)
-        if exported is None:
-            if cache.contains(line.key):
-                already += 1
-                continue
-            raise BatchError(
-                f"{path}:{number}: custom_id {line.key[:16]}... names no request exported from "
-                f"{cache.path} (`audit batch export` writes the requests; an answer to a "
-                "request nobody exported is refused)"
-            )
-        request, _ = exported
-        if request.key != line.key:  # the stored request no longer hashes to its key
-            raise BatchError(f"{path}:{number}: the exported request of this key is corrupt")
-        if line.response is None:
-            refused[line.key] = line.refused or "no answer"
-            continue
-        answered.add(line.key)
-        answers.append((request, to_cache(line.response)))
-    for request, response in answers:
-        cache.put(request, response)
-    cache.settle_pending(sorted(answered), refused)
-    return ImportReport(len(answers), len(refused), already)
+        return ImportReport(*import_output(path, cache, scrub))
+    except OutputFileError as error:
+        raise BatchError(str(error)) from None

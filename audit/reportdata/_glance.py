@@ -20,6 +20,9 @@ from audit.rundir import RunData
 from audit.scoring import (
     article,
     equivariance_alerts,
+    grouped_matches,
+    listed,
+    probe_advice,
     probe_matches,
     selection_warnings,
     shortcut_gaps,
@@ -40,26 +43,59 @@ def _where(ctx: ReportContext, reader: str, budget: int) -> str:
     return f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "")
 
 
-def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
+def _probe_alerts(ctx: ReportContext) -> list[Block]:
+    """Conditions no better than a shortcut probe: one box per reader and budget, one
+    line per condition (its probes, joint J at identity, what to do), so that five
+    conditions matched by three probes read in one glance instead of fifteen boxes."""
+    by_where: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for group in grouped_matches(probe_matches(ctx.scores)):
+        by_where.setdefault((group["reader"], group["budget"]), []).append(group)
     blocks: list[Block] = []
-    for match in probe_matches(ctx.scores):
-        rates = ", ".join(
-            f"{t} {match['probe_joint_J'][t]:.2f} vs {match['condition_joint_J'][t]:.2f}"
-            for t in match["transforms"]
+    for (reader, budget), groups in by_where.items():
+        where = _where(ctx, reader, budget)
+        strict = [s for s in ctx.scores.contestants() if (s[0], s[2]) == (reader, budget)]
+        kinds = listed(list(dict.fromkeys(h for g in groups for h in g["heuristics"])), "or")
+        if len(groups) == 1:
+            title: Any = [
+                Flag("This audit cannot tell "),
+                Strong(groups[0]["condition"]),
+                Flag(f" from {article(kinds)} {kinds} heuristic"),
+                f" ({where})",
+            ]
+        else:
+            title = [
+                Flag(
+                    f"This audit cannot tell {len(groups)} of {len(strict)} strict "
+                    f"conditions from {article(kinds)} {kinds} heuristic"
+                ),
+                f" ({where})",
+            ]
+        transforms = groups[0]["transforms"]
+        matched = list({m["probe"]: m for g in groups for m in g["matches"]}.values())
+        one = len(groups) == 1
+        advice = probe_advice(groups[0]["condition"] if one else "each matched condition",
+                              matched, transforms)  # fmt: skip
+        legend = "; ".join(
+            m["probe"] + (f" exploits {m['exploits']}" if m["exploits"] else "") for m in matched
         )
-        exploits = f" (it exploits {match['exploits']})" if match["exploits"] else ""
-        advice = match["advice"]
-        blocks.append(
-            Alert(
-                "warn",
-                [Flag("This audit cannot tell "), Strong(match["condition"]),
-                 Flag(f" from {article(match['heuristic'])} {match['heuristic']} heuristic"),
-                 f" ({_where(ctx, match['reader'], match['budget'])})"],
-                ["The probe ", Strong(match["probe"]), f"{exploits}, which knows nothing of "
-                 "semantics, does at least as well on joint J (blocks) under every transform "
-                 f"of this run: {rates} (probe vs condition). {advice[0].upper()}{advice[1:]}."],
-            )
-        )  # fmt: skip
+        probes = "A probe that knows" if len(matched) == 1 else "Probes that know"
+        body = (
+            f"{probes} nothing of semantics ({legend}) did at least as well on joint J "
+            f"(blocks) under every transform of this run ({', '.join(transforms)}). "
+            f"{advice[0].upper()}{advice[1:]}. Joint J at {transforms[0]}, probe vs condition:"
+        )
+        items: list[Any] = [
+            [Strong(group["condition"]), ": " + ", ".join(
+                f"{m['probe']} {m['probe_joint_J'][transforms[0]]:.2f} vs "
+                f"{m['condition_joint_J'][transforms[0]]:.2f}" for m in group["matches"])]
+            for group in groups
+        ]  # fmt: skip
+        blocks.append(Alert("warn", title, body, items))
+    return blocks
+
+
+def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
+    blocks: list[Block] = _probe_alerts(ctx)
     findings: list[Any] = []
     for alert in equivariance_alerts(ctx.scores):
         where = _where(ctx, alert["reader"], alert["budget"])

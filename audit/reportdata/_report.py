@@ -76,7 +76,9 @@ def reproducibility(run: RunData) -> list[tuple[str, str]]:
     """Per LLM reader: its backend's mode, its determinism probe and, with repeats, how
     often it disagreed with itself on an identical memory (the noise floor)."""
     recorded = run.config_file.backends if run.config_file is not None else {}
-    agreements = {a.reader: a for a in reader_agreement(run.results)}
+    # a reader is named backend:model in the results, its backend alone in config.json
+    agreements = {a.reader.split(":", 1)[0]: a for a in reader_agreement(run.results)}
+    labels = {a.reader.split(":", 1)[0]: a.reader for a in agreements.values()}
     lines: list[tuple[str, str]] = []
     for name in sorted(set(agreements) | {n for n, r in recorded.items() if "reader" in r.roles}):
         parts: list[str] = []
@@ -85,12 +87,18 @@ def reproducibility(run: RunData) -> list[tuple[str, str]]:
             if record.mode:
                 parts.append(f"mode {record.mode}")
             probe = record.determinism
-            parts.append(
-                f"determinism {probe.identical}/{probe.compared} identical answers "
-                "(the same requests one at a time, then all at once shuffled)"
-                if probe is not None
-                else "determinism not measured"
-            )
+            if probe is not None:
+                times = (
+                    f", the lowest of {record.measurements} invocations"
+                    if record.measurements > 1
+                    else ""
+                )
+                parts.append(
+                    f"determinism {probe.identical}/{probe.compared} identical answers "
+                    f"(the same requests one at a time, then all at once shuffled{times})"
+                )
+            else:
+                parts.append(f"determinism not measured ({record.unmeasured or 'no probe'})")
         else:
             parts.append("determinism not recorded (a run made before it was measured)")
         agreement = agreements.get(name)
@@ -102,7 +110,7 @@ def reproducibility(run: RunData) -> list[tuple[str, str]]:
             )
         elif agreement is not None:
             parts.append("self-agreement not measured (needs --repeats 2 or more)")
-        lines.append((name, "; ".join(parts)))
+        lines.append((labels.get(name, name), "; ".join(parts)))
     return lines
 
 

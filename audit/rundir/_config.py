@@ -69,8 +69,12 @@ class BackendRecord(BaseModel):
     """``reproducible`` or ``throughput`` for the embedded backend; ``server`` for an
     OpenAI-compatible server (its own configuration decides)."""
     determinism: Determinism | None = None
-    """None: not measured (the stage had nothing left to do, or the probe failed)."""
+    """None: not measured (``unmeasured`` says why)."""
     measured: str | None = None
+    unmeasured: str | None = None
+    """Why there is no measurement: ``--no-determinism``, or the probe failed."""
+    measurements: int = 1
+    """Invocations that measured it; ``determinism`` is the lowest of them."""
 
 
 class RunConfigFile(BaseModel):
@@ -91,18 +95,41 @@ class RunConfigFile(BaseModel):
 
 
 def record_backends(directory: Path, records: dict[str, BackendRecord]) -> None:
-    """Add backends not yet recorded to ``config.json`` (a first measurement is kept:
-    the run's answers were mostly made under it)."""
+    """Record each backend's determinism in ``config.json``.  A resume measures again,
+    and the lowest measurement stays: a server that changed between invocations (a
+    restart with other settings) makes every read's record doubtful, not only its own."""
     path = directory / CONFIG_FILE
     with _directory_lock(directory):
         payload = json.loads(path.read_text(encoding="utf-8"))
         known = payload.get("backends")
         known = dict(known) if isinstance(known, dict) else {}
-        added = {k: v.model_dump(mode="json") for k, v in records.items() if k not in known}
-        if not added:
+        merged = dict(known)
+        for name, record in records.items():
+            old = known.get(name)
+            merged[name] = _worse(
+                BackendRecord.model_validate(old) if isinstance(old, dict) else None, record
+            ).model_dump(mode="json")
+        if merged == known:
             return
-        payload["backends"] = {**known, **added}
+        payload["backends"] = merged
         write_atomically(path, json.dumps(payload, indent=2) + "\n")
+
+
+def _worse(old: BackendRecord | None, new: BackendRecord) -> BackendRecord:
+    """The record to keep: the lower of two measurements (an unmeasured one never
+    replaces a measurement)."""
+    if old is None:
+        return new
+    if new.determinism is None:
+        return old
+    count = (old.measurements if old.determinism is not None else 0) + 1
+    if old.determinism is None or _share(new.determinism) < _share(old.determinism):
+        return new.model_copy(update={"measurements": count})
+    return old.model_copy(update={"measurements": count})
+
+
+def _share(probe: Determinism) -> float:
+    return probe.identical / probe.compared if probe.compared else 1.0
 
 
 def environment() -> Environment:

@@ -69,6 +69,7 @@ class RunIntegrity:
     planned_units: int | None = None
     finished_units: int | None = None
     na_units: int = 0
+    na_jobs: int = 0
     stopped: str | None = None
     damage: list[str] = field(default_factory=list)
     """One line per damaged file: which, what was done instead, the way out."""
@@ -84,7 +85,10 @@ class RunIntegrity:
     @property
     def incomplete(self) -> bool:
         return self.checked and (
-            self.missing or self.na_units > 0 or self.state in ("running", "stopped")
+            self.missing
+            or self.na_units > 0
+            or self.na_jobs > 0
+            or self.state in ("running", "stopped")
         )
 
     @property
@@ -120,6 +124,12 @@ class RunIntegrity:
                 found.append(
                     "INCOMPLETE run: every unit finished, but the run stopped before writing "
                     f"its result files (read from {STORE_FILE}); `audit resume {run}` writes them"
+                )
+            if self.na_jobs:
+                found.append(
+                    f"INCOMPLETE run: {self.na_jobs} job(s) hold reads that are NA (an "
+                    "external memory system did not answer: their scores are bounds); "
+                    f"`audit resume {run}` runs them again"
                 )
             if self.na_units:
                 found.append(
@@ -225,6 +235,7 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
         finished_pairs=manifest.finished_jobs,
         finished_units=manifest.finished_units,
         na_units=manifest.na_units,
+        na_jobs=manifest.na_jobs,
         stopped=manifest.stopped,
     )
     if run_id is not None and manifest.run_id != run_id:
@@ -373,8 +384,9 @@ def _read_store(
         integrity.finished_pairs = len(present & set(manifest.planned_jobs))
         integrity.finished_units = len(present & set(manifest.planned_units))
         table = concat_results(job_tables(db, planned, wanted))
-        if manifest.planned_units:
-            integrity.na_units = len(retryable_na_keys(table))
+        retry = retryable_na_keys(table)
+        integrity.na_units = len(retry & set(manifest.planned_units))
+        integrity.na_jobs = len(retry & set(manifest.planned_jobs))
         return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()
     except (sqlite3.Error, pa.ArrowException) as error:
         integrity.damage.append(f"{STORE_FILE} is damaged ({error})")

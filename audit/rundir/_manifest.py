@@ -56,6 +56,9 @@ class RunManifest(BaseModel):
     finished_units: int = 0
     na_units: int = 0
     """Finished LLM units holding a read that is NA for want of a server."""
+    na_jobs: int = 0
+    """Finished deterministic jobs holding a read that is NA: an external memory system
+    (``cmd:``, ``http:``) that did not answer.  Run again by a resume, like NA units."""
     rows: int | None = None
     """Rows of results.csv as written by the last finished invocation."""
     files: dict[str, FileRecord] = Field(default_factory=dict)

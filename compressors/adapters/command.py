@@ -19,9 +19,10 @@ are NA with the cause in the ``error`` column (``ExternalUnavailableError``), ne
 wrong; the process is killed (its whole process group) and a fresh one is started
 for the next update.  An answer ``{"error": "..."}`` is the system saying it failed:
 the compressor raised (outcome ``error``, scored 0).  Processes never outlive the
-audit: each is killed at the exit of the process that started it, and dies with it
-if that process is killed (Linux: ``PR_SET_PDEATHSIG``); a process that reads its
-input to the end should also exit on end of file.
+audit: each runs under a guard (``_guard.py``) leading its process group, killed at
+the exit of the process that started it; if that process is killed the guard gets
+SIGTERM (Linux: ``PR_SET_PDEATHSIG``) and kills the whole group.  A process that
+reads its input to the end should also exit on end of file.
 """
 
 from __future__ import annotations
@@ -35,16 +36,16 @@ import os
 import selectors
 import shlex
 import signal
+import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 from multiprocessing import util as mp_util
+from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,6 +60,9 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """A longer answer line is malformed (a runaway process must not exhaust memory)."""
 STDERR_TAIL = 2000
 """Characters of the process's standard error quoted in a failure's cause."""
+_STDERR_TAIL_BYTES = 4 * STDERR_TAIL
+"""Bytes of standard error kept: 2,000 characters of UTF-8 at most take this many."""
+_GUARD = str(Path(__file__).with_name("_guard.py"))
 
 
 class ExternalUnavailableError(ChatUnavailableError):
@@ -97,23 +101,55 @@ def request_payload(
     }
 
 
+class _DuplicateKeyError(MemoryAuditError, ValueError):
+    """A key named twice in an answer object (caught at once: a malformed answer)."""
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's default keeps the last of two equal keys: an answer naming its memory
+    twice is ambiguous, so it is malformed, not silently half read."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKeyError(f"duplicate key {key!r}")
+        found[key] = value
+    return found
+
+
+def _is_text(value: str) -> bool:
+    """Valid Unicode text: JSON may carry lone surrogates (``"\\ud800"``), which no
+    UTF-8 memory can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_answer(raw: bytes, where: str) -> str:
     """The memory of an answer; ``ExternalUnavailableError`` when it is malformed,
     ``ExternalMemoryError`` when the system reported a failure of its own."""
     try:
-        answer = json.loads(raw)
+        answer = json.loads(raw, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKeyError as error:
+        raise ExternalUnavailableError(f"{where}: malformed answer ({error})") from None
     except (ValueError, RecursionError) as error:
         excerpt = raw[:200].decode("utf-8", "replace")
         raise ExternalUnavailableError(
             f"{where}: malformed answer (not JSON: {error}): {excerpt!r}"
         ) from None
     if isinstance(answer, dict) and isinstance(answer.get("error"), str) and "memory" not in answer:
-        raise ExternalMemoryError(f"{where} reported an error: {answer['error'][:500]}")
+        message = answer["error"][:500].encode("utf-8", "replace").decode("utf-8")
+        raise ExternalMemoryError(f"{where} reported an error: {message}")
     if not isinstance(answer, dict) or not isinstance(answer.get("memory"), str):
         kind = type(answer).__name__
         raise ExternalUnavailableError(
             f'{where}: malformed answer (expected {{"memory": "..."}}, got a {kind} '
             f"{json.dumps(answer)[:200]})"
+        )
+    if not _is_text(answer["memory"]):
+        raise ExternalUnavailableError(
+            f"{where}: malformed answer (the memory is not valid Unicode text: a lone surrogate)"
         )
     return str(answer["memory"])
 
@@ -134,10 +170,54 @@ _PRCTL = _prctl()
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: the child gets SIGKILL when the thread that started it ends (the process
-    killed, or the audit's worker thread gone): PR_SET_PDEATHSIG."""
+    """Linux: the guard gets SIGTERM when the thread that started it ends (the process
+    killed, or the audit's worker thread gone): PR_SET_PDEATHSIG, kept across exec;
+    the guard then kills its whole group."""
     if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)
+        _PRCTL(1, signal.SIGTERM)
+
+
+class _StderrTail:
+    """The end of a process's standard error: a pipe drained by a thread into a
+    bounded buffer, so that a process writing without end fills neither the pipe
+    (blocking it) nor a disk."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.tail = bytearray()
+        self.lock = threading.Lock()
+        self.abandoned = threading.Event()
+        self.thread = threading.Thread(target=self._drain, name="cmd-stderr", daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        fd = self.stream.fileno()
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(fd, selectors.EVENT_READ)
+                while not self.abandoned.is_set():
+                    if not selector.select(0.5):
+                        continue
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    with self.lock:
+                        self.tail += chunk
+                        del self.tail[:-_STDERR_TAIL_BYTES]
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                self.stream.close()
+
+    def finish(self, wait: float) -> str:
+        """What it wrote, after waiting up to ``wait`` s for the end of the pipe (the
+        group is dead: only a process that escaped it can hold the pipe longer)."""
+        self.thread.join(wait)
+        self.abandoned.set()
+        with self.lock:
+            data = bytes(self.tail)
+        return data.decode("utf-8", "replace").strip()[-STDERR_TAIL:]
 
 
 class ExternalProcess:
@@ -152,51 +232,75 @@ class ExternalProcess:
         self.argv = list(argv)
         self.where = where
         self.process: subprocess.Popen[bytes] | None = None
-        self.stderr: IO[bytes] | None = None
-        self.buffer = b""
+        self.stderr: _StderrTail | None = None
+        self.buffer = bytearray()
         self.starts = 0
         self.lock = threading.Lock()
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
+    def _start(self, deadline: float, timeout: float) -> subprocess.Popen[bytes]:
+        """Start the command under its guard; a command that cannot be run (not found,
+        not executable) is "cannot start", reported by the guard on a pipe."""
+        status_read, status_write = os.pipe()
         try:
-            self.process = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self.stderr,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if _PRCTL is not None else None,
-            )
-        except OSError as error:
-            raise ExternalUnavailableError(f"{self.where}: cannot start: {error}") from None
-        self.buffer = b""
-        self.starts += 1
-        return self.process
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-I", "-S", _GUARD, str(os.getpid()), str(status_write),
+                     *self.argv],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    pass_fds=(status_write,),
+                    preexec_fn=_die_with_parent if _PRCTL is not None else None,
+                )  # fmt: skip
+            except OSError as error:
+                raise ExternalUnavailableError(f"{self.where}: cannot start: {error}") from None
+            finally:
+                os.close(status_write)
+            self.process = process
+            assert process.stderr is not None
+            self.stderr = _StderrTail(process.stderr)
+            self.buffer = bytearray()
+            self.starts += 1
+            failure = self._start_status(status_read, deadline, timeout)
+        finally:
+            os.close(status_read)
+        if failure:
+            self.stop()
+            raise ExternalUnavailableError(f"{self.where}: cannot start: {failure}")
+        return process
 
-    def _stderr_tail(self) -> str:
-        if self.stderr is None:
-            return ""
-        try:
-            self.stderr.seek(0, os.SEEK_END)
-            size = self.stderr.tell()
-            self.stderr.seek(max(0, size - STDERR_TAIL))
-            tail = self.stderr.read().decode("utf-8", "replace").strip()
-        except (OSError, ValueError):
-            return ""
-        return f"; stderr: {tail[-STDERR_TAIL:]}" if tail else ""
+    def _start_status(self, fd: int, deadline: float, timeout: float) -> str:
+        """The guard's report: nothing once the command runs, else why it could not."""
+        report = bytearray()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise self._fail(f"no answer within {timeout:g} s (timeout)")
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return report.decode("utf-8", "replace")
+                report += chunk[:4096]
 
     def _fail(self, cause: str) -> ExternalUnavailableError:
-        tail = self._stderr_tail()
+        """Stop the process (its group) and say why, with the end of its stderr."""
+        stderr, self.stderr = self.stderr, None  # drained to its end, not abandoned
         self.stop()
-        return ExternalUnavailableError(f"{self.where}: {cause}{tail}")
+        tail = stderr.finish(wait=1.0) if stderr is not None else ""
+        return ExternalUnavailableError(
+            f"{self.where}: {cause}" + (f"; stderr: {tail}" if tail else "")
+        )
 
     def ask(self, line: bytes, timeout: float) -> bytes:
         with self.lock:
+            deadline = time.monotonic() + timeout
             process = self.process
             if process is None or process.poll() is not None:
-                process = self._start()
-            deadline = time.monotonic() + timeout
+                if process is not None:
+                    self.stop()
+                process = self._start(deadline, timeout)
             assert process.stdin is not None
             self._write_line(process, line + b"\n", deadline, timeout)
             return self._read_line(process, deadline, timeout)
@@ -234,23 +338,34 @@ class ExternalProcess:
     def _read_line(
         self, process: subprocess.Popen[bytes], deadline: float, timeout: float
     ) -> bytes:
+        """One answer line within the timeout, in time linear in its length: only each
+        new chunk is searched for the newline, and a line is refused as soon as it
+        passes the size cap."""
         assert process.stdout is not None
         fd = process.stdout.fileno()
+        buffer = self.buffer
+        end = buffer.find(b"\n")
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self.buffer:
+            while end < 0:
+                if len(buffer) > MAX_ANSWER_BYTES:
+                    raise self._fail(f"malformed answer (a line over {MAX_ANSWER_BYTES} bytes)")
                 left = deadline - time.monotonic()
                 if left <= 0 or not selector.select(left):
                     raise self._fail(f"no answer within {timeout:g} s (timeout)")
-                chunk = os.read(fd, 1 << 16)
+                chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     code = process.wait(timeout=5) if process.poll() is None else process.returncode
                     raise self._fail(f"the process exited (code {code}) without answering")
-                self.buffer += chunk
-                if len(self.buffer) > MAX_ANSWER_BYTES:
-                    raise self._fail(f"malformed answer (a line over {MAX_ANSWER_BYTES} bytes)")
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        if self.buffer.strip():
+                found = chunk.find(b"\n")
+                if found >= 0:
+                    end = len(buffer) + found
+                buffer += chunk
+        if end > MAX_ANSWER_BYTES:
+            raise self._fail(f"malformed answer (a line over {MAX_ANSWER_BYTES} bytes)")
+        line = bytes(buffer[:end])
+        del buffer[: end + 1]
+        if buffer.strip():
             raise self._fail("malformed answer (more than one line for one update)")
         return line
 
@@ -258,12 +373,11 @@ class ExternalProcess:
         """End the process and everything it started: close its input, give it a
         moment, then SIGTERM and SIGKILL its process group."""
         process, self.process = self.process, None
+        stderr, self.stderr = self.stderr, None
         if process is not None:
             _end(process)
-        if self.stderr is not None:
-            with contextlib.suppress(OSError):
-                self.stderr.close()
-            self.stderr = None
+        if stderr is not None:
+            stderr.finish(wait=0)
 
 
 def _end(process: subprocess.Popen[bytes]) -> None:
@@ -389,20 +503,7 @@ class HttpMemory(Compressor):
         params = self.params
         assert isinstance(params, HttpParams)
         body = json.dumps(request_payload(memory, chunk, query_keys, budget)).encode()
-        request = urllib.request.Request(
-            params.url, data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        deadline = time.monotonic() + params.timeout
-        try:
-            with urllib.request.urlopen(request, timeout=params.timeout) as response:
-                raw = _read_body(response, deadline, params)
-        except urllib.error.HTTPError as error:
-            raise ExternalUnavailableError(
-                f"{params.url}: HTTP {error.code} {error.reason}"
-            ) from None
-        except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as error:
-            reason = getattr(error, "reason", None) or f"{type(error).__name__}: {error}"
-            raise ExternalUnavailableError(f"{params.url}: {reason}") from None
+        raw = _post(params.url, body, params.timeout)
         return parse_answer(raw.strip(), params.url)
 
     async def aupdate(
@@ -411,27 +512,75 @@ class HttpMemory(Compressor):
         return await asyncio.to_thread(self.update, memory, chunk, query_keys, budget)
 
 
-def _read_body(response: Any, deadline: float, params: HttpParams) -> bytes:
-    """The whole answer within the timeout (a server sending a byte at a time under
-    the per-read timeout cannot stretch it), no more than the size cap, and as long as
-    its Content-Length says."""
+def _post(url: str, body: bytes, timeout: float) -> bytes:
+    """POST one update; the whole answer (connection, status line, headers, body) must
+    arrive within ``timeout``.  A per-read timeout cannot bound a server that sends a
+    byte at a time, so a watchdog shuts the socket down at the deadline, which ends
+    whatever read is waiting."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    connection_class = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    deadline = time.monotonic() + timeout
+    expired = threading.Event()
+    timed_out = ExternalUnavailableError(f"{url}: no answer within {timeout:g} s (timeout)")
+    try:
+        connection = connection_class(host, timeout=timeout)
+    except (ValueError, http.client.HTTPException) as error:
+        raise ExternalUnavailableError(f"{url}: {type(error).__name__}: {error}") from None
+
+    def expire() -> None:
+        expired.set()
+        sock = connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(timeout, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        connection.connect()
+        if expired.is_set():  # the watchdog fired before there was a socket to shut
+            raise timed_out
+        connection.request("POST", target, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        if not 200 <= response.status < 300:
+            raise ExternalUnavailableError(f"{url}: HTTP {response.status} {response.reason}")
+        raw = _read_body(response, deadline, url)
+        if expired.is_set():
+            raise timed_out
+        return raw
+    except (OSError, http.client.HTTPException) as error:
+        if expired.is_set() or time.monotonic() >= deadline:
+            raise timed_out from None
+        reason = getattr(error, "strerror", None) or f"{type(error).__name__}: {error}"
+        raise ExternalUnavailableError(f"{url}: {reason}") from None
+    finally:
+        watchdog.cancel()
+        connection.close()
+
+
+def _read_body(response: http.client.HTTPResponse, deadline: float, url: str) -> bytes:
+    """The whole body, no more than the size cap, and as long as its Content-Length
+    says (the watchdog in ``_post`` bounds the time)."""
+    stated = response.headers.get("Content-Length")
+    if stated is not None and stated.isdigit() and int(stated) > MAX_ANSWER_BYTES:
+        raise ExternalUnavailableError(f"{url}: malformed answer (over the size cap)")
     parts: list[bytes] = []
     size = 0
     while True:
         if time.monotonic() > deadline:
-            raise ExternalUnavailableError(
-                f"{params.url}: no answer within {params.timeout:g} s (timeout)"
-            )
+            raise OSError("past the deadline")
         part = response.read1(1 << 16)
         if not part:
             break
         parts.append(part)
         size += len(part)
         if size > MAX_ANSWER_BYTES:
-            raise ExternalUnavailableError(f"{params.url}: malformed answer (over the size cap)")
-    stated = response.headers.get("Content-Length")
+            raise ExternalUnavailableError(f"{url}: malformed answer (over the size cap)")
     if stated is not None and stated.isdigit() and int(stated) != size:
-        raise ExternalUnavailableError(
-            f"{params.url}: incomplete answer ({size} of {stated} bytes)"
-        )
+        raise ExternalUnavailableError(f"{url}: incomplete answer ({size} of {stated} bytes)")
     return b"".join(parts)
