@@ -197,6 +197,20 @@ def test_damaged_result_files_are_read_from_the_store(whole: Path, tmp_path: Pat
     assert audit("report", str(damaged), "--out", str(tmp_path / "r2")).returncode == 0
 
 
+def test_a_damaged_config_is_damage_not_a_note(whole: Path, tmp_path: Path):
+    """A truncated config.json: the report is still written from what is intact, but it
+    says so on stderr and exits 4, as for any other damaged file."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(whole, damaged)
+    config = damaged / "config.json"
+    config.write_bytes(config.read_bytes()[:200])
+    report = audit("report", str(damaged), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    assert "config.json is damaged" in report.stderr
+    assert "restore it from a copy" in report.stderr
+    assert (tmp_path / "report" / "report.md").exists()
+
+
 def test_a_store_from_another_run_is_refused(whole: Path, tmp_path: Path):
     other = tmp_path / "other"
     made = audit(*RUN[:4], "frontier", *RUN[5:], "--out", str(other))

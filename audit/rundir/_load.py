@@ -155,7 +155,17 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _read_config(run_dir: Path, notes: list[str]) -> tuple[RunConfigFile | None, dict[str, Any]]:
+def _config_damage(why: str) -> str:
+    return (
+        f"{CONFIG_FILE} is damaged ({why}): the run's plan, metadata and pair drill-down "
+        "are missing from this report, and the run cannot be resumed; restore it from a "
+        "copy"
+    )
+
+
+def _read_config(
+    run_dir: Path, notes: list[str], damage: list[str]
+) -> tuple[RunConfigFile | None, dict[str, Any]]:
     path = run_dir / CONFIG_FILE
     if not path.exists():
         notes.append("no config.json: run metadata and the pair drill-down are unavailable")
@@ -164,9 +174,11 @@ def _read_config(run_dir: Path, notes: list[str]) -> tuple[RunConfigFile | None,
         raw = json.loads(read_run_file(path).decode("utf-8"))
     except OSError as error:
         notes.append(f"config.json unreadable ({error.strerror or error}); metadata missing")
+        damage.append(_config_damage(error.strerror or str(error)))
         return None, {}
     except ValueError as error:
         notes.append(f"config.json unreadable ({error}); metadata missing")
+        damage.append(_config_damage(str(error)))
         return None, {}
     stored = raw.get("config") if isinstance(raw, dict) else None
     try:
@@ -182,10 +194,12 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
     if not run_dir.is_dir():
         raise RunDataError(f"{run_dir} is not a directory")
     notes: list[str] = []
-    config_file, raw_config = _read_config(run_dir, notes)
+    damage: list[str] = []
+    config_file, raw_config = _read_config(run_dir, notes, damage)
     frame, integrity = read_checked(
         run_dir, config_file.run_id if config_file is not None else None
     )
+    integrity.damage[:0] = damage  # a damaged config.json is damage (exit 4), not a note
     results = normalize(frame)
     costs = None
     try:
