@@ -532,7 +532,7 @@ def test_a_fifo_in_place_of_a_run_file_never_blocks(whole: Path, tmp_path: Path,
     os.mkfifo(run / victim)
     report = audit("report", str(run), "--out", str(tmp_path / "report"), timeout=120)
     assert "Traceback" not in report.stderr, report.stderr
-    if victim in ("config.json", "costs.json"):  # a note in the report, as for any damage
+    if victim == "costs.json":  # a note in the report: nothing of the results is missing
         assert report.returncode == 0, report.stderr
         text = (tmp_path / "report" / "report.md").read_text()
         assert any(victim in line and "FIFO" in line for line in text.splitlines())
