@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -199,22 +199,42 @@ def _print_exact(console: Console, summary: dict[str, Any]) -> None:
     entries = _cells(summary, exact=True)
     if not entries:
         return
-    full = _exact_table(summary, entries, compact=False)
+    _print_fitting(
+        console,
+        lambda compact, aliases: _exact_table(summary, entries, compact, aliases),
+        [e["condition"] for e in entries],
+        "override, budget and every transform's column are",
+    )
+
+
+TableMaker = Callable[[bool, dict[str, str] | None], Table]
+"""Builds a table: (compact, condition aliases) -> table."""
+
+
+def _print_fitting(
+    console: Console, make: TableMaker, conditions: list[str], left_out: str
+) -> None:
+    """The full table when the terminal holds it; else the compact one, with short
+    aliases for long condition names if even that is too wide (names and denominators
+    are never cut), and a line saying where the left-out columns are."""
     unbounded = console.options.update_width(100_000)  # a measurement is clamped to it
-    if Measurement.get(console, unbounded, full).maximum <= console.width:
+
+    def fits(table: Table) -> bool:
+        return Measurement.get(console, unbounded, table).maximum <= console.width
+
+    full = make(False, None)
+    if fits(full):
         console.print(full)
         return
-    compact = _exact_table(summary, entries, compact=True)
-    aliases = {}
-    if Measurement.get(console, unbounded, compact).maximum > console.width:
-        aliases = _aliases([e["condition"] for e in entries])
-        compact = _exact_table(summary, entries, compact=True, aliases=aliases)
+    aliases: dict[str, str] = {}
+    compact = make(True, None)
+    if not fits(compact):
+        aliases = _aliases(conditions)
+        compact = make(True, aliases)
     console.print(compact)
-    _print_aliases(console, aliases)
-    console.print(
-        f"(at {console.width} columns: override, budget and every transform's column are "
-        "in summary.json and the report)"
-    )
+    for name, alias in aliases.items():
+        console.print(f"{alias} = {name}", highlight=False, soft_wrap=True)
+    console.print(f"(at {console.width} columns: {left_out} in summary.json and the report)")
 
 
 ALIAS_LONGER_THAN = 16
@@ -226,11 +246,6 @@ def _aliases(names: list[str]) -> dict[str, str]:
     shows every column whole; the names themselves are printed under the table."""
     long = [n for n in dict.fromkeys(names) if len(n) > ALIAS_LONGER_THAN]
     return {name: f"c{index}" for index, name in enumerate(long, start=1)}
-
-
-def _print_aliases(console: Console, aliases: dict[str, str]) -> None:
-    for name, alias in aliases.items():
-        console.print(f"{alias} = {name}", highlight=False, soft_wrap=True)
 
 
 def _exact_table(
@@ -303,22 +318,12 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     stage = summary.get("run", {}).get("config", {}).get("llm")
     if not rows or not stage:
         return
-    full = _llm_table(rows, compact=False)
-    unbounded = console.options.update_width(100_000)
-    if Measurement.get(console, unbounded, full).maximum <= console.width:
-        console.print(full)
-    else:
-        compact = _llm_table(rows, compact=True)
-        aliases = {}
-        if Measurement.get(console, unbounded, compact).maximum > console.width:
-            aliases = _aliases([e["condition"] for e in rows])
-            compact = _llm_table(rows, compact=True, aliases=aliases)
-        console.print(compact)
-        _print_aliases(console, aliases)
-        console.print(
-            f"(at {console.width} columns: lenient scores, override and outcomes are in "
-            "summary.json and the report)"
-        )
+    _print_fitting(
+        console,
+        lambda compact, aliases: _llm_table(rows, compact, aliases),
+        [e["condition"] for e in rows],
+        "lenient scores, override and outcomes are",
+    )
     models = ", ".join(
         f"{role} {stage.get(role)} = {stage.get(role + '_model') or 'unknown model'}"
         for role in ("writer", "reader")
