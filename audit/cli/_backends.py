@@ -65,7 +65,9 @@ def list_backends(config: ConfigOption = None, env_file: EnvFileOption = Path(".
 
 @backends_app.command("check")
 def check(
-    name: Annotated[str | None, typer.Argument(help="A backend name (default: every one).")] = None,
+    name: Annotated[
+        str | None, typer.Argument(metavar="NAME", help="A backend name (default: every one).")
+    ] = None,
     config: ConfigOption = None,
     env_file: EnvFileOption = Path(".env"),
     determinism: Annotated[
@@ -158,7 +160,8 @@ def cache_stats(cache: CacheOption = None, config: ConfigOption = None) -> None:
 @cache_app.command("explain")
 def cache_explain(
     key: Annotated[
-        str | None, typer.Argument(help="A missed request's key (or a prefix of it).")
+        str | None,
+        typer.Argument(metavar="KEY", help="A missed request's key (or a prefix of it)."),
     ] = None,
     last: Annotated[int, typer.Option(min=1, help="Explain the last N misses.")] = 5,
     cache: CacheOption = None,

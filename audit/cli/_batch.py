@@ -20,7 +20,9 @@ batch_app = new_app(
 
 @batch_app.command("export")
 def export_batch(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory (see audit run --plan-only).")],
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="A run directory (see audit run --plan-only).")
+    ],
     out: Annotated[
         Path | None,
         typer.Option("--out", help="The batch file (default: RUNDIR/batch/round-NNN.jsonl)."),
@@ -77,7 +79,7 @@ def export_batch(
 
 @batch_app.command("import")
 def import_batch(
-    file: Annotated[Path, typer.Argument(help="A batch output file (JSONL).")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A batch output file (JSONL).")],
     config: ConfigOption = None,
     env_file: EnvFileOption = Path(".env"),
     cache: CacheOption = None,

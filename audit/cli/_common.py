@@ -24,7 +24,10 @@ MAX_WORKERS = 256
 WorkersOption = Annotated[
     int,
     typer.Option(
-        min=1, max=MAX_WORKERS, help="Processes (default: every core; never more than jobs)."
+        min=1,
+        max=MAX_WORKERS,
+        show_default=False,
+        help="Processes (default: every core; never more than jobs).",
     ),
 ]
 DEFAULT_WORKERS = max(1, os.cpu_count() or 1)
@@ -56,8 +59,9 @@ RayAddressOption = Annotated[
 QuietOption = Annotated[
     bool,
     typer.Option(
+        "--quiet",
         help="No progress display (per stage: bars on a terminal; in a log, a line every "
-        "30 s while a stage runs)."
+        "30 s while a stage runs).",
     ),
 ]
 
@@ -86,6 +90,26 @@ class GuardedGroup(TyperGroup):
         except OSError as error:
             fail(os_error_text(error), 1)
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each command with its whole first sentence, wrapped: click's default cuts it
+        to the terminal's width with "...", which left most of them unreadable."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            rows.append((name, first_sentence(command.short_help or command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def first_sentence(help_text: str) -> str:
+    """The first sentence of a help text (its first paragraph up to ". "), one line."""
+    paragraph = " ".join(help_text.strip().split("\n\n", 1)[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
+
 
 def os_error_text(error: OSError) -> str:
     """``PATH: reason``, naming both files of a rename."""
@@ -102,6 +126,7 @@ def new_app(name: str, help_text: str) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        rich_markup_mode=None,
         cls=GuardedGroup,
     )
 

@@ -131,7 +131,7 @@ def list_families() -> None:
 
 @pairs_app.command("validate")
 def validate_pairs(
-    file: Annotated[Path, typer.Argument(help="A pairs.jsonl file.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A pairs.jsonl file.")],
 ) -> None:
     """Check a pair file: schema, unique ids, gold answers and the pair property (E_q)."""
     counts: Counter[str] = Counter()

@@ -19,7 +19,9 @@ def list_compressors() -> None:
 
 
 def new_compressor(
-    name: Annotated[str, typer.Argument(help="Condition name in snake_case, e.g. keep_newest.")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Condition name in snake_case, e.g. keep_newest.")
+    ],
     out: Annotated[
         Path, typer.Option("--out", help="New or empty directory for the plugin package.")
     ],

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 
 def report_command(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="A run directory written by `audit run`.")
+    ],
     out: Annotated[
         Path | None, typer.Option("--out", help="Output directory (default: RUN_DIR/report).")
     ] = None,
@@ -71,7 +73,10 @@ def report_command(
 
 def compare_command(
     run_dirs: Annotated[
-        list[Path], typer.Argument(help="Two or more run directories; the first is the baseline.")
+        list[Path],
+        typer.Argument(
+            metavar="RUN_DIR", help="Two or more run directories; the first is the baseline."
+        ),
     ],
     out: Annotated[
         Path | None,

@@ -25,7 +25,9 @@ from audit.errors import RunDirectoryError
 
 
 def resume_command(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `audit run`.")],
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="A run directory written by `audit run`.")
+    ],
     workers: WorkersOption = DEFAULT_WORKERS,
     quiet: QuietOption = False,
     config_file: Annotated[
