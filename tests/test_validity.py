@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import sys
 import textwrap
@@ -282,9 +283,14 @@ def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
         assert match["broken_by"] == ["rerev"]
         assert match["missing_transforms"] == []
         assert "no evidence that it does better than this heuristic" in match["advice"]
+    # one warning for the budget, one line per matched condition naming its probes
     said = " ".join(result.output.split())
-    assert f"cannot tell {low} from a revision heuristic at 1200 B" in said
-    assert f"cannot tell {odd} from a revision heuristic at 1200 B" in said
+    assert said.count("cannot tell") == 1, said
+    assert re.search(r"cannot tell \d conditions from an? [a-z, -]*revision[a-z -]* "
+                     r"heuristic at 1200 B", said), said  # fmt: skip
+    assert f"{low} probe_lowrev" in said
+    assert f"{odd} probe_lowrev" in said
+    assert "probe_lowrev exploits the query key, then the smallest revisions" in said
 
 
 def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
@@ -326,10 +332,11 @@ def test_without_the_breaking_transforms_the_advice_names_them(gaming: str, tmp_
     assert surface["heuristic"] == "record-surface"
     assert surface["missing_transforms"] == ["revalue", "rerev"]
     said = " ".join(result.output.split())
-    assert f"cannot tell {odd} from a record-surface heuristic" in said
+    assert "cannot tell 2 conditions from a revision or record-surface heuristic" in said
+    assert f"{low} probe_lowrev, probe_rare_op_or_value {odd} probe_rare_op_or_value" in said
     assert (
-        f"add revalue and rerev to the run's transforms (they break the probe) before "
-        f"trusting {odd}'s score" in said
+        "add rerev and revalue to the run's transforms (they break these probes) before "
+        "trusting each condition's score" in said
     )
 
 

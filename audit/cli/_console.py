@@ -18,6 +18,7 @@ from typing import Any
 from rich import box
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -31,7 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from audit.engine import RequestTally, RunProgress, Stage, Tallies
-from audit.scoring import article, grouped_matches, listed
+from audit.scoring import article, grouped_matches, listed, probe_advice
 
 STAGE_NAMES: dict[Stage, tuple[str, str]] = {
     "deterministic": ("deterministic", "jobs"),
@@ -410,27 +411,63 @@ def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
         )
 
 
+def _print_probe_matches(console: Console, matches: list[dict[str, Any]]) -> None:
+    """Conditions no better than a shortcut probe: one warning per reader and budget.
+    One matched condition reads as one sentence; several read as one sentence, a line
+    per condition naming its probes, and one line saying what each probe exploits (the
+    default audit's five matched conditions used to be five near-identical paragraphs)."""
+    by_where: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for group in grouped_matches(matches):
+        by_where.setdefault((group["reader"], group["budget"]), []).append(group)
+    for (reader, budget), groups in by_where.items():
+        who = "" if reader == "exact" else f" (reader {reader})"
+        transforms = ", ".join(groups[0]["transforms"])
+        kinds = listed(list(dict.fromkeys(h for g in groups for h in g["heuristics"])), "or")
+        if len(groups) == 1:
+            found = groups[0]["matches"]
+            probes = ", ".join(
+                m["probe"] + (f" (it exploits {m['exploits']})" if m.get("exploits") else "")
+                for m in found
+            )
+            advice = (
+                groups[0]["advice"] if found[0].get("advice") else "add a transform that breaks it"
+            )
+            one = len(found) == 1
+            console.print(
+                f"[bold yellow]warning[/]{who}: this audit cannot tell {groups[0]['condition']} "
+                f"from {article(kinds)} {kinds} heuristic at {budget} B: "
+                f"{'the probe' if one else 'the probes'} {probes} "
+                f"{'does' if one else 'each do'} as well on joint J under every transform "
+                f"({transforms}); {advice}."
+            )
+            continue
+        matched = list({m["probe"]: m for g in groups for m in g["matches"]}.values())
+        advice = probe_advice("each condition", matched, groups[0]["transforms"])
+        console.print(
+            f"[bold yellow]warning[/]{who}: this audit cannot tell {len(groups)} conditions "
+            f"from {article(kinds)} {kinds} heuristic at {budget} B: probes that know nothing "
+            f"of semantics do as well on joint J under every transform ({transforms}); "
+            f"{advice}."
+        )
+        width = max(len(g["condition"]) for g in groups)
+        for group in groups:
+            console.print(
+                f"  {group['condition']:<{width}}  "
+                + ", ".join(m["probe"] for m in group["matches"]),
+                highlight=False,
+            )
+        exploits = "; ".join(
+            f"{m['probe']} exploits {m['exploits']}" for m in matched if m.get("exploits")
+        )
+        if exploits:
+            console.print(Padding(Text(f"({exploits})"), (0, 0, 0, 2)))
+
+
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
     console = Console()
     _print_exact(console, summary)
     _print_llm(console, summary)
-    for group in grouped_matches(summary.get("probe_matches", [])):
-        matches = group["matches"]
-        heuristics = [m.get("heuristic", "naming") for m in matches]  # older summaries: naming
-        kinds = listed(list(dict.fromkeys(heuristics)), "or")
-        probes = ", ".join(
-            m["probe"] + (f" (it exploits {m['exploits']})" if m.get("exploits") else "")
-            for m in matches
-        )
-        advice = group["advice"] if matches[0].get("advice") else "add a transform that breaks it"
-        which = "the probe" if len(matches) == 1 else "the probes"
-        does = "does" if len(matches) == 1 else "each do"
-        console.print(
-            f"[bold yellow]warning[/]: this audit cannot tell {group['condition']} from "
-            f"{article(kinds)} {kinds} heuristic at {group['budget']} B: {which} {probes} "
-            f"{does} as well on joint J under every transform "
-            f"({', '.join(group['transforms'])}); {advice}."
-        )
+    _print_probe_matches(console, summary.get("probe_matches", []))
     _print_equivariance(console, summary.get("equivariance_alerts", []))
     for flag in summary["selection"]:
         if flag["warn"] and flag["misleading"]:

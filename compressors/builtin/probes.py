@@ -158,7 +158,7 @@ class LowRevision(_Probe):
     name = "probe_lowrev"
     summary = "probe: the query key's records, then the smallest revisions (a revision heuristic)"
     heuristic = "revision"
-    exploits = "the query key, then small revisions, which the paper's task records carry"
+    exploits = "the query key, then the smallest revisions"
     broken_by = ("rerev",)
 
     def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
@@ -175,10 +175,7 @@ class RareOpOrValue(_Probe):
         "heuristic)"
     )
     heuristic = "record-surface"
-    exploits = (
-        "the query key, then rare record kinds and value shapes (the paper's distractors "
-        "are all sets of word-123 values)"
-    )
+    exploits = "the query key, then rare record kinds and value shapes"
     broken_by = ("revalue", "rerev")
 
     def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
