@@ -25,6 +25,7 @@ from reports._document import (
     Strong,
     Table,
     Text,
+    with_code,
 )
 from reports._format import visible
 from reports._write import write_document
@@ -49,5 +50,6 @@ __all__ = [
     "Table",
     "Text",
     "visible",
+    "with_code",
     "write_document",
 ]

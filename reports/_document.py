@@ -50,6 +50,17 @@ class Flag:
 Inline = str | Strong | Code | Flag
 Text = str | Sequence[Inline]
 
+
+def with_code(sentence: str) -> list[Inline]:
+    """A sentence whose `backquoted` spans are commands or file names, as text with
+    ``Code`` pieces: the console's messages quote commands that way, and a report
+    should show them as code rather than as literal backquotes."""
+    parts = sentence.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backquote: the sentence as it is
+        return [sentence]
+    return [Code(part) if index % 2 else part for index, part in enumerate(parts) if part]
+
+
 ColumnFormat = Literal[
     "text",  # any string (escaped), left-aligned
     "label",  # a condition or system name: emphasised, never broken inside a word

@@ -4,9 +4,13 @@ It loops over the same sections as the HTML and keeps what reads in a comment: t
 facts, the summary, and each section's alerts, bullets, paragraphs and tables
 (``markdown=True``, not collapsed); charts and the drill-down stay in the HTML.
 
-Every text from data goes through ``md``: characters Markdown or HTML would act on
-are backslash-escaped or entity-encoded, control characters shown as escapes, and
-nothing can turn into a link (``://``, ``www.`` and ``@`` are broken up).
+Every text from data goes through ``md``: a character is escaped only where Markdown
+or HTML would act on it (``_`` at a word's edge, ``<`` before a tag name, ``&`` in an
+entity, ``@`` in an e-mail address, ``]`` before a link target), so that the file
+reads cleanly as plain text (``frontier_latest @ 1200 B``, ``p < 0.05``) and renders
+as the same text on GitHub: no markup, no HTML, no link.  Control characters are
+shown as escapes.  ``line`` adds what only matters at the start of a line (``#``,
+``>``, list marks).  The tests render with GitHub's own cmark-gfm to hold this.
 """
 
 from __future__ import annotations
@@ -31,29 +35,46 @@ from reports._document import (
 
 CLIP = 1000
 """Characters of one text in the short form (a pull-request comment has a size limit)."""
-_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
-_LINKS = (("://", "&#58;//"), ("www.", "www&#46;"), ("@", "&#64;"))
+_ALWAYS = re.compile(r"([\\`*~|])")
+"""Escaped wherever they stand: code spans, emphasis, strikethrough, table cells."""
+_WORD_EDGE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+"""An ``_`` not between two letters or digits: only there can it open or close emphasis."""
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+"""``<`` before what could start a tag, comment or autolink; ``p < 0.05`` stays.  (The
+pieces of one text are escaped as one, so none can be completed by the next.)"""
+_ENTITY_AMP = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+_LINK_BRACKET = re.compile(r"\](?=[(\[:])")
+"""``]`` before a link target, a reference or a definition's colon."""
+_EMAIL_AT = re.compile(r"(?<=[A-Za-z0-9._+-])@")
+"""``@`` after what can end an e-mail address's local part (GitHub links those)."""
+_LINKS = (("://", "&#58;//"), ("www.", "www&#46;"))
 
 
 def md(value: object) -> str:
-    """Inline-safe Markdown text (table cells included)."""
+    """Inline-safe Markdown text (table cells included): escaped only where Markdown or
+    HTML would act on it."""
     text = _format.clip("" if value is None else value, CLIP)
     text = _format.visible(text).replace("\n", " ").replace("\t", " ")
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _escape_list_mark(_SPECIAL.sub(r"\\\1", text))
+    text = _ENTITY_AMP.sub("&amp;", text)
+    text = _TAG_OPEN.sub("&lt;", text)
+    text = _ALWAYS.sub(r"\\\1", text)
+    text = _WORD_EDGE_UNDERSCORE.sub(r"\\_", text)
+    text = _LINK_BRACKET.sub(r"\\]", text)
+    text = _EMAIL_AT.sub("&#64;", text)
     for raw, safe in _LINKS:
         text = text.replace(raw, safe)
     return text
 
 
-def _escape_list_mark(text: str) -> str:
-    """A leading ``-``, ``+`` or ``=`` (a list, a rule, a heading's underline) or ``1.``
-    (a numbered list), after any blanks, is escaped."""
-    match = re.match(r"\s*(?:[-+=]|\d+(?=[.)](?:\s|$)))", text)
+def _line_start(text: str) -> str:
+    """Escaped Markdown that starts a line: leading blanks dropped (four would make
+    code), and a heading, quote, list, rule or task-box mark there escaped."""
+    text = text.lstrip()
+    match = re.match(r"[-+=#>\[]|\d+(?=[.)](?:\s|$))", text)
     if not match:
         return text
-    if text[match.end() - 1] in "-+=":
-        return f"{text[: match.end() - 1]}\\{text[match.end() - 1 :]}"
+    if text[0] in "-+=#>[":
+        return f"\\{text}"
     return f"{text[: match.end()]}\\{text[match.end() :]}"
 
 
@@ -66,7 +87,13 @@ def code(value: object) -> str:
 def text(value: Text) -> str:
     """Inline pieces: strong and flags in bold, code in ``<code>``."""
     out = []
+    merged: list[tuple[str, str]] = []
     for kind, piece in _format.pieces(value):
+        if merged and kind == merged[-1][0] == "text":
+            merged[-1] = ("text", merged[-1][1] + piece)  # escaped as one: no link across
+        else:
+            merged.append((kind, piece))
+    for kind, piece in merged:
         if kind == "code":
             out.append(code(piece))
         elif kind in ("strong", "flag") and piece.strip():
@@ -79,8 +106,8 @@ def text(value: Text) -> str:
 
 
 def line(value: Text) -> str:
-    """Text that starts a line: leading blanks dropped (four would make code)."""
-    return text(value).lstrip()
+    """Text that starts a line (``_line_start``)."""
+    return _line_start(text(value))
 
 
 def _cell(kind: str, cell: _format.Cell) -> str:
@@ -121,7 +148,7 @@ def _block(block: Block) -> list[str]:
     if isinstance(block, Paragraph):
         return [line(block.text), ""]
     if isinstance(block, Facts):
-        return [*(f"- {md(label)}: {text(value)}" for label, value in block.items), ""]
+        return [*(f"- {_line_start(md(label))}: {text(value)}" for label, value in block.items), ""]
     raise TypeError(f"not a block: {type(block).__name__}")
 
 

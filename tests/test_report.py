@@ -232,7 +232,7 @@ def test_html_holds_every_section(real_run: Path):
 def test_markdown_for_a_pull_request(real_run: Path):
     md = (real_run / "report" / "report.md").read_text()
     assert "Current accuracy would pick a different condition than reveal accuracy (600 B)" in md
-    assert "| **frontier** | 1,200 | 24/24 \\[0.86, 1.00\\]" in md
+    assert "| **frontier** | 1,200 | 24/24 [0.86, 1.00]" in md
     assert "Holm" in md or "holm" in md.lower()
 
 

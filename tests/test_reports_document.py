@@ -7,6 +7,7 @@ text, and the charts as matplotlib figures.
 
 from __future__ import annotations
 
+import html as html_module
 import itertools
 import math
 import random
@@ -17,10 +18,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import cmarkgfm
 import markupsafe
 import numpy as np
 import pandas as pd
 import pytest
+from cmarkgfm.cmark import Options as CmarkOptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib.container import ErrorbarContainer
@@ -135,7 +138,7 @@ def test_every_block_kind_renders_in_markdown() -> None:
     assert "- run: <code>runs/x</code>" in text
     assert "> **⚠ Ranks frontier first** Body\n> - one" in text
     assert "> **✓ All clear**" in text
-    assert "| **frontier** | 3/10 \\[0.10, 0.60\\] | kept |" in text
+    assert "| **frontier** | 3/10 [0.10, 0.60] | kept |" in text
     assert "|---|---:|---|" in text
     assert "Caption with <code>code</code>" in text
     assert "- **flagged**" in text
@@ -336,8 +339,8 @@ def test_bounds_are_marked_in_html_and_markdown() -> None:
     assert '<span class="kn bound">3..5/10 (bounds)</span>' in html
     assert '<td class="num"><span class="muted">-</span></td>' in html
     text = _markdown.render_markdown(doc)
-    assert "| 3..5/10 (bounds) \\[0.10, 0.60\\] |" in text
-    assert "| \\- |" in text
+    assert "| 3..5/10 (bounds) [0.10, 0.60] |" in text
+    assert "| - |" in text
 
 
 def test_long_texts_are_clipped_everywhere() -> None:
@@ -498,9 +501,11 @@ ALLOWED_TAGS = {
 def test_hostile_text_is_inert_in_markdown_and_kept_in_csv(tmp_path: Path) -> None:
     write_document(_hostile_document(), tmp_path)
     text = (tmp_path / "report.md").read_text(encoding="utf-8")
-    shown = re.sub(r"</?code>", "", text).replace("\n> ", "\n")
-    assert "<" not in shown
-    assert ">" not in shown
+    rendered = _github(text)  # as GitHub shows it: our markup only, none of the text's
+    assert _tags(rendered) <= {"h2", "h3", "p", "ul", "li", "blockquote", "strong", "code",
+                               "table", "thead", "tbody", "tr", "th", "td"}, rendered  # fmt: skip
+    assert "<script" not in rendered
+    assert "<img" not in rendered
     assert "\x1b" not in text
     assert "\u202e" not in text
     assert "\\\\u202e" in text
@@ -521,47 +526,108 @@ def test_any_text_is_escaped_in_html(value: str) -> None:
     assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in body if c not in "\n\t")
 
 
+MARKDOWN_TEXT = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("\\`*_[]()|~#!<>&;@:/.w -+=0123456789ab\n\t^")), st.characters()
+    ),
+    max_size=200,
+)
+"""Any text, weighted towards what Markdown, HTML and GitHub's autolinks act on."""
+
+
+def _github(markdown: str) -> str:
+    """HTML as GitHub renders Markdown (cmark-gfm with its extensions), raw HTML kept, so
+    that any that got through shows."""
+    return cmarkgfm.github_flavored_markdown_to_html(
+        markdown, options=CmarkOptions.CMARK_OPT_UNSAFE
+    )
+
+
+def _shown(value: str) -> str:
+    """What a reader must see of ``value``: its visible text on one line (blanks at its
+    ends are the renderer's to drop)."""
+    return visible(value).replace("\n", " ").replace("\t", " ").strip()
+
+
+def _tags(html: str) -> set[str]:
+    return set(re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", html))
+
+
+@settings(max_examples=300, deadline=None)
+@given(MARKDOWN_TEXT)
+def test_markdown_renders_on_github_as_the_text_itself(value: str) -> None:
+    """Escaped text, as a line, in bold and in a table cell, renders as exactly its text:
+    no emphasis, code, link, image, heading, list, quote or raw HTML."""
+    shown = _shown(value)
+    as_line = _github(_markdown.line(value) + "\n")
+    assert _tags(as_line) <= {"p"}, as_line
+    assert html_module.unescape(re.sub(r"</?p>", "", as_line)).strip() == shown
+    if value.strip():
+        bold = _github(f"**{_markdown.md(value.strip())}**\n")
+        assert _tags(bold) <= {"p", "strong"}, bold
+        inner = re.fullmatch(r"<p><strong>(.*)</strong></p>\n", bold, re.DOTALL)
+        assert inner, bold
+        assert html_module.unescape(inner.group(1)) == _shown(value.strip())
+    table = _github(f"| a | b |\n|---|---|\n| {_markdown.md(value)} | z |\n")
+    assert _tags(table) <= {"table", "thead", "tbody", "tr", "th", "td"}, table
+    cells = re.findall(r"<td>(.*?)</td>", table, re.DOTALL)
+    assert len(cells) == 2, table
+    assert html_module.unescape(cells[0]).strip() == shown
+    assert cells[1] == "z"
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=200))
-def test_markdown_escapes_everything_it_would_act_on(value: str) -> None:
+@given(MARKDOWN_TEXT)
+def test_markdown_stays_on_one_line_with_no_link_text(value: str) -> None:
     text = _markdown.md(value)
     assert "\n" not in text
-    assert "<" not in text
-    assert ">" not in text
-    unescaped = re.sub(r"\\.", "", re.sub(r"&(#\d+|amp|lt|gt);", "", text))
-    assert not set(unescaped) & set("\\`*_[]|~#!<>&")
     assert "://" not in text
     assert "www." not in text
-    assert "@" not in text
-    assert not re.match(r"\s*([-+=]|\d+[.)](\s|$))", text)
+    assert not re.search(r"[A-Za-z0-9._+-]@", text)
     assert not _markdown.line(value).startswith(" ")
 
 
 @pytest.mark.parametrize(
     ("raw", "escaped"),
     [
+        ("frontier_latest @ 1200 B", "frontier_latest @ 1200 B"),
+        ("p < 0.05 after Holm", "p < 0.05 after Holm"),
+        ("-0.38 Newcombe [-0.56, -0.15]", "-0.38 Newcombe [-0.56, -0.15]"),
         ("a|b", "a\\|b"),
         ("*bold* _it_", "\\*bold\\* \\_it\\_"),
+        ("__init__ of snake_case", "\\_\\_init\\_\\_ of snake_case"),
         ("`code`", "\\`code\\`"),
-        ("[link](x)", "\\[link\\](x)"),
-        ("# head", "\\# head"),
-        ("- item", "\\- item"),
-        ("---", "\\---"),
-        ("  + item", "  \\+ item"),
-        ("0.25", "0.25"),
-        ("1. item", "1\\. item"),
+        ("[link](x)", "[link\\](x)"),
         ("~strike~", "\\~strike\\~"),
         ("a\\b", "a\\\\b"),
-        ("<b>&", "&lt;b&gt;&amp;"),
+        ("<b>&amp; & x", "&lt;b>&amp;amp; & x"),
         ("mail@host", "mail&#64;host"),
+        ("see https://x.org or www.x.org", "see https&#58;//x.org or www&#46;x.org"),
     ],
 )
 def test_markdown_escapes(raw: str, escaped: str) -> None:
     assert _markdown.md(raw) == escaped
 
 
+@pytest.mark.parametrize(
+    ("raw", "escaped"),
+    [
+        ("# head", "\\# head"),
+        ("- item", "\\- item"),
+        ("---", "\\---"),
+        ("  + item", "\\+ item"),
+        ("> quote", "\\> quote"),
+        ("[x] done", "\\[x] done"),
+        ("0.25", "0.25"),
+        ("1. item", "1\\. item"),
+    ],
+)
+def test_a_line_escapes_its_start(raw: str, escaped: str) -> None:
+    assert _markdown.line(raw) == escaped
+
+
 def test_markdown_code_is_escaped_text() -> None:
-    assert _markdown.code("a`b|<c>") == "<code>a\\`b\\|&lt;c&gt;</code>"
+    assert _markdown.code("a`b|<c>") == "<code>a\\`b\\|&lt;c></code>"
 
 
 # ----------------------------------------------------------------------- files

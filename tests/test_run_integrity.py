@@ -136,6 +136,11 @@ def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path,
     assert "INCOMPLETE" in text
     assert f"{done} of 24 source pairs" in text
     assert f"audit resume {out}" in report.stderr
+    # the way out is shown as a command, not as escaped backquotes
+    assert f"<code>audit resume {out}</code>" in text
+    assert "\\`" not in text
+    html = (tmp_path / "partial" / "report.html").read_text()
+    assert f"<code>audit resume {out}</code>" in html
     compare = audit("compare", str(whole), str(out), "--out", str(tmp_path / "cmp"))
     assert compare.returncode == 3, compare.stderr
     assert "INCOMPLETE" in (tmp_path / "cmp" / "compare.md").read_text()

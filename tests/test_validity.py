@@ -134,7 +134,7 @@ def test_without_relabel_the_audit_says_it_cannot_tell(shortcut_plugin: str, tmp
     assert "cannot tell 2 of 2 strict conditions from a naming heuristic (1200 B)" in md
     lines = [line for line in md.splitlines() if line.startswith("> - **")]
     assert len(lines) == 2, lines
-    assert all("probe\\_shortest " in line for line in lines), lines
+    assert all("probe_shortest " in line for line in lines), lines
 
 
 def test_readable_labels_of_the_default_pilot_give_a_length_shortcut_nothing(
@@ -398,7 +398,7 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
     md = (out / "report" / "report.md").read_text()
     assert "Ceiling at 1200 B: **full**" in md
     assert "chosen from the data: post hoc" in " ".join(md.split())
-    assert "Floor (best probe) at 1200 B: **probe\\_shortest**" in md
+    assert "Floor (best probe) at 1200 B: **probe_shortest**" in md
 
 
 def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
@@ -500,14 +500,14 @@ def test_a_preregistered_reference_is_stored_and_used(tmp_path: Path):
     assert set(comparisons["a"]) == {"frontier_latest"}
     assert set(comparisons["reference"]) == {"preregistered"}
     md = " ".join((out / "report" / "report.md").read_text().split())
-    assert "Comparisons: each condition against frontier\\_latest, preregistered" in md
+    assert "Comparisons: each condition against frontier_latest, preregistered" in md
     # a reference named after the run is post hoc, and says what was preregistered
     later = run("report", str(out), "--reference", "frontier", "--out", str(tmp_path / "later"))
     assert later.exit_code == 0, later.output
     assert set(pd.read_csv(tmp_path / "later" / "comparisons.csv")["reference"]) == {"post hoc"}
     md = " ".join((tmp_path / "later" / "report.md").read_text().split())
     assert "Post hoc reference." in md
-    assert "The run preregistered frontier\\_latest; these are not the preregistered" in md
+    assert "The run preregistered frontier_latest; these are not the preregistered" in md
     bad = run("run", "--preset", "cca-pilot", "--conditions", "frontier", "--reference",
               "nope", "--out", str(tmp_path / "bad"))  # fmt: skip
     assert bad.exit_code == 2

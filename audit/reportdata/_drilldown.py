@@ -20,7 +20,7 @@ from audit.reportdata._context import ReportContext
 from audit.rundir import MemoryStore, RunData, SourcePairs
 from audit.scoring import IDENTITY
 from histories import distinguishing_ids
-from reports import DrillDown, Section
+from reports import DrillDown, Section, with_code
 
 SYSTEM = ["reader", "condition", "budget"]
 BRANCH_ORDER = {"current": 0, "reveal": 1, "override": 2}
@@ -263,5 +263,8 @@ def build(ctx: ReportContext) -> Section:
         for reader, condition, budget in ctx.scores.systems
     ]
     return Section(
-        "drilldown", "Per-pair drill-down", [DrillDown(pairs, notes, systems)], markdown=False
+        "drilldown",
+        "Per-pair drill-down",
+        [DrillDown(pairs, [with_code(note) for note in notes], systems)],
+        markdown=False,
     )

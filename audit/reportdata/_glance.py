@@ -27,7 +27,7 @@ from audit.scoring import (
     selection_warnings,
     shortcut_gaps,
 )
-from reports import Alert, Block, Bullets, Column, Flag, Strong, Table
+from reports import Alert, Block, Bullets, Column, Flag, Strong, Table, with_code
 
 GAP_SHOWN = 0.05
 """A block gap at least this large (and significant) is a finding in the summary."""
@@ -255,7 +255,7 @@ def integrity_alert(run: RunData) -> list[Block]:
         if integrity.damaged
         else "This run is incomplete: its scores cover only what finished"
     )
-    return [Alert("warn", [Flag(title)], "", problems)]
+    return [Alert("warn", [Flag(title)], "", [with_code(p) for p in problems])]
 
 
 def build(ctx: ReportContext) -> list[Block]:
