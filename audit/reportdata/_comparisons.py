@@ -10,7 +10,7 @@ import pandas as pd
 
 from audit.reportdata._context import ReportContext, System, pair_values
 from audit.scoring import PairedComparison, holm, paired_comparison
-from reports import Chart, Column, Paragraph, Section, Table
+from reports import Chart, Column, Paragraph, Section, Strong, Table
 
 COMPARISON_COLUMNS = [
     Column("a", "first", "label"),
@@ -31,7 +31,7 @@ COMPARISON_COLUMNS = [
     ),
     Column("p_value", "McNemar p", "pvalue"),
     Column("p_holm", "Holm p", "pvalue"),
-    Column("significant", "significant?", "flag", flag_text="p < 0.05 after Holm"),
+    Column("significant", "p < 0.05 after Holm?", "flag", flag_text="yes"),
     Column(
         "min_detectable",
         "detectable at 80 % power",
@@ -39,7 +39,7 @@ COMPARISON_COLUMNS = [
         help="the smallest difference the exact test detects with 80 % power on these "
         "pairs, at alpha over the comparisons of the table",
     ),
-    Column("underpowered", "underpowered?", "flag", flag_text="underpowered"),
+    Column("underpowered", "underpowered?", "flag", flag_text="yes"),
 ]
 NOISE_COLUMNS = [
     Column(
@@ -183,7 +183,19 @@ def build(ctx: ReportContext) -> Section:
     if frame.empty:
         blocks.append(Paragraph("Fewer than two conditions at every budget: nothing to compare."))
     else:
-        blocks.append(Table("comparisons-table", columns, frame, csv="comparisons.csv"))
+        caption: Any = ""
+        firsts = frame["a"].unique()
+        if not ctx.options.pairwise and len(firsts) == 1:
+            # one reference: named once here instead of in a column of identical cells
+            columns = [c for c in columns if c.key != "a"]
+            caption = [
+                "First, in every row (the reference): ",
+                Strong(str(firsts[0])),
+                ". Second: the condition compared with it.",
+            ]
+        blocks.append(
+            Table("comparisons-table", columns, frame, csv="comparisons.csv", caption=caption)
+        )
         blocks.append(
             Chart(
                 "forest-chart",

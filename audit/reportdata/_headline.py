@@ -8,16 +8,25 @@ from typing import Any
 import pandas as pd
 
 from audit.reportdata._context import ReportContext, proportion_columns
-from audit.scoring import IDENTITY, bootstrap_mean, is_degenerate, selection_warnings
+from audit.scoring import (
+    IDENTITY,
+    bootstrap_mean,
+    is_degenerate,
+    selection_warnings,
+)
 from reports import Chart, Column, Section, Table
 
 HEADLINE_METRICS = ("current", "reveal", "override", "joint_J", "adequacy", "collision")
-ROLES = {
-    "strict": "",
-    "archive": "ceiling: re-reads the raw history",
-    "probe": "floor: a naming or order heuristic",
-}
-"""What a condition's kind means for reading its row."""
+
+
+def role(kind: str) -> str:
+    """What a condition's kind means for reading its row, in two words (the caption says
+    the rest, so that the headline fits a 1280 px window)."""
+    if kind == "archive":
+        return "ceiling (archive)"
+    if kind == "probe":
+        return "floor (probe)"
+    return ""
 
 
 def headline_frame(ctx: ReportContext) -> pd.DataFrame:
@@ -32,7 +41,7 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
     for system in ctx.scores.systems:
         cell = ctx.identity_cell(system)
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
-        row["role"] = ROLES[ctx.kind(system[1])]
+        row["role"] = role(ctx.kind(system[1]))
         for metric in HEADLINE_METRICS:
             row.update(proportion_columns(metric, cell))
         reader, condition, budget = system
@@ -202,7 +211,7 @@ def build(ctx: ReportContext) -> Section:
             interval_label="boot",
         ),
         Column("ranks", "rank now / after reveal", "text"),
-        Column("rank_differs", "ranked differently?", "flag", flag_text="ranked differently"),
+        Column("rank_differs", "ranked differently?", "flag", flag_text="yes"),
     ]
     blocks: list[Any] = [
         Table(
@@ -212,7 +221,9 @@ def build(ctx: ReportContext) -> Section:
             csv="headline.csv",
             caption="At identity (no transform). Every k/n counts independent source pairs; "
             "intervals are 95 % Wilson; boot marks a cluster bootstrap over source pairs (of "
-            "joint J: the pairs' mean block pass rate).",
+            "joint J: the pairs' mean block pass rate). Roles: a ceiling is an archive that "
+            "re-reads the raw history (extra storage); a floor is a probe, a heuristic that "
+            "knows nothing of semantics.",
         )
     ]
     if not frame.empty:
