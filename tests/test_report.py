@@ -273,6 +273,11 @@ def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
     assert len(same) == 1
     assert (same.iloc[0]["n_pairs"], same.iloc[0]["delta"]) == (24, 0.0)
     assert "p_holm" in table
+    # the exact reader has no noise: an identical result is no difference, never one
+    # "within reader noise"
+    assert same.iloc[0]["noise_floor"] == 0.0
+    assert not same.iloc[0]["within_noise"]
+    assert "not distinguishable from reader noise" not in (out / "compare.md").read_text()
     result = run(
         "compare",
         str(real_run),

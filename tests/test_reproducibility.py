@@ -352,7 +352,11 @@ def test_compare_states_the_noise_floor(two_cold_runs, tmp_path: Path):
     llm = table[(table["reader_a"] != "exact") & (table["reader_b"] != "exact")]
     assert not llm.empty
     assert (llm["noise_floor"] == 0.0).all()
-    assert llm["within_noise"].all()  # no difference at all: within a floor of zero
+    assert (llm["delta"] == 0).all()
+    # a floor of zero: there is no noise for a difference to be within (the report used
+    # to call these identical results "within reader noise")
+    assert not llm["within_noise"].any()
+    assert "within reader noise" not in (tmp_path / "c" / "compare.md").read_text()
 
 
 def _toy_run(server: ToyServer, tmp_path: Path, name: str, *extra: str) -> Path:

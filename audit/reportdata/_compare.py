@@ -237,14 +237,17 @@ def _reader_floors(run: RunData) -> dict[str, float | None]:
 
 def _noise_of(row: dict[str, Any], floors: dict[str, dict[str, float | None]]) -> dict[str, Any]:
     """The larger noise floor of the comparison's two readers, and whether the
-    difference is within it (a difference at or below it can be the readers alone)."""
+    difference is within it (a difference at or below it can be the readers alone; with
+    a floor of 0 nothing is)."""
     first = floors.get(row["run_a"], {}).get(str(row["reader_a"]))
     second = floors.get(row["run_b"], {}).get(str(row["reader_b"]))
     if first is None or second is None:
         return {"noise_floor": None, "within_noise": None}
     floor = max(first, second)
     delta = row.get("delta")
-    within = None if delta is None or pd.isna(delta) else bool(abs(delta) <= floor)
+    # a reader that never changed its answer (the exact reader, floor 0) has no noise
+    # for a difference to hide in: even a zero difference is "none", not "within noise"
+    within = None if delta is None or pd.isna(delta) else bool(floor > 0 and abs(delta) <= floor)
     return {"noise_floor": floor, "within_noise": within}
 
 
