@@ -232,3 +232,5 @@ def test_a_terminal_shows_each_stage_with_its_requests_within_80_columns(tmp_pat
     assert any(re.search(r"eta", s) for s in llm)
     assert "…" not in plain  # no name or number cut, in the bars or the tables after them
     assert " frontier " in plain
+    final = next(line for line in re.split(r"[\r\n]", drawn) if " reads on " in line)
+    assert "\x1b[" not in final  # the counts and the path are not coloured digit by digit

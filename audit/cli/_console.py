@@ -464,7 +464,7 @@ def _print_probe_matches(console: Console, matches: list[dict[str, Any]]) -> Non
 
 
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
-    console = Console()
+    console = Console(highlight=False)  # no colours on the digits of paths and counts
     _print_exact(console, summary)
     _print_llm(console, summary)
     _print_probe_matches(console, summary.get("probe_matches", []))
@@ -501,7 +501,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
 
 def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
     """Per system: joint J per seed, pooled, and whether the seeds agree."""
-    console = Console()
+    console = Console(highlight=False)
     seeds = sorted({s for row in rows for s in row["joint_J"]["per_seed"]}, key=int)
     table = Table(
         title="Replication: joint J at identity, k/n source pairs per generation seed and pooled",
