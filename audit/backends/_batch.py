@@ -20,9 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import stat
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -34,6 +32,7 @@ from audit.backends._errors import BackendConfigError, BackendError
 from audit.backends._local import SMOLLM2
 from audit.backends._open import resolve_api_key
 from audit.backends._secrets import Scrubber
+from audit.regular_files import file_kind, open_regular
 from compressors import ChatRequest, ChatResponse
 
 DEFERRED = "deferred to a batch (audit batch export): no answer yet"
@@ -290,7 +289,7 @@ def read_output(path: Path, scrub: Scrub = _unscrubbed) -> Iterator[tuple[int, B
     UTF-8 or not an output line.  Error texts pass through ``scrub`` as answers do.
     """
     try:
-        with _open_regular(path) as handle:
+        with open_regular(path, _not_an_output_file) as handle:
             yield from _answers(path, handle, scrub)
     except FileNotFoundError:
         raise OutputFileError(f"{path}: no such file") from None
@@ -323,34 +322,8 @@ def _answers(path: Path, handle: BinaryIO, scrub: Scrub) -> Iterator[tuple[int, 
         yield number, answer
 
 
-@contextmanager
-def _open_regular(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened for binary reading, refused unless it is a regular file: the open
-    does not wait for a FIFO's writer (non-blocking), and a device, directory or socket
-    is refused before anything is read from it (as the run directory's files are)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OutputFileError(
-                f"{path}: not a regular file ({_kind(mode)}), so it is not read: give the "
-                "batch output file itself"
-            )
-        os.set_blocking(fd, True)
-        handle = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
-        yield handle
-
-
-def _kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
+def _not_an_output_file(path: Path, mode: int) -> OutputFileError:
+    return OutputFileError(
+        f"{path}: not a regular file ({file_kind(mode)}), so it is not read: give the "
+        "batch output file itself"
     )
-    return next((name for test, name in kinds if test(mode)), "not a plain file")

@@ -23,6 +23,8 @@ from typing import BinaryIO, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from audit.errors import RunDataError, RunDirectoryError
+from audit.regular_files import file_kind
+from audit.regular_files import open_regular as open_regular_file
 from histories import MemoryAuditError
 
 M = TypeVar("M", bound=BaseModel)
@@ -128,22 +130,11 @@ class NotRegularFileError(MemoryAuditError, OSError):
         return f"{self.filename}: {self.strerror}"
 
 
-def _kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    )
-    return next((name for test, name in kinds if test(mode)), "not a plain file")
-
-
 def not_regular(path: Path, mode: int) -> NotRegularFileError:
     """The error for a run file that is not a regular file (``mode`` from a stat)."""
     return NotRegularFileError(
         0,
-        f"not a regular file ({_kind(mode)}), so it is not read: put the run's own file back",
+        f"not a regular file ({file_kind(mode)}), so it is not read: put the run's own file back",
         str(path),
     )
 
@@ -161,17 +152,7 @@ def open_regular(path: Path) -> Iterator[BinaryIO]:
     """``path`` opened for binary reading, refused (``NotRegularFileError``) unless it
     is a regular file: opening does not wait for a FIFO's writer, and nothing is read
     from anything but a file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise not_regular(path, mode)
-        os.set_blocking(fd, True)
-        handle = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
+    with open_regular_file(path, not_regular) as handle:
         yield handle
 
 
