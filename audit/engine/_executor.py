@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from audit.engine._jobs import run_job
 from audit.engine._llm_stage import plan_units, run_stage
-from audit.engine._progress import RunProgress, request_tallies
+from audit.engine._progress import RunProgress, client_counters, request_tallies
 from audit.engine._streaming import share_identical_records
 from audit.errors import RunDataError, RunDirectoryError, RunStorageError, Terminated
 from audit.plan import Cell, RunPlan, TransformSpec
@@ -51,7 +51,6 @@ from audit.rundir import (
     RESULTS_PARQUET,
     SUMMARY_FILE,
     BackendRecord,
-    ClientCounters,
     Determinism,
     Invocation,
     LLMStageCost,
@@ -475,17 +474,10 @@ def _llm_counters(cost: LLMStageCost, clients: ClientPair, elapsed: float) -> No
     writer, reader = clients
     cost.seconds = round(elapsed, 3)
     if writer is not None and writer is reader:  # one backend serves both roles
-        cost.writer_and_reader = _counters(writer)
+        cost.writer_and_reader = client_counters(writer)
     else:
-        cost.writer = _counters(writer) if writer is not None else None
-        cost.reader = _counters(reader) if reader is not None else None
-
-
-def _counters(client: object) -> ClientCounters | None:
-    """A backend client's request counters, when it keeps them (a ``BackendClient``)."""
-    stats = getattr(client, "stats", None)
-    as_dict = getattr(stats, "as_dict", None)
-    return ClientCounters.model_validate(as_dict()) if callable(as_dict) else None
+        cost.writer = client_counters(writer) if writer is not None else None
+        cost.reader = client_counters(reader) if reader is not None else None
 
 
 def _watch_parent() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from audit.rundir import ClientCounters
 from compressors import ChatClient
 
 Stage = Literal["deterministic", "llm"]
@@ -48,6 +49,14 @@ class RunProgress(Protocol):
         """``done`` of the stage's units are finished."""
 
 
+def client_counters(client: object) -> ClientCounters | None:
+    """A backend client's request counters, when it keeps them (a ``BackendClient``):
+    the one reading of them, for the progress display and for costs.json alike."""
+    stats = getattr(client, "stats", None)
+    as_dict = getattr(stats, "as_dict", None)
+    return ClientCounters.model_validate(as_dict()) if callable(as_dict) else None
+
+
 def request_tallies(writer: ChatClient | None, reader: ChatClient | None) -> Tallies:
     """The clients' counters, read when called (a client without counters is left out)."""
 
@@ -59,16 +68,16 @@ def request_tallies(writer: ChatClient | None, reader: ChatClient | None) -> Tal
             roles += [(r, c) for r, c in (("writer", writer), ("reader", reader)) if c is not None]
         found = []
         for role, client in roles:
-            stats = getattr(client, "stats", None)  # replaced by the determinism probe: re-read
-            if stats is None:
+            counters = client_counters(client)  # re-read: the determinism probe replaces stats
+            if counters is None:
                 continue
             found.append(
                 RequestTally(
                     role=role,
-                    requests=int(getattr(stats, "requests", 0)),
-                    sent=int(getattr(stats, "sent", 0)),
-                    cache_hits=int(getattr(stats, "cache_hits", 0)),
-                    failed=int(getattr(stats, "failed", 0)),
+                    requests=counters.requests,
+                    sent=counters.sent,
+                    cache_hits=counters.cache_hits,
+                    failed=counters.failed,
                 )
             )
         return found
