@@ -295,6 +295,21 @@ def test_a_killed_audit_takes_its_external_processes_with_it(tmp_path):
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux only")
     command = _script(tmp_path, 'print(json.dumps({"memory": ""}), flush=True)')
+    with _audit_holding(tmp_path, command) as parent:
+        (pid,) = _pids(tmp_path)
+        assert _alive(pid)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid)
+
+
+@contextlib.contextmanager
+def _audit_holding(tmp_path: Path, command: str) -> Iterator[subprocess.Popen[str]]:
+    """A process that built ``cmd:COMMAND``, gave it one chunk, said ``ready`` and now
+    sleeps: the audit as it holds an external memory system (killed when done)."""
     driver = tmp_path / "driver.py"
     driver.write_text(
         "import sys, time\n"
@@ -311,14 +326,7 @@ def test_a_killed_audit_takes_its_external_processes_with_it(tmp_path):
     try:
         assert parent.stdout is not None
         assert parent.stdout.readline().strip() == "ready"
-        (pid,) = _pids(tmp_path)
-        assert _alive(pid)
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(pid)
+        yield parent
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -477,34 +485,18 @@ def test_a_killed_audit_takes_the_whole_process_group_with_it(tmp_path):
         print(json.dumps({{"memory": ""}}), flush=True)
         """,
     )
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        "import sys, time\n"
-        "from compressors import ChunkView, build\n"
-        "from histories import SetRecord\n"
-        f"c = build({('cmd:' + command)!r})\n"
-        "c.update('', ChunkView([SetRecord(id='r1', key='k', value='v', rev=1)]), ['k'], 9)\n"
-        "print('ready', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    parent = subprocess.Popen(
-        [sys.executable, str(driver)], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
     try:
-        assert parent.stdout is not None
-        assert parent.stdout.readline().strip() == "ready"
-        pgid, helper_pid = (int(x) for x in (tmp_path / "group.txt").read_text().split())
-        assert _alive(helper_pid)
-        assert len(_group_members(pgid)) >= 3  # the memory, its shell, the helper
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 5
-        while _group_members(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _group_members(pgid) == []
+        with _audit_holding(tmp_path, command) as parent:
+            pgid, helper_pid = (int(x) for x in (tmp_path / "group.txt").read_text().split())
+            assert _alive(helper_pid)
+            assert len(_group_members(pgid)) >= 3  # the memory, its shell, the helper
+            os.kill(parent.pid, signal.SIGKILL)
+            parent.wait(timeout=10)
+            deadline = time.monotonic() + 5
+            while _group_members(pgid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _group_members(pgid) == []
     finally:
-        if parent.poll() is None:
-            parent.kill()
         with_group = (
             (tmp_path / "group.txt").read_text().split()
             if (tmp_path / "group.txt").exists()
