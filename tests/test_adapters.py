@@ -194,6 +194,21 @@ def test_a_missing_extra_is_named_before_any_work(monkeypatch):
     assert "pip install 'memory-audit[inspect-ai]'" in result.output
 
 
+def test_a_missing_parent_package_is_a_missing_extra_not_a_crash(monkeypatch):
+    """``llama_index.core`` without ``llama_index``: finding the submodule imports its
+    parent, and on a plain install (no adapters extra) `audit compressors` crashed."""
+    from compressors.adapters import AdapterNotInstalledError
+    from compressors.adapters.llamaindex_memory import LlamaIndexSummary
+
+    monkeypatch.setattr(LlamaIndexSummary, "requires", ("llama_index_not_here.core",))
+    assert LlamaIndexSummary.missing() == ["llama_index_not_here.core"]
+    result = runner.invoke(app, ["compressors"])
+    assert result.exit_code == 0, result.output
+    assert "needs [llama-index]" in result.output
+    with pytest.raises(AdapterNotInstalledError, match=r"memory-audit\[llama-index\]"):
+        build("llamaindex_summary")
+
+
 def test_adapter_parameters_are_validated():
     assert build("inspect_trim:preserve=0.5").params.preserve == 0.5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="preserve"):

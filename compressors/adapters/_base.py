@@ -104,8 +104,9 @@ class ChatAdapter(Compressor):
 
     @classmethod
     def missing(cls) -> list[str]:
-        """The required modules that are not installed."""
-        return [name for name in cls.requires if importlib.util.find_spec(name) is None]
+        """The required modules that are not installed (``a.b`` with no ``a`` among them:
+        finding a submodule imports its parent, which raises when it is absent)."""
+        return [name for name in cls.requires if not _findable(name)]
 
     @classmethod
     def installed(cls) -> bool:
@@ -200,3 +201,12 @@ def flatten(role: str, content: str, calls: Sequence[tuple[str, str]] = ()) -> C
     if role in ("system", "assistant"):
         return ChatMessage(role, text)  # type: ignore[arg-type]
     return ChatMessage("user", text)
+
+
+def _findable(module: str) -> bool:
+    """Whether ``module`` could be imported, found without importing it (only its
+    parents are imported, as ``find_spec`` must)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is not installed
+        return False
