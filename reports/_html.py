@@ -29,7 +29,7 @@ from typing import Any, cast
 
 import jinja2
 import pandas as pd
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from reports import _charts, _format
 from reports._document import Block, Chart, Document, DrillDown, Table
@@ -82,9 +82,27 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(pieces=_format.pieces, clip=_format.clip, width=_width)
+    env.filters.update(pieces=_format.pieces, clip=_format.clip, width=_width, breakable=_breakable)
     env.globals.update(numeric=_format.NUMERIC)
     return env
+
+
+def _breakable(value: Any) -> Markup:
+    """Untrusted record text, escaped, in which a line may wrap only between fields:
+    each comma-ended field is an inline block, so a narrow column breaks a record
+    ``{"id":"r1",`` / ``"rev":2}`` and never inside a value (``"re`` / ``v":2``,
+    ``"pebble-`` / ``226"``); a field wider than the column still wraps inside it."""
+    text = _format.visible("" if value is None else str(value))
+    out: list[str] = []
+    for number, line in enumerate(text.split("\n")):
+        if number:
+            out.append("\n")
+        fields = line.split(",")
+        for index, part in enumerate(fields):
+            piece = part + ("," if index < len(fields) - 1 else "")
+            if piece:
+                out.append(f'<span class="field">{escape(piece)}</span>')
+    return Markup("".join(out))
 
 
 def _width(value: Any) -> str:

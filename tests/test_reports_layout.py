@@ -90,6 +90,31 @@ MEASURE = r"""
       }
     }
   }
+  const commands = [];
+  for (const code of document.querySelectorAll('p code, li code, dd code')) {
+    const range = document.createRange();
+    range.selectNodeContents(code);
+    if (code.textContent.length <= %(long)d && lines(range.getClientRects()) > 1)
+      commands.push(code.textContent);
+  }
+  const records = [];
+  let recordParts = 0;
+  for (const pre of document.querySelectorAll('pre.log')) {
+    if (recordParts > 20000) break;
+    const room = pre.clientWidth;
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.data.matchAll(/[\w.-]+/g)) {  // a key, a value, an id
+        recordParts += 1;
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const rects = [...range.getClientRects()];
+        const wide = rects.reduce((sum, r) => sum + r.width, 0);
+        if (wide < room && lines(rects) > 1) records.push(match[0]);
+      }
+    }
+  }
   const scrolls = [];
   for (const box of document.querySelectorAll('.scroll')) {
     if (box.scrollWidth <= box.clientWidth + 1) continue;
@@ -99,7 +124,7 @@ MEASURE = r"""
   return {
     viewport: document.documentElement.clientWidth,
     scrollWidth: document.scrollingElement.scrollWidth,
-    charts, cells, checked, scrolls,
+    charts, cells, checked, scrolls, commands, records, recordParts,
   };
 })()
 """.replace("%(long)d", str(LONG_TOKEN)).replace("SINGLE", repr(SINGLE))
@@ -162,6 +187,10 @@ def problems(
             f"scrolls: {box['id'] or 'a table'} is {box['width']} px wide in {box['shown']} "
             "(its last columns are out of sight)"
         )
+    for command in measured["commands"]:
+        found.append(f"broken: a command across lines: {command!r}")
+    for part in measured["records"]:
+        found.append(f"broken: a record inside a word: {part!r}")
     for cell in measured["cells"]:
         what = "a label or number" if cell["single"] else "a word"
         found.append(f"broken: {what} on {cell['lines']} lines: {cell['token']!r}")
@@ -214,6 +243,8 @@ BROKEN = """<!DOCTYPE html><html><head><meta charset="utf-8">
 <div class="scroll" style="overflow-x:auto;max-width:100%"><table id="too-wide"><tr>
 <td style="white-space:nowrap">a row far wider than the window, its last columns out of sight x x x x x </td>
 <td style="min-width:1400px">last</td></tr></table></div>
+<p style="width:80px;font-size:12px">preregister a reference with <code>audit run --reference</code></p>
+<pre class="log" style="width:120px;white-space:pre-wrap;word-break:break-all"><span class="line">{"id":"r39271","value":"pebble-226"}</span></pre>
 <div style="width:3000px">wider than any window</div>
 <img src="https://example.invalid/tracker.png" alt="">
 </body></html>
@@ -306,6 +337,7 @@ def test_report_layout(measured: Measured, sample: Document, width: int) -> None
 
 def test_drill_down_page_layout(measured: Measured) -> None:
     page = measured[("pairs", WIDTHS[0])]
+    assert page["recordParts"] > 100  # the measure saw the records
     assert problems(page, {}, may_scroll=True) == []
     assert page["errors"] == []
 
@@ -318,6 +350,8 @@ def test_every_check_can_fail(measured: Measured) -> None:
         found
     )
     assert any(line.startswith("scrolls: too-wide is") for line in found), found
+    assert any(line.startswith("broken: a command across lines") for line in found), found
+    assert any(line.startswith("broken: a record inside a word") for line in found), found
     assert any("'frontier_alpha:budget=2400'" in line for line in found), found
     assert "clipped: scrolling is wider than its figure (it scrolls)" in found
     assert any("a label or number" in line and "3/40" in line for line in found), found

@@ -10,7 +10,7 @@ import pandas as pd
 
 from audit.reportdata._context import ReportContext, System, pair_values
 from audit.scoring import PairedComparison, holm, paired_comparison
-from reports import Chart, Column, Paragraph, Section, Strong, Table
+from reports import Chart, Column, Paragraph, Section, Strong, Table, with_code
 
 COMPARISON_COLUMNS = [
     Column("a", "first", "label"),
@@ -159,7 +159,7 @@ def method_note(ctx: ReportContext) -> str:
             "budget; archives and probes are never the reference), chosen from the data: "
             "post hoc. Holm corrects for the number of comparisons, not for picking the "
             "best as the reference, so differences from it lean away from zero; preregister "
-            "a reference with audit run --reference"
+            "a reference with `audit run --reference`"
         )
     if status in ("preregistered", "post hoc"):
         what += " (where it is absent at a budget, the best strict condition, from the data)"
@@ -170,7 +170,7 @@ def method_note(ctx: ReportContext) -> str:
         "paired proportions. Delta is second minus first. Underpowered: the observed "
         "difference is smaller than the one these pairs detect with 80 % power (at alpha "
         "over the comparisons of the table): a miss there is not evidence of no difference; "
-        "audit power says how many pairs an effect needs."
+        "`audit power` says how many pairs an effect needs."
     )
 
 
@@ -179,7 +179,7 @@ def build(ctx: ReportContext) -> Section:
     columns = [*COMPARISON_COLUMNS]
     if ctx.several_readers:
         columns.insert(3, Column("reader", "reader", "label"))
-    blocks: list[Any] = [Paragraph(method_note(ctx), muted=True)]
+    blocks: list[Any] = [Paragraph(with_code(method_note(ctx)), muted=True)]
     if frame.empty:
         blocks.append(Paragraph("Fewer than two conditions at every budget: nothing to compare."))
     else:

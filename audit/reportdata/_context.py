@@ -80,7 +80,8 @@ class ReportContext:
         return "post hoc" if self.reference is not None else "from the data"
 
     def reference_sentence(self) -> str:
-        """One sentence naming the reference, how it was chosen, and what that means."""
+        """One sentence naming the reference, how it was chosen, and what that means
+        (commands in backquotes: ``reports.with_code`` sets them as code)."""
         status, pre = self.reference_status, self.preregistered_reference
         if status == "pairwise":
             return "Comparisons: every two conditions (exploratory: no reference)."
@@ -97,14 +98,14 @@ class ReportContext:
             if pre is not None:
                 text += (
                     f" The run preregistered {pre}; these are not the preregistered "
-                    "comparisons (audit report without --reference gives those)."
+                    "comparisons (`audit report` without `--reference` gives those)."
                 )
             return text
         return (
             "Comparisons: each condition against the best strict condition by joint J, "
             "chosen from the data: post hoc (Holm corrects for the number of comparisons, "
             "not for picking the best as the reference, so differences from it lean away "
-            "from zero); preregister a reference with audit run --reference."
+            "from zero); preregister a reference with `audit run --reference`."
         )
 
     def kind(self, condition: str) -> str:

@@ -235,11 +235,11 @@ def _best(ctx: ReportContext) -> list[Any]:
                  f", {cell['joint_J_pairs_k']}/{cell['joint_J_pairs_n']} source pairs{note}."]
             )  # fmt: skip
     if len(ctx.scores.systems) > 1:  # how the comparisons' reference was chosen
-        sentence = ctx.reference_sentence()
+        sentence = with_code(ctx.reference_sentence())
         lines.append(
             sentence
             if ctx.reference_status in ("preregistered", "pairwise")
-            else [Flag("Post hoc reference. "), sentence]
+            else [Flag("Post hoc reference. "), *sentence]
         )
     return lines
 
