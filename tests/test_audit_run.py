@@ -484,3 +484,36 @@ def test_a_long_condition_name_gets_an_alias_rather_than_cut_columns(tmp_path: P
     assert any(line.split()[:1] == ["c1"] for line in table), table
     for header in ("current", "reveal", "joint J", "late-ref", "collided"):
         assert header in "\n".join(table)
+
+
+def test_the_console_names_the_best_the_ceiling_and_the_floor_and_what_it_left_out(
+    tmp_path: Path,
+):
+    """The headline in one line per budget (ties named), and the note under a compact
+    table lists only what it left out: with two budgets the budget column is shown, and
+    the note used to say it was not."""
+    result = runner.invoke(
+        app,
+        ["run", "--conditions", "frontier,frontier_alpha,tail,full,probe_lowrev",
+         "--budget", "600,1200", "--transforms", "identity,rename:1", "--workers", "1",
+         "--quiet", "--out", str(tmp_path / "r")],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    left = said.split("(at 80 columns: ", 1)[1].split(")", 1)[0]
+    assert "budget" not in left, left
+    assert "override" in left
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    for budget in (600, 1200):
+        joint = {
+            e["condition"]: e["source pairs"]["joint_J"]
+            for e in summary["scores"]
+            if e["family"] == "all" and e["transform"] == "identity" and e["budget"] == budget
+        }
+        top = max(joint[c]["k"] for c in ("frontier", "frontier_alpha", "tail"))
+        best = [c for c in ("frontier", "frontier_alpha", "tail") if joint[c]["k"] == top]
+        line = said.split(f"joint J at {budget} B: ", 1)[1].split(" joint J at ", 1)[0]
+        assert f"best {', '.join(best) if top else 'none passes'} {top}/24" in line
+        assert f"ceiling full {joint['full']['k']}/24" in line
+        assert f"floor probe_lowrev {joint['probe_lowrev']['k']}/24" in line

@@ -200,12 +200,49 @@ def _print_exact(console: Console, summary: dict[str, Any]) -> None:
     entries = _cells(summary, exact=True)
     if not entries:
         return
+    budgets = {e["budget"] for e in entries}
+    moved = any(e["transform"] != "identity" for e in entries)
+    left = ["override", *(["the budget"] if len(budgets) == 1 else []),
+            *(["every transform's column"] if moved else []), "equivariance"]  # fmt: skip
     _print_fitting(
         console,
         lambda compact, aliases: _exact_table(summary, entries, compact, aliases),
         [e["condition"] for e in entries],
-        "override, budget and every transform's column are",
+        f"{listed(left)} are",
     )
+    console.print(EXACT_LEGEND)
+    for line in best_lines(summary, entries):
+        console.print(line)
+
+
+EXACT_LEGEND = (
+    "(both variants right: current = now, reveal = after the reveal future, joint J = on "
+    "both futures; late-ref = the memory still answers a late reference; collided = the "
+    "two variants' memories are identical, a failure)"
+)
+
+
+def best_lines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
+    """Per budget at identity: the best strict condition by joint J, the ceiling (best
+    archive) and the floor (best probe), ties named: the headline in one line."""
+    kinds = summary.get("kinds", {})
+    at_identity = [e for e in entries if e["transform"] == "identity"]
+    lines = []
+    for budget in sorted({e["budget"] for e in at_identity}):
+        here = [e for e in at_identity if e["budget"] == budget]
+        parts = []
+        for kind, word in (("strict", "best"), ("archive", "ceiling"), ("probe", "floor")):
+            group = [e for e in here if kinds.get(e["condition"], "strict") == kind]
+            if not group:
+                continue
+            top = max(e["source pairs"]["joint_J"]["k"] for e in group)
+            n = group[0]["source pairs"]["joint_J"]["n"]
+            names = [e["condition"] for e in group if e["source pairs"]["joint_J"]["k"] == top]
+            tie = f" (a tie of {len(names)})" if len(names) > 1 else ""
+            who = ", ".join(names) if top else "none passes"
+            parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
+        lines.append(f"joint J at {budget} B: " + "; ".join(parts))
+    return lines
 
 
 TableMaker = Callable[[bool, dict[str, str] | None], Table]
@@ -437,7 +474,7 @@ def _print_probe_matches(console: Console, matches: list[dict[str, Any]]) -> Non
                 f"[bold yellow]warning[/]{who}: this audit cannot tell {groups[0]['condition']} "
                 f"from {article(kinds)} {kinds} heuristic at {budget} B: "
                 f"{'the probe' if one else 'the probes'} {probes} "
-                f"{'does' if one else 'each do'} as well on joint J under every transform "
+                f"{'does' if one else 'each do'} at least as well on joint J under every transform "
                 f"({transforms}); {advice}."
             )
             continue
@@ -446,7 +483,7 @@ def _print_probe_matches(console: Console, matches: list[dict[str, Any]]) -> Non
         console.print(
             f"[bold yellow]warning[/]{who}: this audit cannot tell {len(groups)} conditions "
             f"from {article(kinds)} {kinds} heuristic at {budget} B: probes that know nothing "
-            f"of semantics do as well on joint J under every transform ({transforms}); "
+            f"of semantics do at least as well on joint J under every transform ({transforms}); "
             f"{advice}."
         )
         width = max(len(g["condition"]) for g in groups)
