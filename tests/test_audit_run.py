@@ -230,6 +230,10 @@ def test_pairs_file_and_per_condition_budget(tmp_path: Path):
     assert cells == {("frontier:budget=2400", "2400"), ("tail", "600"), ("tail", "1200")}
     assert all(int(r["memory_bytes"]) <= int(r["budget"]) for r in rows)
     assert {r["family"] for r in rows} == {"late_reference", "expiry"}
+    report = run("report", str(out))
+    assert report.exit_code == 0, report.output
+    md = (out / "report" / "report.md").read_text()
+    assert "- budgets: 600, 1200, 2400 B" in md  # the budgets scored, the condition's own too
 
 
 def test_a_plugin_that_raises_is_recorded_not_fatal(tmp_path: Path, monkeypatch):

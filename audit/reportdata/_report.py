@@ -44,7 +44,9 @@ def facts(ctx: ReportContext) -> Facts:
     df = run.results
     families = list(dict.fromkeys(df["family"].astype(str)))
     readers = list(dict.fromkeys(s[0] for s in scores.systems))
-    budgets = plan.budgets if plan else sorted({s[2] for s in scores.systems})
+    budgets = sorted(
+        {s[2] for s in scores.systems} or set(plan.budgets if plan else ())
+    )  # a condition may set its own
     transforms = [str(t) for t in plan.transforms] if plan else scores.transforms()
     items: list[tuple[str, Text]] = [("run", [Code(str(run.path))])]
     if run.created:
