@@ -129,15 +129,19 @@ def interval(low: Any, high: Any, digits: int = 2) -> str:
     """``[0.49, 0.94]``; empty when unknown."""
     if is_missing(low) or is_missing(high):
         return ""
-    return f"[{float(low):.{digits}f}, {float(high):.{digits}f}]"
+    return f"[{float(low):z.{digits}f}, {float(high):z.{digits}f}]"
+
+
+# "z" in a format: a value that rounds to zero is 0.00, never -0.00 (a bootstrap bound of
+# -1e-17 printed as "-0.00" read as a negative difference)
 
 
 def rate(value: Any, digits: int = 2) -> str:
-    return "-" if is_missing(value) else f"{float(value):.{digits}f}"
+    return "-" if is_missing(value) else f"{float(value):z.{digits}f}"
 
 
 def signed(value: Any, digits: int = 2) -> str:
-    return "-" if is_missing(value) else f"{float(value):+.{digits}f}"
+    return "-" if is_missing(value) else f"{float(value):+z.{digits}f}"
 
 
 def pvalue(value: Any) -> str:
@@ -152,7 +156,7 @@ def number(value: Any, digits: int = 0) -> str:
         return ""
     if digits == 0:
         return f"{round(float(value)):,}"
-    return f"{float(value):,.{digits}f}"
+    return f"{float(value):z,.{digits}f}"
 
 
 NUMERIC = frozenset({"integer", "number", "rate", "signed", "pvalue", "proportion", "count"})

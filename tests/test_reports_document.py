@@ -958,3 +958,18 @@ def test_a_chart_without_its_columns_says_which() -> None:
     chart = Chart("c-bad", "dots", pd.DataFrame([{"name": "x"}]), {"series": [("m", "m")]})
     with pytest.raises(ValueError, match="chart 'c-bad' \\(dots\\): no 'label'"):
         _charts.render(chart)
+
+
+@pytest.mark.parametrize(
+    ("shown", "expected"),
+    [
+        (lambda: _format.interval(-1e-17, -0.001), "[0.00, 0.00]"),
+        (lambda: _format.signed(-0.0004), "+0.00"),
+        (lambda: _format.rate(-0.0), "0.00"),
+        (lambda: _format.number(-0.01, 1), "0.0"),
+        (lambda: _format.signed(-0.25), "-0.25"),
+    ],
+)
+def test_a_value_that_rounds_to_zero_has_no_sign(shown: Any, expected: str) -> None:
+    """A bootstrap bound of -1e-17 was shown as -0.00, read as a negative difference."""
+    assert shown() == expected
