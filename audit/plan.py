@@ -21,7 +21,13 @@ from typing import Annotated, Any, cast
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from audit.errors import PlanError
-from compressors import ConditionSpec, UnknownCompressorError, parse_spec
+from compressors import (
+    ConditionSpec,
+    UnknownCompressorError,
+    builtins,
+    deterministic_builtins,
+    parse_spec,
+)
 from histories import TRANSFORM_KINDS, TransformName
 
 
@@ -103,10 +109,39 @@ def split_conditions(text: str) -> list[str]:
     return items
 
 
+BASELINES = "baselines"
+"""In a list of conditions: every deterministic built-in archive (the ceiling) and
+shortcut probe (the floor), so that a compressor of one's own is read against both
+(``--conditions my_memory,baselines``)."""
+
+
+def baseline_conditions() -> list[str]:
+    """The conditions ``baselines`` stands for, archives first, then probes."""
+    found = builtins()
+    names = deterministic_builtins()
+    return [n for kind in ("archive", "probe") for n in names if found[n].kind == kind]
+
+
+def _expanded(items: list[str]) -> list[str]:
+    """``baselines`` replaced by the conditions it stands for, each one only once (a
+    baseline also listed by name keeps its own place)."""
+    if BASELINES not in items:
+        return items
+    listed = set(items)
+    out: list[str] = []
+    for item in items:
+        if item == BASELINES:
+            out += [n for n in baseline_conditions() if n not in listed and n not in out]
+        else:
+            out.append(item)
+    return out
+
+
 def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionSpec]:
-    """A comma list of conditions (``name[:k=v,...]`` or ``package.module:Class``), each once."""
+    """A comma list of conditions (``name[:k=v,...]`` or ``package.module:Class``), each
+    once; ``baselines`` stands for the archives and shortcut probes."""
     try:
-        specs = [parse_spec(part) for part in split_conditions(text)]
+        specs = [parse_spec(part) for part in _expanded(split_conditions(text))]
         for spec in specs:
             _ = spec.budget  # a bad per-condition budget is named now, not in a worker
     except UnknownCompressorError as error:

@@ -4,7 +4,7 @@ It loops over the same sections as the HTML and keeps what reads in a comment: t
 facts, the summary, and each section's alerts, bullets, paragraphs and tables
 (``markdown=True``, not collapsed); charts and the drill-down stay in the HTML.
 
-Every text from data goes through ``md``: a character is escaped only where Markdown
+Every text from data goes through ``md`` (or ``code``): a character is escaped only where Markdown
 or HTML would act on it (``_`` at a word's edge, ``<`` before a tag name, ``&`` in an
 entity, ``@`` in an e-mail address, ``]`` before a link target), so that the file
 reads cleanly as plain text (``frontier_latest @ 1200 B``, ``p < 0.05``) and renders
@@ -48,6 +48,10 @@ _LINK_BRACKET = re.compile(r"\](?=[(\[:])")
 _EMAIL_AT = re.compile(r"(?<=[A-Za-z0-9._+-])@")
 """``@`` after what can end an e-mail address's local part (GitHub links those)."""
 _LINKS = (("://", "&#58;//"), ("www.", "www&#46;"))
+_SPAN_BREAKERS = re.compile(r"[`|]|://|www\.|[A-Za-z0-9._+-]@")
+"""What keeps a text out of a code span: a backquote ends it, ``|`` splits a table cell,
+and an address must not stand in the file as one (a viewer other than GitHub's may
+link it even in code)."""
 
 
 def md(value: object) -> str:
@@ -79,13 +83,18 @@ def _line_start(text: str) -> str:
 
 
 def code(value: object) -> str:
-    """Monospaced text as a ``<code>`` element around escaped text (a code span would
-    show its text raw, ``<`` included)."""
+    """Monospaced text: a code span (which shows its text raw, ``<``, ``_`` and links
+    included) when nothing in the text can end or split it; else a ``<code>`` element
+    around escaped text (``_SPAN_BREAKERS``; blanks at a span's ends would be trimmed)."""
+    shown = _format.visible(_format.clip("" if value is None else value, CLIP))
+    shown = shown.replace("\n", " ").replace("\t", " ")
+    if shown and shown == shown.strip() and not _SPAN_BREAKERS.search(shown):
+        return f"`{shown}`"
     return f"<code>{md(value)}</code>"
 
 
 def text(value: Text) -> str:
-    """Inline pieces: strong and flags in bold, code in ``<code>``."""
+    """Inline pieces: strong and flags in bold, code as code (``code``)."""
     out = []
     merged: list[tuple[str, str]] = []
     for kind, piece in _format.pieces(value):

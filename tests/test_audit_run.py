@@ -521,3 +521,45 @@ def test_the_console_names_the_best_the_ceiling_and_the_floor_and_what_it_left_o
         assert f"best {', '.join(best) if top else 'none passes'} {top}/24" in line
         assert f"ceiling full {joint['full']['k']}/24" in line
         assert f"floor probe_lowrev {joint['probe_lowrev']['k']}/24" in line
+    # a floor and a ceiling are there: no note asks for them
+    assert "add `baselines`" not in said
+
+
+def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
+    tmp_path: Path,
+):
+    """``--conditions my_memory`` alone gave a score with nothing to read it against and
+    no word about it; ``baselines`` brings the ceiling and the floor in, each once."""
+    from audit.plan import baseline_conditions, parse_conditions
+    from compressors import builtins
+
+    expanded = [s.label for s in parse_conditions("frontier,full,baselines")]
+    kinds = {name: cls.kind for name, cls in builtins().items()}
+    assert expanded[:2] == ["frontier", "full"]
+    assert sorted(expanded[1:]) == sorted(baseline_conditions())
+    assert {kinds[n] for n in baseline_conditions()} == {"archive", "probe"}
+    assert all(n in baseline_conditions() for n, k in kinds.items()
+               if k == "probe" and n in deterministic_builtins())  # fmt: skip
+
+    result = runner.invoke(
+        app,
+        ["run", "--conditions", "frontier,tail", "--transforms", "identity", "--workers",
+         "1", "--quiet", "--out", str(tmp_path / "alone")],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "no shortcut probe (the floor) and no archive (the ceiling)" in said
+    assert "(--conditions frontier,tail,baselines)" in said
+
+    result = runner.invoke(
+        app,
+        ["run", "--conditions", "frontier,baselines", "--transforms", "identity",
+         "--workers", "1", "--quiet", "--out", str(tmp_path / "with")],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "add `baselines`" not in said
+    assert "ceiling full" in said or "ceiling dependency_closure" in said
+    assert "floor probe_" in said

@@ -76,3 +76,31 @@ def test_flags_are_single_and_machine_defaults_are_not_printed() -> None:
     workers = _flat(text).split("--workers", 1)[1].split("--quiet", 1)[0]
     assert "default: every core" in workers
     assert "[default:" not in workers
+
+
+def test_every_option_and_argument_says_what_it_is_for() -> None:
+    """An option listed with no help (``generate --pairs-per-family`` showed only
+    ``[x>=1]``) leaves a new user guessing."""
+    silent = [
+        (" ".join(path) or "audit", param.name)
+        for path, command in COMMANDS
+        for param in command.params
+        if not (getattr(param, "help", None) or "").strip()
+    ]
+    assert not silent
+
+
+def test_version_names_the_installed_distribution() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"memory-audit {version('memory-audit')}"
+
+
+def test_run_help_names_the_presets() -> None:
+    from histories import PRESETS
+
+    flat = _flat(runner.invoke(app, ["run", "--help"], terminal_width=80).output)
+    preset = flat.split("--preset", 1)[1].split("--pairs", 1)[0]
+    assert all(name in preset for name in PRESETS), preset

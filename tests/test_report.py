@@ -292,6 +292,17 @@ def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
     alpha = table[table["condition_b"] == "frontier_alpha"].iloc[0]
     assert alpha["condition_a"] == "frontier_latest"
     assert alpha["delta"] > 0
+    # the terminal gives the answer, not only a path: every paired difference, its
+    # interval and its Holm p, as in compare.csv
+    flat = " ".join(result.output.split())
+    assert f"{len(table)} paired differences on 24 shared source pairs" in flat
+    significant = int(table["significant"].sum())
+    assert f"{significant or 'none'} significant after Holm" in flat
+    for _, row in table.iterrows():
+        assert (
+            f"{row['b']} - {row['a']} at {row['budget']} B: {row['delta']:+.2f} "
+            f"[{row['delta_low']:+.2f}, {row['delta_high']:+.2f}]".replace("-0.00", "+0.00")
+        ) in flat, flat
     html = (out / "compare.html").read_text()
     assert 'id="comparisons-table"' in html
     assert "<svg" in html

@@ -135,12 +135,12 @@ def test_every_block_kind_renders_in_html() -> None:
 def test_every_block_kind_renders_in_markdown() -> None:
     text = _markdown.render_markdown(_every_kind())
     assert text.startswith("## Every kind\n")
-    assert "- run: <code>runs/x</code>" in text
+    assert "- run: `runs/x`" in text
     assert "> **⚠ Ranks frontier first** Body\n> - one" in text
     assert "> **✓ All clear**" in text
     assert "| **frontier** | 3/10 [0.10, 0.60] | kept |" in text
     assert "|---|---:|---|" in text
-    assert "Caption with <code>code</code>" in text
+    assert "Caption with `code`" in text
     assert "- **flagged**" in text
     assert "A paragraph" in text
     assert "### 1. Tables" in text
@@ -628,6 +628,24 @@ def test_a_line_escapes_its_start(raw: str, escaped: str) -> None:
 
 def test_markdown_code_is_escaped_text() -> None:
     assert _markdown.code("a`b|<c>") == "<code>a\\`b\\|&lt;c></code>"
+    # a plain command reads as itself in the file: a code span, no HTML
+    assert _markdown.code("audit run --out runs/a_b") == "`audit run --out runs/a_b`"
+
+
+@settings(max_examples=300, deadline=None)
+@given(MARKDOWN_TEXT)
+def test_markdown_code_renders_on_github_as_the_text_itself(value: str) -> None:
+    """Code, in a line and in a table cell, renders as one code element holding exactly
+    the text: no link, no markup, nothing trimmed or cut at a ``|``."""
+    shown = visible(value).replace("\n", " ").replace("\t", " ")
+    for rendered, cell in (
+        (_github(f"see {_markdown.code(value)} here\n"), "p"),
+        (_github(f"| a | b |\n|---|---|\n| {_markdown.code(value)} | z |\n"), "td"),
+    ):
+        assert _tags(rendered) <= {"p", "code", "table", "thead", "tbody", "tr", "th", "td"}
+        found = re.findall(r"<code>(.*?)</code>", rendered, re.DOTALL)
+        assert len(found) == 1, rendered
+        assert html_module.unescape(found[0]) == shown, (cell, rendered)
 
 
 # ----------------------------------------------------------------------- files

@@ -10,7 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as distribution_version
 from types import FrameType
+from typing import Annotated
+
+import typer
 
 from audit.cli._backends import backends_app, cache_app
 from audit.cli._batch import batch_app
@@ -26,6 +31,32 @@ from audit.errors import Terminated
 app = new_app(
     "audit", "Audit agent-memory compressors with paired histories: correct now, sufficient later?"
 )
+
+
+def _print_version(asked: bool) -> None:
+    """``audit --version``: the installed distribution's version, for bug reports."""
+    if not asked:
+        return
+    try:
+        found = distribution_version("memory-audit")
+    except PackageNotFoundError:  # imported from a checkout that was never installed
+        found = "unknown (not installed)"
+    print(f"memory-audit {found}")
+    raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Options of ``audit`` itself (the help text is the app's)."""
+
+
 app.command("run")(run_audit)
 app.command("resume")(resume_command)
 app.command("report")(report_command)

@@ -9,7 +9,9 @@ console entry point prints its traceback and asks for a report.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import textwrap
 import traceback
 from typing import Annotated, Any, NoReturn
 
@@ -77,6 +79,14 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def stdout_gone() -> NoReturn:
+    """The reader of our output went away (``audit families | head -1``): stop quietly
+    with the status a shell gives a process killed by SIGPIPE, as Unix tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the exit's own flush must not fail again
+    raise typer.Exit(128 + 13)
+
+
 class GuardedGroup(TyperGroup):
     """A command group whose commands' ``MemoryAuditError`` becomes one clean line, and
     so does a file the system refuses (a path that cannot be created, a full disk, no
@@ -87,6 +97,8 @@ class GuardedGroup(TyperGroup):
             return super().invoke(ctx)
         except MemoryAuditError as error:
             fail(str(error), error.exit_code)
+        except BrokenPipeError:
+            stdout_gone()
         except OSError as error:
             fail(os_error_text(error), 1)
 
@@ -102,6 +114,26 @@ class GuardedGroup(TyperGroup):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+def echo_fitted(text: str, indent: int = 2) -> None:
+    """A line of plain output wrapped to the terminal (80 columns when piped), later
+    lines indented by ``indent``; paths and hyphenated words are never split."""
+    width = max(40, shutil.get_terminal_size((80, 24)).columns)
+    typer.echo(
+        textwrap.fill(
+            text,
+            width=width,
+            subsequent_indent=" " * indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 drill-down page``, ``2 drill-down pages``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def first_sentence(help_text: str) -> str:

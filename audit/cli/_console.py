@@ -213,6 +213,27 @@ def _print_exact(console: Console, summary: dict[str, Any]) -> None:
     console.print(EXACT_LEGEND)
     for line in best_lines(summary, entries):
         console.print(line)
+    missing = missing_baselines(summary, entries)
+    if missing:
+        console.print(missing)
+
+
+def missing_baselines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> str:
+    """A note when the run has no floor or no ceiling to read its conditions against
+    (``--conditions my_memory`` alone gives a score with nothing to compare it to)."""
+    kinds = {summary.get("kinds", {}).get(e["condition"], "strict") for e in entries}
+    if "strict" not in kinds:
+        return ""
+    roles = (("probe", "shortcut probe (the floor)"), ("archive", "archive (the ceiling)"))
+    absent = [word for kind, word in roles if kind not in kinds]
+    if not absent:
+        return ""
+    listed_now = ",".join(dict.fromkeys(e["condition"] for e in entries))
+    return (
+        f"note: no {' and no '.join(absent)} in this run, so nothing says whether these "
+        "memories beat a shortcut or how far they are from the whole history: add "
+        f"`baselines` to the conditions (--conditions {listed_now},baselines)"
+    )
 
 
 EXACT_LEGEND = (

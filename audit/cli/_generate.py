@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from audit.cli._common import fail, first_validation_message, new_app
+from audit.cli._common import echo_fitted, fail, first_validation_message, new_app
 from histories import (
     FAMILIES,
     MANIFEST_FILE,
@@ -37,8 +37,16 @@ def generate(
         str | None,
         typer.Option(help="'all', 'paper', or a comma list of family ids (see `audit families`)."),
     ] = None,
-    pairs_per_family: Annotated[int | None, typer.Option(min=1)] = None,
-    seed: Annotated[int | None, typer.Option(help="Same seed, same bytes.")] = None,
+    pairs_per_family: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Pairs to build per family (required with --families; a preset sets its own).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Same seed, same bytes (default: the preset's, else 0).")
+    ] = None,
     distractors: Annotated[
         int | None, typer.Option(min=0, help="Shuffled distractor records per prefix.")
     ] = None,
@@ -49,7 +57,12 @@ def generate(
         str | None, typer.Option(help="How chunks are shown: json, log or prose.")
     ] = None,
     labels: Annotated[
-        str | None, typer.Option(help="Identifier scheme: random, words or readable.")
+        str | None,
+        typer.Option(
+            help="Identifier scheme: random (random strings), words (readable names, one "
+            "distribution for task and distractors; cca-pilot) or readable (the paper's "
+            "key_*/noise_* labels; cca-pilot-paper)."
+        ),
     ] = None,
     distractor_mix: Annotated[
         str | None,
@@ -99,25 +112,31 @@ def generate(
     existing = out / PAIRS_FILE
     if existing.exists() and not force:
         if existing.read_bytes() == body and (out / MANIFEST_FILE).exists():
-            _print_summary(config, lines)
-            typer.echo(f"{out} already holds this exact dataset (unchanged)")
+            _print_summary(config, lines, preset)
+            echo_fitted(f"{out} already holds this exact dataset (unchanged)")
             return
         fail(f"{out} already holds a different dataset; use --force to replace it")
     write_files_atomically(out, {PAIRS_FILE: body, MANIFEST_FILE: manifest})
-    _print_summary(config, lines)
-    typer.echo(f"wrote {out / PAIRS_FILE} and {out / MANIFEST_FILE}")
+    _print_summary(config, lines, preset)
+    echo_fitted(f"wrote {out / PAIRS_FILE} and {out / MANIFEST_FILE}")
 
 
-def _print_summary(config: GenerationConfig, lines: list[tuple[str, str]]) -> None:
+def _print_summary(
+    config: GenerationConfig, lines: list[tuple[str, str]], preset: str | None
+) -> None:
+    """What was built, under the preset's name as asked (``cca-pilot-paper`` keeps the
+    ``preset`` field of the configuration it reproduces, which reads ``cca-pilot``)."""
     counts = Counter(family for family, _ in lines)
-    typer.echo(
+    echo_fitted(
         f"{len(lines)} verified pairs "
-        f"({config.preset or 'custom'}; seed {config.seed}; {config.distractors} distractors; "
+        f"({preset or 'custom'}; seed {config.seed}; {config.distractors} distractors; "
         f"chunk size {config.chunk_size}; {config.labels} labels; {config.render} rendering)"
     )
     width = max(len(name) for name in counts)
     for family, count in counts.items():
-        typer.echo(f"  {family:<{width}}  {count:>5}  {FAMILIES[family].summary}")
+        echo_fitted(
+            f"  {family:<{width}}  {count:>5}  {FAMILIES[family].summary}", indent=width + 11
+        )
 
 
 def list_families() -> None:
@@ -125,7 +144,7 @@ def list_families() -> None:
     width = max(len(name) for name in FAMILIES)
     for name, family in FAMILIES.items():
         mark = "*" if family.paper else " "
-        typer.echo(f"{mark} {name:<{width}}  {family.summary}")
+        echo_fitted(f"{mark} {name:<{width}}  {family.summary}", indent=width + 4)
     typer.echo("* = one of the six families of arXiv 2609.20045")
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from audit.cli._common import fail
+from audit.cli._common import echo_fitted, fail
 
 _DIP_WINDOW = 10
 """Pairs beyond the answer checked for a dip below the target (the exact test's saw-tooth)."""
@@ -73,15 +73,15 @@ def power_command(
         else f"alpha {alpha:g} / {comparisons} comparisons = {alpha / comparisons:.4g} per test"
         " (Bonferroni: Holm's first step)"
     )
-    typer.echo(f"exact McNemar test, two-sided, {level}")
-    typer.echo(f"effect {effect:g}, discordance {psi:g}{favourable}")
+    echo_fitted(f"exact McNemar test, two-sided, {level}")
+    echo_fitted(f"effect {effect:g}, discordance {psi:g}{favourable}")
     try:
         if pairs is not None:
             achieved = power(pairs, effect, psi, alpha, comparisons)
             smallest = minimum_detectable_difference(pairs, discordance, alpha, comparisons, target)
-            typer.echo(f"power with {pairs} source pairs: {achieved:.1%}")
+            echo_fitted(f"power with {pairs} source pairs: {achieved:.1%}")
             floor = "" if discordance is None else f" (discordance max(it, {discordance:g}))"
-            typer.echo(
+            echo_fitted(
                 f"smallest effect detected with {target:.0%} power: "
                 + (
                     "none (the exact test cannot reject)"
@@ -94,14 +94,14 @@ def power_command(
         needed = pairs_needed(effect, psi, alpha, comparisons, target)
     except ValueError as error:  # e.g. more pairs than pairs_needed scans
         fail(str(error))
-    typer.echo(
+    echo_fitted(
         f"source pairs needed for {target:.0%} power: {needed}"
         f" (power {power(needed, effect, psi, alpha, comparisons):.1%})"
     )
     for more in range(needed + 1, needed + 1 + _DIP_WINDOW):
         dip = power(more, effect, psi, alpha, comparisons)
         if dip < target:
-            typer.echo(
+            echo_fitted(
                 f"note: power is not monotone in pairs (the exact test is discrete):"
                 f" {more} pairs give {dip:.1%}"
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -11,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from audit.cli._common import fail
+from audit.cli._common import echo_fitted, fail, plural
 
 if TYPE_CHECKING:
     from audit.rundir import RunData
+    from reports import Document
 
 
 def report_command(
@@ -62,10 +64,11 @@ def report_command(
     with writable_target(target):
         paths = write_document(build_report(run, options), target)
     pages = [p for p in paths if p.suffix == ".html"]
-    typer.echo(
+    drill_down = len(pages) - 1
+    echo_fitted(
         f"wrote {target / 'report.html'}"
-        + (f" (+{len(pages) - 1} drill-down pages)" if len(pages) > 1 else "")
-        + f", report.md and {sum(p.suffix == '.csv' for p in paths)} CSV tables "
+        + (f" (+{plural(drill_down, 'drill-down page')})" if drill_down else "")
+        + f", report.md and {plural(sum(p.suffix == '.csv' for p in paths), 'CSV table')} "
         f"in {time.perf_counter() - started:.1f} s"
     )
     exit_if_not_whole([run])
@@ -107,8 +110,60 @@ def compare_command(
     with writable_target(target):
         paths = write_document(data, target)
     tables = sum(p.suffix == ".csv" for p in paths)
-    typer.echo(f"wrote {target / 'compare.html'}, compare.md and {tables} CSV tables")
+    print_comparisons(data)
+    echo_fitted(f"wrote {target / 'compare.html'}, compare.md and {plural(tables, 'CSV table')}")
     exit_if_not_whole(runs)
+
+
+SHOWN_COMPARISONS = 8
+"""Paired differences printed by ``audit compare``: significant ones first, then the
+largest; the rest are in compare.html."""
+
+
+def print_comparisons(document: Document) -> None:
+    """The comparison's answer in the terminal: how many paired differences, how many
+    significant after Holm, and the first few, each with its interval and Holm p."""
+    from reports import Table
+
+    found = [
+        block.data
+        for section in document.sections
+        for block in section.blocks
+        if isinstance(block, Table) and block.id == "comparisons-table"
+    ]
+    if not found or found[0].empty:
+        typer.echo("no paired difference: no system of a later run meets one of the baseline")
+        return
+    table = found[0]
+    significant = int(table["significant"].sum())
+    echo_fitted(
+        f"{plural(len(table), 'paired difference')} on "
+        f"{int(table['n_pairs'].max())} shared source pairs; "
+        f"{significant or 'none'} significant after Holm "
+        "(second minus first in joint J, 95 % Newcombe interval, p after Holm)"
+    )
+    order = table.assign(size=table["delta"].abs()).sort_values(
+        ["significant", "size"], ascending=[False, False], kind="stable"
+    )
+    for _, row in order.head(SHOWN_COMPARISONS).iterrows():
+        mark = "*" if row["significant"] else " "
+        echo_fitted(
+            f"{mark} {row['b']} - {row['a']} at {int(row['budget'])} B: "
+            f"{format_delta(row['delta'], row['delta_low'], row['delta_high'])} "
+            f"p={'<0.001' if row['p_holm'] < 0.001 else format(row['p_holm'], '.3f')}",
+            indent=4,
+        )
+    if len(table) > SHOWN_COMPARISONS:
+        typer.echo(f"  ... {len(table) - SHOWN_COMPARISONS} more in compare.html")
+    if significant:
+        typer.echo("  * significant after Holm")
+
+
+def format_delta(delta: float, low: float, high: float) -> str:
+    """``+0.29 [0.08, 0.50]``; ``n/a`` where no pair was shared (the test had no data)."""
+    if math.isnan(delta):
+        return "n/a"
+    return f"{delta:+.2f} [{low:+.2f}, {high:+.2f}]".replace("-0.00", "+0.00")
 
 
 @contextmanager

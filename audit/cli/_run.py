@@ -69,11 +69,19 @@ DEFAULT_LLM_CONDITIONS = (
 
 
 def run_audit(
-    preset: Annotated[str | None, typer.Option(help="Generate the pairs of a preset.")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Generate the pairs of a preset: {', '.join(PRESETS)} (default: cca-pilot)."
+        ),
+    ] = None,
     pairs: Annotated[Path | None, typer.Option("--pairs", help="A pairs.jsonl file.")] = None,
     conditions: Annotated[
         str | None,
-        typer.Option(help="Comma list of conditions (name[:k=v], or package.module:Class)."),
+        typer.Option(
+            help="Comma list of conditions (name[:k=v], or package.module:Class); "
+            "'baselines' adds every archive (the ceiling) and shortcut probe (the floor)."
+        ),
     ] = None,
     transforms: Annotated[
         str,

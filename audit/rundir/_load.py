@@ -27,7 +27,13 @@ from audit.errors import RunDataError
 from audit.plan import RunPlan
 from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, read_costs
 from audit.rundir._integrity import RunIntegrity, read_checked
-from audit.rundir._layout import CONFIG_FILE, STORE_FILE, read_run_file
+from audit.rundir._layout import (
+    CONFIG_FILE,
+    RESULTS_CSV,
+    RESULTS_PARQUET,
+    STORE_FILE,
+    read_run_file,
+)
 from audit.rundir._pairs import rebuild_pairs
 from audit.rundir._store import STORE_FORMAT, MemoryBlocks, connect_read_only, store_format
 from compressors import builtins
@@ -188,11 +194,37 @@ def _read_config(
         return None, dict(stored or {}) if isinstance(stored, dict) else {}
 
 
+RUN_FILES = (CONFIG_FILE, STORE_FILE, RESULTS_PARQUET, RESULTS_CSV)
+"""Any of these makes a folder a run (whole or damaged); a manifest.json alone does not:
+``audit generate`` writes one beside its pairs."""
+
+
+def _what_else(folder: Path) -> str:
+    """What a folder that holds no run is instead, when it is one of the audit's own
+    outputs (``audit compare runs/*`` picks up the comparison its last call wrote under
+    runs/); "" when it holds any file of a run, which is then read (or found damaged)."""
+    if any((folder / name).exists() for name in RUN_FILES):
+        return ""
+    if (folder / "compare.html").exists() or (folder / "compare.md").exists():
+        return "it is the output of `audit compare`: leave it out"
+    if (folder / "report.html").exists() or (folder / "report.md").exists():
+        return f"it is a report; give the run directory it was written for ({folder.parent})"
+    if (folder / "pairs.jsonl").exists():
+        return (
+            "it holds a pair dataset (`audit generate`); "
+            f"`audit run --pairs {folder / 'pairs.jsonl'}` audits it"
+        )
+    return ""
+
+
 def load_run(run_dir: Path, label: str | None = None) -> RunData:
     """Read a run directory (nothing is re-run)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDataError(f"{run_dir} is not a directory")
+    instead = _what_else(run_dir)
+    if instead:
+        raise RunDataError(f"{run_dir} is not a run directory: {instead}")
     notes: list[str] = []
     damage: list[str] = []
     config_file, raw_config = _read_config(run_dir, notes, damage)

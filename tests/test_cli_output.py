@@ -1,0 +1,133 @@
+"""What the commands print besides help: lines that fit an 80-column terminal (a piped
+command wraps at 80), whole words and paths, singular and plural right, a quiet end when
+the reader of the output goes away, and a folder that is not a run named for what it is
+(``audit compare runs/*`` picked up the comparison written under runs/)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from audit.cli import app
+
+runner = CliRunner()
+NARROW = {"COLUMNS": "80"}
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), env=NARROW)
+
+
+def _fits(text: str) -> None:
+    """No line past 80 columns, except one that holds a single path longer than that."""
+    long = [line for line in text.splitlines() if len(line) > 80 and len(line.split()) > 1]
+    assert not long, long
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["families"],
+        ["power", "--effect", "0.2", "--comparisons", "3", "--pairs", "24"],
+        ["power", "--effect", "0.2", "--discordance", "0.3", "--comparisons", "3"],
+    ],
+    ids=["families", "power-pairs", "power-needed"],
+)
+def test_plain_output_fits_80_columns(args: list[str]) -> None:
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    _fits(result.output)
+
+
+def test_families_wrap_under_their_summary() -> None:
+    """A wrapped summary continues under its own first word, not under the name."""
+    lines = run("families").output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("* expiry"))
+    start = lines[first].index("an override")
+    assert lines[first + 1].startswith(" " * start)
+    assert lines[first + 1][start] != " "
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "a-run-with-a-long-directory-name-to-wrap"
+    result = run("run", "--conditions", "frontier,tail", "--transforms", "identity",
+                 "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_generate_and_report_lines_fit_and_count_right(small_run: Path, tmp_path: Path) -> None:
+    result = run("generate", "--preset", "cca-pilot", "--out", str(tmp_path / "pairs"))
+    assert result.exit_code == 0, result.output
+    _fits(result.output)
+    result = run("report", str(small_run), "--out", str(tmp_path / "report"))
+    assert result.exit_code == 0, result.output
+    _fits(result.output)
+    flat = " ".join(result.output.split())
+    pages = len(list((tmp_path / "report").glob("pairs-*.html")))
+    if pages == 1:
+        assert "(+1 drill-down page)" in flat
+    assert "drill-down pages)" not in flat or pages > 1
+    tables = len(list((tmp_path / "report").glob("*.csv")))
+    assert f"report.md and {tables} CSV tables in" in flat
+    assert str(tmp_path / "report" / "report.html") in result.output  # the path is whole
+
+
+def test_report_counts_one_drill_down_page_in_the_singular(small_run: Path, tmp_path: Path):
+    result = run("report", str(small_run), "--out", str(tmp_path / "r"), "--max-pairs", "0")
+    assert result.exit_code == 0, result.output
+    pages = len(list((tmp_path / "r").glob("pairs-*.html")))
+    assert pages >= 1
+    flat = " ".join(result.output.split())
+    assert f"(+{pages} drill-down page{'s' if pages > 1 else ''})" in flat
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """``audit families | head -1``: no "error: Broken pipe", and the status a shell
+    gives a process ended by SIGPIPE."""
+    shell = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'"{sys.executable}" -m audit families | head -c 1 >/dev/null; '
+            'echo "status=${PIPESTATUS[0]}"',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "error" not in shell.stderr, shell.stderr
+    assert shell.stdout.strip() == "status=141", shell.stdout
+
+
+def test_folders_that_are_not_runs_are_named_for_what_they_are(
+    small_run: Path, tmp_path: Path
+) -> None:
+    compared = tmp_path / "runs" / "compare-1"
+    other = tmp_path / "runs" / "b"
+    result = run("run", "--conditions", "frontier", "--transforms", "identity",
+                 "--workers", "1", "--quiet", "--out", str(other))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    result = run("compare", str(small_run), str(other), "--out", str(compared))
+    assert result.exit_code == 0, result.output
+    result = run("compare", str(small_run), str(other), str(compared))
+    assert result.exit_code == 2
+    assert f"{compared} is not a run directory" in result.output
+    assert "output of `audit compare`" in result.output
+    result = run("report", str(compared))
+    assert "output of `audit compare`" in result.output
+    report = tmp_path / "rep"
+    assert run("report", str(small_run), "--out", str(report)).exit_code == 0
+    result = run("report", str(report))
+    assert result.exit_code == 2
+    assert "it is a report" in result.output
+    pairs = tmp_path / "pairs"
+    assert run("generate", "--preset", "cca-pilot", "--out", str(pairs)).exit_code == 0
+    result = run("report", str(pairs))
+    assert result.exit_code == 2
+    assert f"--pairs {pairs / 'pairs.jsonl'}" in " ".join(result.output.split())
