@@ -211,6 +211,26 @@ def test_comparisons_are_paired_and_holm_corrected(real_run: Path):
     assert row["p_value"] == pytest.approx(2 * 0.5**16)
     assert row["p_holm"] >= row["p_value"]
     assert row["delta"] == pytest.approx(-16 / 24)
+    # "underpowered" read per row: "yes" only where a miss could not tell; a significant
+    # row below the detectable size is real, its size likely overstated (it used to read
+    # "significant: yes, underpowered: yes" with nothing to say how to take both)
+    for _, each in comparisons.iterrows():
+        expected = (
+            "" if not each["underpowered"]
+            else "size overstated?" if each["significant"] else "yes"
+        )  # fmt: skip
+        assert (each["power_reading"] if isinstance(each["power_reading"], str) else "") == (
+            expected
+        )
+
+
+def test_a_significant_underpowered_difference_reads_as_overstated():
+    from audit.reportdata._comparisons import with_holm
+
+    table = with_holm(
+        pd.DataFrame({"p_value": [0.001, 0.6, 0.001], "underpowered": [True, True, False]})
+    )
+    assert list(table["power_reading"]) == ["size overstated?", "yes", ""]
 
 
 def test_html_holds_every_section(real_run: Path):

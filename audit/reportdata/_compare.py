@@ -196,7 +196,8 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         "(passes when joint J passes on every block of it at identity); exact McNemar on the "
         "discordant pairs, Holm-corrected across every comparison in this table; delta "
         "intervals: Newcombe's for paired proportions; underpowered: the observed difference "
-        "is below what these pairs detect with 80 % power"
+        "is below what these pairs detect with 80 % power (a miss is not evidence of no "
+        "difference; a significant one is real but its size likely overstated)"
     )
     run_rows = [
         {

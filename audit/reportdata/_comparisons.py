@@ -39,7 +39,14 @@ COMPARISON_COLUMNS = [
         help="the smallest difference the exact test detects with 80 % power on these "
         "pairs, at alpha over the comparisons of the table",
     ),
-    Column("underpowered", "underpowered?", "flag", flag_text="yes"),
+    Column(
+        "power_reading",
+        "underpowered?",
+        "text",
+        help="yes: too few pairs to tell a difference this size from none (a miss is not "
+        "evidence of no difference); size overstated?: significant, but below what these "
+        "pairs detect with 80 % power, so its size is likely an overestimate",
+    ),
 ]
 NOISE_COLUMNS = [
     Column(
@@ -89,7 +96,20 @@ def with_holm(table: pd.DataFrame) -> pd.DataFrame:
         return table
     table["p_holm"] = holm(table["p_value"].tolist())
     table["significant"] = table["p_holm"] < 0.05
+    table["power_reading"] = [
+        power_reading(bool(under), bool(significant))
+        for under, significant in zip(table["underpowered"], table["significant"], strict=True)
+    ]
     return table
+
+
+def power_reading(underpowered: bool, significant: bool) -> str:
+    """What "underpowered" means for this row: a non-significant one could not tell,
+    a significant one is real at its level but its size is likely overstated (a small
+    study that reaches significance does so with a lucky draw)."""
+    if not underpowered:
+        return ""
+    return "size overstated?" if significant else "yes"
 
 
 def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
@@ -169,8 +189,9 @@ def method_note(ctx: ReportContext) -> str:
         "comparison in this table; delta intervals: Newcombe's hybrid score interval for "
         "paired proportions. Delta is second minus first. Underpowered: the observed "
         "difference is smaller than the one these pairs detect with 80 % power (at alpha "
-        "over the comparisons of the table): a miss there is not evidence of no difference; "
-        "`audit power` says how many pairs an effect needs."
+        "over the comparisons of the table): a miss there is not evidence of no difference, "
+        "and a significant one is real but its size likely overstated; `audit power` says "
+        "how many pairs an effect needs."
     )
 
 
