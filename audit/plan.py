@@ -22,10 +22,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 from audit.errors import PlanError
 from compressors import (
+    BASELINES,
     ConditionSpec,
     UnknownCompressorError,
-    builtins,
-    deterministic_builtins,
+    baseline_conditions,
     parse_spec,
 )
 from histories import TRANSFORM_KINDS, TransformName
@@ -109,31 +109,23 @@ def split_conditions(text: str) -> list[str]:
     return items
 
 
-BASELINES = "baselines"
-"""In a list of conditions: every deterministic built-in archive (the ceiling) and
-shortcut probe (the floor), so that a compressor of one's own is read against both
-(``--conditions my_memory,baselines``)."""
-
-
-def baseline_conditions() -> list[str]:
-    """The conditions ``baselines`` stands for, archives first, then probes."""
-    found = builtins()
-    names = deterministic_builtins()
-    return [n for kind in ("archive", "probe") for n in names if found[n].kind == kind]
-
-
 def _expanded(items: list[str]) -> list[str]:
-    """``baselines`` replaced by the conditions it stands for, each one only once (a
-    baseline also listed by name keeps its own place)."""
-    if BASELINES not in items:
+    """``baselines`` (or ``baselines:k=v,...``, the parameters given to each) replaced by
+    the conditions it stands for, each only once: a baseline also listed by name, with
+    or without parameters, keeps its own place."""
+    if not any(item.split(":", 1)[0] == BASELINES for item in items):
         return items
-    listed = set(items)
+    listed = {item.split(":", 1)[0] for item in items}
     out: list[str] = []
     for item in items:
-        if item == BASELINES:
-            out += [n for n in baseline_conditions() if n not in listed and n not in out]
-        else:
+        name, _, params = item.partition(":")
+        if name != BASELINES:
             out.append(item)
+            continue
+        for baseline in baseline_conditions():
+            if baseline not in listed:
+                listed.add(baseline)
+                out.append(f"{baseline}:{params}" if params else baseline)
     return out
 
 

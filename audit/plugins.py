@@ -22,7 +22,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from audit.errors import PluginScaffoldError
-from compressors import ENTRY_POINT_GROUP, available, builtins
+from compressors import BASELINES, ENTRY_POINT_GROUP, available, builtins
 from compressors.adapters import ChatAdapter
 
 LLM_WRITER = "LLM"
@@ -116,19 +116,28 @@ def render_compressor_list(rows: Sequence[CompressorInfo] | None = None, width: 
                 subsequent_indent=_INDENT,
                 break_on_hyphens=False,
             )
+    notes = []
     extras = missing_extras(rows)
     if extras:
-        lines.append(
+        notes.append(
             "adapters marked needs [EXTRA] run once their library is installed: "
-            f"pip install 'memory-audit[{','.join(extras)}]'"
+            f"pip install -e '.[{','.join(extras)}]' in a clone of memory-audit "
+            f"(or pip install 'memory-audit[{','.join(extras)}]')"
         )
     failed = sum(1 for row in rows if row.error is not None)
     if failed:
-        lines.append(
+        notes.append(
             f"{failed} plugin{'s' if failed > 1 else ''} could not be loaded: "
             "fix or uninstall, see above"
         )
-    lines.append("strict: the memory string is all that is kept; archive: re-reads the raw history")
+    notes.append(
+        "strict: the memory string is all that is kept; archive: re-reads the raw history; "
+        "probe: a shortcut heuristic, the floor"
+    )
+    for note in notes:
+        lines += textwrap.wrap(
+            note, max(width, 40), subsequent_indent=_INDENT, break_on_hyphens=False
+        )
     return "\n".join(lines)
 
 
@@ -167,6 +176,11 @@ def check_plugin_name(name: str) -> None:
         problem = f"is longer than {_MAX_NAME_LENGTH} characters"
     elif name in builtins():
         problem = "is a built-in compressor: a plugin of that name would be shadowed by it"
+    elif name == BASELINES:
+        problem = (
+            "stands for the archives and probes in --conditions: a plugin of that name "
+            "could never be run by it"
+        )
     if problem is not None:
         raise PluginScaffoldError(f"compressor name {name!r} {problem}")
 

@@ -22,12 +22,14 @@ from compressors._protocol import (
     NoParams,
 )
 from compressors._registry import (
+    BASELINES,
     ENTRY_POINT_GROUP,
     ConditionSpec,
     Listing,
     UnknownCompressorError,
     adapters,
     available,
+    baseline_conditions,
     build,
     builtins,
     deterministic_builtins,
@@ -37,6 +39,7 @@ from compressors._registry import (
 )
 
 __all__ = [
+    "BASELINES",
     "ENTRY_POINT_GROUP",
     "ArchiveCompressor",
     "ChatClient",
@@ -55,6 +58,7 @@ __all__ = [
     "UnknownCompressorError",
     "adapters",
     "available",
+    "baseline_conditions",
     "build",
     "builtins",
     "deterministic_builtins",

@@ -66,6 +66,19 @@ def deterministic_builtins() -> list[str]:
     return [n for n, c in builtins().items() if not c.uses_llm and not c.needs_llm_reader]
 
 
+BASELINES = "baselines"
+"""In a list of conditions: every deterministic built-in archive (the ceiling) and
+shortcut probe (the floor), so that a compressor of one's own is read against both
+(``--conditions my_memory,baselines``)."""
+
+
+def baseline_conditions() -> list[str]:
+    """The conditions ``baselines`` stands for, archives first, then probes."""
+    found = builtins()
+    names = deterministic_builtins()
+    return [n for kind in ("archive", "probe") for n in names if found[n].kind == kind]
+
+
 @dataclass(frozen=True)
 class ConditionSpec:
     """A parsed condition: what to load and with which parameters."""

@@ -4,14 +4,14 @@ It loops over the same sections as the HTML and keeps what reads in a comment: t
 facts, the summary, and each section's alerts, bullets, paragraphs and tables
 (``markdown=True``, not collapsed); charts and the drill-down stay in the HTML.
 
-Every text from data goes through ``md`` (or ``code``): a character is escaped only where Markdown
-or HTML would act on it (``_`` at a word's edge, ``<`` before a tag name, ``&`` in an
-entity, ``@`` in an e-mail address, ``]`` before a link target), so that the file
-reads cleanly as plain text (``frontier_latest @ 1200 B``, ``p < 0.05``) and renders
-as the same text on GitHub: no markup, no HTML, no link.  Control characters are
-shown as escapes.  ``line`` adds what only matters at the start of a line (``#``,
-``>``, list marks).  The tests render with GitHub's own cmark-gfm to hold this.
-"""
+Every text from data goes through ``md`` (or ``code``): a character is escaped only
+where Markdown or HTML would act on it (``_`` at a word's edge, ``<`` before a tag name,
+``&`` in an entity, ``@`` in an e-mail address (an empty comment after it), ``]`` before
+a link target), so that the file reads cleanly as plain text (``frontier_latest @ 1200
+B``, ``p < 0.05``) and renders as the same text on GitHub: no markup, no HTML, no link.
+Control characters are shown as escapes. ``line`` adds what only matters at the start of
+a line (``#``, ``>``, list marks). The tests render with GitHub's own cmark-gfm to hold
+this."""
 
 from __future__ import annotations
 
@@ -46,7 +46,11 @@ _ENTITY_AMP = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 _LINK_BRACKET = re.compile(r"\](?=[(\[:])")
 """``]`` before a link target, a reference or a definition's colon."""
 _EMAIL_AT = re.compile(r"(?<=[A-Za-z0-9._+-])@")
-"""``@`` after what can end an e-mail address's local part (GitHub links those)."""
+"""``@`` after what can end an e-mail address's local part: GitHub links those (and
+``mailto:``/``xmpp:`` addresses) after decoding entities, so ``&#64;`` does not stop it;
+an empty comment after the ``@`` splits the text where the link would be read, and a
+renderer shows nothing of it."""
+_EMPTY_COMMENT = "<!---->"
 _LINKS = (("://", "&#58;//"), ("www.", "www&#46;"))
 _SPAN_BREAKERS = re.compile(r"[`|]|://|www\.|[A-Za-z0-9._+-]@")
 """What keeps a text out of a code span: a backquote ends it, ``|`` splits a table cell,
@@ -64,7 +68,7 @@ def md(value: object) -> str:
     text = _ALWAYS.sub(r"\\\1", text)
     text = _WORD_EDGE_UNDERSCORE.sub(r"\\_", text)
     text = _LINK_BRACKET.sub(r"\\]", text)
-    text = _EMAIL_AT.sub("&#64;", text)
+    text = _EMAIL_AT.sub("@" + _EMPTY_COMMENT, text)
     for raw, safe in _LINKS:
         text = text.replace(raw, safe)
     return text

@@ -521,8 +521,16 @@ def test_the_console_names_the_best_the_ceiling_and_the_floor_and_what_it_left_o
         assert f"best {', '.join(best) if top else 'none passes'} {top}/24" in line
         assert f"ceiling full {joint['full']['k']}/24" in line
         assert f"floor probe_lowrev {joint['probe_lowrev']['k']}/24" in line
+        # a floor above the best is explained, not left to read as "nothing beats it"
+        above = joint["probe_lowrev"]["k"] > top
+        assert (f"note: at {budget} B the floor is above the best at identity" in said) == above
     # a floor and a ceiling are there: no note asks for them
     assert "add `baselines`" not in said
+    # an archive is marked as one (only the best archive is the ceiling), and the legend
+    # says why its collisions are no failure
+    assert "full (archive)" in said
+    assert "(ceiling)" not in said
+    assert "a failure for a strict memory; an archive re-reads the raw history" in said
 
 
 def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
@@ -530,9 +538,16 @@ def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
 ):
     """``--conditions my_memory`` alone gave a score with nothing to read it against and
     no word about it; ``baselines`` brings the ceiling and the floor in, each once."""
-    from audit.plan import baseline_conditions, parse_conditions
-    from compressors import builtins
+    from audit.plan import parse_conditions
+    from compressors import baseline_conditions, builtins
 
+    # a baseline listed with its own parameters keeps them and is not run twice, and
+    # parameters given to baselines go to each of them
+    once = [s.label for s in parse_conditions("tail,probe_newest:budget=600,baselines")]
+    assert once.count("probe_newest:budget=600") == 1
+    assert "probe_newest" not in once
+    each = [s.label for s in parse_conditions("tail,baselines:budget=600")]
+    assert each[1:] == [f"{name}:budget=600" for name in baseline_conditions()]
     expanded = [s.label for s in parse_conditions("frontier,full,baselines")]
     kinds = {name: cls.kind for name, cls in builtins().items()}
     assert expanded[:2] == ["frontier", "full"]

@@ -32,10 +32,11 @@ def _fits(text: str) -> None:
     "args",
     [
         ["families"],
+        ["compressors"],
         ["power", "--effect", "0.2", "--comparisons", "3", "--pairs", "24"],
         ["power", "--effect", "0.2", "--discordance", "0.3", "--comparisons", "3"],
     ],
-    ids=["families", "power-pairs", "power-needed"],
+    ids=["families", "compressors", "power-pairs", "power-needed"],
 )
 def test_plain_output_fits_80_columns(args: list[str]) -> None:
     result = run(*args)
@@ -126,8 +127,91 @@ def test_folders_that_are_not_runs_are_named_for_what_they_are(
     result = run("report", str(report))
     assert result.exit_code == 2
     assert "it is a report" in result.output
+    # written elsewhere: its parent is not the run, so none is named
+    assert f"({tmp_path})" not in result.output
+    assert run("report", str(small_run)).exit_code == 0
+    result = run("report", str(small_run / "report"))
+    assert f"it was written for ({small_run})" in " ".join(result.output.split())
     pairs = tmp_path / "pairs"
     assert run("generate", "--preset", "cca-pilot", "--out", str(pairs)).exit_code == 0
     result = run("report", str(pairs))
     assert result.exit_code == 2
     assert f"--pairs {pairs / 'pairs.jsonl'}" in " ".join(result.output.split())
+
+
+# ------------------------------------------------- what reaches the terminal is text
+
+HOSTILE_NAME = "\x1b]0;PWNED\x07\x1b[31mRED\x1b[0m [/bogus] [red]X"
+"""A condition name that tries to set the terminal's title, colour what follows, and
+close a Rich markup tag that was never opened (Rich raised MarkupError on it)."""
+
+
+def test_untrusted_names_reach_the_terminal_as_text(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+    condition = f"cmd:{sys.executable} {example} {HOSTILE_NAME}"
+    outs = []
+    for name in ("h1", "h2"):
+        result = run("run", "--conditions", condition, "--transforms", "identity",
+                     "--budget", "600", "--workers", "1", "--quiet",
+                     "--out", str(tmp_path / name))  # fmt: skip
+        assert result.exit_code == 0, result.output
+        outs.append(result.output)
+    compared = run("compare", str(tmp_path / "h1"), str(tmp_path / "h2"),
+                   "--out", str(tmp_path / "c"))  # fmt: skip
+    assert compared.exit_code == 0, compared.output
+    for said in (*outs, compared.output):
+        assert "\x1b" not in said
+        assert "\x07" not in said
+        assert "\\x1b]0;PWNED" in " ".join(said.split()).replace(" ", "")
+    assert "[/bogus] [red]X" in " ".join(outs[0].split())  # markup is shown, not applied
+
+
+def test_a_broken_pipe_of_the_commands_own_is_an_error_not_a_closed_stdout(
+    tmp_path: Path,
+) -> None:
+    """A compressor whose socket peer went away raised BrokenPipeError; the command
+    ended silently with 141 as if its own output had been closed."""
+    (tmp_path / "bpinit.py").write_text(
+        "import socket\n"
+        "from compressors import Compressor\n"
+        "class BP(Compressor):\n"
+        "    name = 'bp'\n"
+        "    def __init__(self, params=None):\n"
+        "        a, b = socket.socketpair()\n"
+        "        b.close()\n"
+        "        a.sendall(b'x' * 500_000)\n"
+        "    def update(self, memory, chunk, budget):\n"
+        "        return memory\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "audit", "run", "--conditions", "bpinit:BP", "--transforms",
+         "identity", "--budget", "600", "--workers", "1", "--quiet", "--out", "r"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode != 141, result.stderr
+    assert "error:" in result.stderr
+
+
+def test_a_replication_whose_reader_left_still_runs_every_seed(tmp_path: Path) -> None:
+    """``audit run --seeds 1,2 | true``: Rich exited 1 at the first summary and the
+    second seed and the replication were never made."""
+    shell = subprocess.run(
+        ["bash", "-c",
+         f'"{sys.executable}" -m audit run --conditions tail --seeds 1,2 --transforms '
+         f'identity --budget 600 --workers 1 --quiet --out "{tmp_path / "rep"}" | true; '
+         'echo "status=${PIPESTATUS[0]}"'],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert shell.stdout.strip() == "status=0", (shell.stdout, shell.stderr)
+    assert (tmp_path / "rep" / "seed-2" / "manifest.json").exists()
+    assert (tmp_path / "rep" / "replication.json").exists()
+
+
+def test_version_to_a_full_disk_is_one_line(tmp_path: Path) -> None:
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "audit", "--version"],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: No space left on device", result.stderr

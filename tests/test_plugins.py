@@ -235,6 +235,7 @@ def test_scaffold_refuses_a_non_empty_directory_and_touches_nothing(tmp_path: Pa
         ("lambda", "is a Python keyword"),
         ("x" * 41, "is longer than 40 characters"),
         ("frontier", "is a built-in compressor"),
+        ("baselines", "stands for the archives and probes in --conditions"),
     ],
 )
 def test_scaffold_refuses_a_bad_name_and_writes_nothing(tmp_path: Path, name: str, problem: str):

@@ -288,6 +288,11 @@ def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
     out = tmp_path / "cmp"
     result = run("compare", str(real_run), str(other), "--out", str(out))
     assert result.exit_code == 0, result.output
+    # a system with no partner in the baseline is named, not silently dropped
+    flat = " ".join(result.output.split())
+    assert "not compared (the baseline real has no system to pair them with)" in flat
+    assert "other (exact, 1200 B): frontier_alpha" in flat
+    assert "other (exact, 1200 B): frontier_alpha" in (out / "compare.md").read_text()
     table = pd.read_csv(out / "compare.csv")
     same = table[(table["condition_a"] == "frontier") & (table["condition_b"] == "frontier")]
     assert len(same) == 1

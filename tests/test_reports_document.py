@@ -526,20 +526,27 @@ def test_any_text_is_escaped_in_html(value: str) -> None:
     assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in body if c not in "\n\t")
 
 
-MARKDOWN_TEXT = st.text(
-    alphabet=st.one_of(
-        st.sampled_from(list("\\`*_[]()|~#!<>&;@:/.w -+=0123456789ab\n\t^")), st.characters()
+MARKDOWN_TEXT = st.one_of(
+    st.text(
+        alphabet=st.one_of(
+            st.sampled_from(list("\\`*_[]()|~#!<>&;@:/.w -+=0123456789ab\n\t^")),
+            st.characters(),
+        ),
+        max_size=200,
     ),
-    max_size=200,
+    st.from_regex(
+        r"(mailto:|xmpp:)?[a-z]{1,5}@[a-z]{1,5}\.[a-z]{2,3}( [a-z]{1,4})?", fullmatch=True
+    ),
 )
 """Any text, weighted towards what Markdown, HTML and GitHub's autolinks act on."""
 
 
 def _github(markdown: str) -> str:
     """HTML as GitHub renders Markdown (cmark-gfm with its extensions), raw HTML kept, so
-    that any that got through shows."""
-    return cmarkgfm.github_flavored_markdown_to_html(
-        markdown, options=CmarkOptions.CMARK_OPT_UNSAFE
+    that any that got through shows (less the empty comments that split e-mail
+    addresses, which show nothing)."""
+    return _uncommented(
+        cmarkgfm.github_flavored_markdown_to_html(markdown, options=CmarkOptions.CMARK_OPT_UNSAFE)
     )
 
 
@@ -551,6 +558,12 @@ def _shown(value: str) -> str:
 
 def _tags(html: str) -> set[str]:
     return set(re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", html))
+
+
+def _uncommented(html: str) -> str:
+    """Rendered HTML without the empty comments that keep e-mail addresses unlinked
+    (a browser shows nothing of them)."""
+    return html.replace("<!---->", "")
 
 
 @settings(max_examples=300, deadline=None)
@@ -583,7 +596,7 @@ def test_markdown_stays_on_one_line_with_no_link_text(value: str) -> None:
     assert "\n" not in text
     assert "://" not in text
     assert "www." not in text
-    assert not re.search(r"[A-Za-z0-9._+-]@", text)
+    assert not re.search(r"[A-Za-z0-9._+-]@(?!<!---->)", text)
     assert not _markdown.line(value).startswith(" ")
 
 
@@ -601,7 +614,7 @@ def test_markdown_stays_on_one_line_with_no_link_text(value: str) -> None:
         ("~strike~", "\\~strike\\~"),
         ("a\\b", "a\\\\b"),
         ("<b>&amp; & x", "&lt;b>&amp;amp; & x"),
-        ("mail@host", "mail&#64;host"),
+        ("mail@host", "mail@<!---->host"),
         ("see https://x.org or www.x.org", "see https&#58;//x.org or www&#46;x.org"),
     ],
 )

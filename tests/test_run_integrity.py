@@ -137,10 +137,17 @@ def test_a_killed_run_is_reported_incomplete_and_resume_finishes_it(whole: Path,
     assert f"{done} of 24 source pairs" in text
     assert f"audit resume {out}" in report.stderr
     # the way out is shown as a command, not as escaped backquotes
-    assert f"<code>audit resume {out}</code>" in text
+    assert f"`audit resume {out}`" in text
     assert "\\`" not in text
     html = (tmp_path / "partial" / "report.html").read_text()
     assert f"<code>audit resume {out}</code>" in html
+    # the warning comes first, as the README says, not after the "wrote" line
+    both = subprocess.run(
+        [sys.executable, "-m", "audit", "report", str(out), "--out", str(tmp_path / "again")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+    )  # fmt: skip
+    assert both.returncode == 3
+    assert 0 <= both.stdout.index("warning:") < both.stdout.index("wrote"), both.stdout
     compare = audit("compare", str(whole), str(out), "--out", str(tmp_path / "cmp"))
     assert compare.returncode == 3, compare.stderr
     assert "INCOMPLETE" in (tmp_path / "cmp" / "compare.md").read_text()

@@ -389,8 +389,8 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
     (selection,) = summary["selection"]
     named = set(selection["best_by_current"]) | set(selection["best_by_reveal"])
     assert named <= {"frontier_latest", "frontier_alpha"}
-    assert "frontier_latest (ceiling)" not in result.output
-    assert "full (ceiling)" in result.output
+    assert "frontier_latest (archive)" not in result.output
+    assert "full (archive)" in result.output
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_alpha"}  # the best strict condition
@@ -570,8 +570,10 @@ def test_compare_pairs_histories_by_content_not_by_id(tmp_path: Path):
     assert pd.read_csv(tmp_path / "cmp-same" / "compare.csv")["n_pairs"].tolist() == [24]
     other = run("compare", str(tmp_path / "a"), str(tmp_path / "other" / "seed-5"), "--out",
                 str(tmp_path / "cmp-other"))  # fmt: skip
-    assert other.exit_code == 0, other.output
-    # rollback-0000 of seed 0 and of seed 5 are different histories: nothing is shared
+    # rollback-0000 of seed 0 and of seed 5 are different histories: nothing is shared,
+    # and the command says so and fails (it exited 0 with only a line in compare.md)
+    assert other.exit_code == 2, other.output
+    assert "the runs share no source pair" in " ".join(other.output.split())
     systems = pd.read_csv(tmp_path / "cmp-other" / "systems.csv")
     assert systems["joint_J_n"].tolist() == [0, 0]
     compared = (tmp_path / "cmp-other" / "compare.md").read_text()

@@ -9,6 +9,7 @@ console entry point prints its traceback and asks for a report.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import sys
 import textwrap
@@ -79,6 +80,18 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def stdout_closed() -> bool:
+    """Whether the reader of our standard output has gone (its pipe reports an error):
+    a ``BrokenPipeError`` from a socket or pipe of the command's own is not that."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a file (a test's capture)
+        return False
+    poller = select.poll()
+    poller.register(descriptor, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 def stdout_gone() -> NoReturn:
     """The reader of our output went away (``audit families | head -1``): stop quietly
     with the status a shell gives a process killed by SIGPIPE, as Unix tools do."""
@@ -97,8 +110,10 @@ class GuardedGroup(TyperGroup):
             return super().invoke(ctx)
         except MemoryAuditError as error:
             fail(str(error), error.exit_code)
-        except BrokenPipeError:
-            stdout_gone()
+        except BrokenPipeError as error:
+            if stdout_closed():
+                stdout_gone()
+            fail(os_error_text(error), 1)  # a socket or pipe of the command's own
         except OSError as error:
             fail(os_error_text(error), 1)
 

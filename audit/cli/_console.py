@@ -7,6 +7,8 @@ equivariance.
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 import threading
 import time
@@ -33,6 +35,8 @@ from rich.text import Text
 
 from audit.engine import RequestTally, RunProgress, Stage, Tallies
 from audit.scoring import article, grouped_matches, listed, probe_advice
+from compressors import BASELINES
+from reports import visible
 
 STAGE_NAMES: dict[Stage, tuple[str, str]] = {
     "deterministic": ("deterministic", "jobs"),
@@ -228,18 +232,19 @@ def missing_baselines(summary: dict[str, Any], entries: list[dict[str, Any]]) ->
     absent = [word for kind, word in roles if kind not in kinds]
     if not absent:
         return ""
-    listed_now = ",".join(dict.fromkeys(e["condition"] for e in entries))
+    listed_now = shlex.quote(",".join([*dict.fromkeys(e["condition"] for e in entries), BASELINES]))
     return (
         f"note: no {' and no '.join(absent)} in this run, so nothing says whether these "
         "memories beat a shortcut or how far they are from the whole history: add "
-        f"`baselines` to the conditions (--conditions {listed_now},baselines)"
+        f"`baselines` to the conditions (--conditions {listed_now})"
     )
 
 
 EXACT_LEGEND = (
-    "(both variants right: current = now, reveal = after the reveal future, joint J = on "
-    "both futures; late-ref = the memory still answers a late reference; collided = the "
-    "two variants' memories are identical, a failure)"
+    "(source pairs with both variants right: current = now, reveal = after the reveal "
+    "future, joint J = on both futures; late-ref = the memory still answers a late "
+    "reference; collided = the two variants' memories are identical, a failure for a "
+    "strict memory; an archive re-reads the raw history, so its collisions cost nothing)"
 )
 
 
@@ -252,6 +257,7 @@ def best_lines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> list[s
     for budget in sorted({e["budget"] for e in at_identity}):
         here = [e for e in at_identity if e["budget"] == budget]
         parts = []
+        tops: dict[str, int] = {}
         for kind, word in (("strict", "best"), ("archive", "ceiling"), ("probe", "floor")):
             group = [e for e in here if kinds.get(e["condition"], "strict") == kind]
             if not group:
@@ -262,7 +268,15 @@ def best_lines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> list[s
             tie = f" (a tie of {len(names)})" if len(names) > 1 else ""
             who = ", ".join(names) if top else "none passes"
             parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
+            tops[kind] = top
         lines.append(f"joint J at {budget} B: " + "; ".join(parts))
+        if tops.get("probe", -1) > tops.get("strict", tops.get("probe", 0)):
+            lines.append(
+                f"note: at {budget} B the floor is above the best at identity, where a "
+                "probe wins on the task's surface alone; the shortcut check compares them "
+                "under every transform (which breaks that surface) and names each "
+                "condition that never does better"
+            )
     return lines
 
 
@@ -337,7 +351,9 @@ def _exact_table(
         table.add_column("equivariance\nviolations\n(pairs, rename)", justify="right")
     by_key = {(e["condition"], e["budget"], e["transform"]): e for e in entries}
     kinds = summary.get("kinds", {})
-    marks = {"archive": " (ceiling)", "probe": "" if compact else " (probe)"}  # probe_*
+    # archives are marked by kind: only the best of them is the ceiling (bm25 is an
+    # archive and can score below the floor)
+    marks = {"archive": " (archive)", "probe": "" if compact else " (probe)"}  # probe_*
     for (condition, budget, transform), entry in by_key.items():
         if transform != "identity" and "identity" in transforms:
             continue
@@ -450,11 +466,12 @@ def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
     for alert in alerts:
         if alert["check"] != "order":
             continue
-        console.print(
-            f"[bold yellow]warning[/]: {alert['condition']} claims order invariance, but "
+        _warn(
+            console,
+            f": {alert['condition']} claims order invariance, but "
             f"at {alert['budget']} B its memory changed under {alert['transform']} on "
             f"{alert['k']}/{alert['n']} source pairs ({alert['reads_k']}/{alert['reads_n']} "
-            "reads): the claim is false."
+            "reads): the claim is false.",
         )
     spelled = [
         f"{a['condition']} {a['k']}/{a['n']}"
@@ -491,21 +508,23 @@ def _print_probe_matches(console: Console, matches: list[dict[str, Any]]) -> Non
                 groups[0]["advice"] if found[0].get("advice") else "add a transform that breaks it"
             )
             one = len(found) == 1
-            console.print(
-                f"[bold yellow]warning[/]{who}: this audit cannot tell {groups[0]['condition']} "
+            _warn(
+                console,
+                f"{who}: this audit cannot tell {groups[0]['condition']} "
                 f"from {article(kinds)} {kinds} heuristic at {budget} B: "
                 f"{'the probe' if one else 'the probes'} {probes} "
                 f"{'does' if one else 'each do'} at least as well on joint J under every transform "
-                f"({transforms}); {advice}."
+                f"({transforms}); {advice}.",
             )
             continue
         matched = list({m["probe"]: m for g in groups for m in g["matches"]}.values())
         advice = probe_advice("each condition", matched, groups[0]["transforms"])
-        console.print(
-            f"[bold yellow]warning[/]{who}: this audit cannot tell {len(groups)} conditions "
+        _warn(
+            console,
+            f"{who}: this audit cannot tell {len(groups)} conditions "
             f"from {article(kinds)} {kinds} heuristic at {budget} B: probes that know nothing "
             f"of semantics do at least as well on joint J under every transform ({transforms}); "
-            f"{advice}."
+            f"{advice}.",
         )
         width = max(len(g["condition"]) for g in groups)
         for group in groups:
@@ -521,8 +540,47 @@ def _print_probe_matches(console: Console, matches: list[dict[str, Any]]) -> Non
             console.print(Padding(Text(f"({exploits})"), (0, 0, 0, 2)))
 
 
+class _RunConsole(Console):
+    """A console whose reader may leave (``audit run --seeds 1,2,3 | head -1``): the
+    display is the least of a run, so the run goes on, quietly, and finishes its work
+    (Rich's default exits 1 there, which ended a replication after its first seed)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def plain_console() -> Console:
+    """A console that prints text as it is: no markup (a condition named ``[/x]`` made
+    Rich raise), no colours on the digits of paths and counts (``_warn`` styles its
+    label itself)."""
+    return _RunConsole(highlight=False, markup=False)
+
+
+def _warn(console: Console, rest: str, label: str = "warning", style: str = "bold yellow") -> None:
+    """A styled label, then plain text."""
+    console.print(Text.assemble((label, style), rest))
+
+
+def displayable(value: Any) -> Any:
+    """Every string of a summary (keys too) as visible text: a condition name is any
+    text a user or a plugin chose, and a terminal must not act on its control
+    characters (an escape sequence can set the window title or colour what follows).
+    ``visible`` is one-to-one on what it changes, so lookups by name still agree."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {displayable(k): displayable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [displayable(v) for v in value]
+    return value
+
+
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
-    console = Console(highlight=False)  # no colours on the digits of paths and counts
+    console = plain_console()
+    summary = displayable(summary)
+    run_dir = Path(visible(str(run_dir)))
     _print_exact(console, summary)
     _print_llm(console, summary)
     _print_probe_matches(console, summary.get("probe_matches", []))
@@ -536,20 +594,23 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
                 if flag.get("within_noise")
                 else ""
             )
-            console.print(
-                f"[bold yellow]warning[/]{who}: at {flag['budget']} B, current accuracy ranks "
+            _warn(
+                console,
+                f"{who}: at {flag['budget']} B, current accuracy ranks "
                 f"{', '.join(flag['best_by_current'])} best, but reveal accuracy ranks "
                 f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
-                f"{', '.join(flag['misleading'])}.{noise}"
+                f"{', '.join(flag['misleading'])}.{noise}",
             )
     raised = sum(
         e["outcomes (reads)"].get("error", 0) for e in summary["scores"] if e["family"] == "all"
     )
     if raised:
-        console.print(
-            f"[bold red]{raised} reads failed because a compressor raised[/]: each counts "
-            "against it (scored 0, no adequate memory, a collision), never as a smaller n; "
-            f"the tracebacks are in {run_dir}/run.log"
+        _warn(
+            console,
+            ": each counts against it (scored 0, no adequate memory, a collision), never as "
+            f"a smaller n; the tracebacks are in {run_dir}/run.log",
+            label=f"{raised} reads failed because a compressor raised",
+            style="bold red",
         )
     console.print(
         f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "
@@ -559,7 +620,8 @@ def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> Non
 
 def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
     """Per system: joint J per seed, pooled, and whether the seeds agree."""
-    console = Console(highlight=False)
+    console = plain_console()
+    rows = displayable(rows)
     seeds = sorted({s for row in rows for s in row["joint_J"]["per_seed"]}, key=int)
     table = Table(
         title="Replication: joint J at identity, k/n source pairs per generation seed and pooled",

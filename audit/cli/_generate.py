@@ -31,11 +31,15 @@ def generate(
         Path, typer.Option("--out", help="Directory for pairs.jsonl and manifest.json.")
     ],
     preset: Annotated[
-        str | None, typer.Option(help=f"Named configuration: {', '.join(PRESETS)}.")
+        str | None,
+        typer.Option(help=f"Named configuration: {', '.join(PRESETS)} (or give --families)."),
     ] = None,
     families: Annotated[
         str | None,
-        typer.Option(help="'all', 'paper', or a comma list of family ids (see `audit families`)."),
+        typer.Option(
+            help="'all', 'paper', or a comma list of family ids (see `audit families`), "
+            "with --pairs-per-family (or give --preset)."
+        ),
     ] = None,
     pairs_per_family: Annotated[
         int | None,

@@ -15,7 +15,7 @@ def list_compressors() -> None:
     """List memory conditions: built-ins, then installed plugins (broken ones with their error)."""
     from audit.plugins import render_compressor_list
 
-    typer.echo(render_compressor_list(width=shutil.get_terminal_size((100, 24)).columns))
+    typer.echo(render_compressor_list(width=shutil.get_terminal_size((80, 24)).columns))
 
 
 def new_compressor(

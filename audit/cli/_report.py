@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -61,6 +61,7 @@ def report_command(
     if reference is not None and reference not in set(run.results["condition"].astype(str)):
         fail(f"--reference: no condition {reference!r} in {run_dir}")
     target = out or run_dir / REPORT_DIR
+    warn_if_not_whole([run])
     with writable_target(target):
         paths = write_document(build_report(run, options), target)
     pages = [p for p in paths if p.suffix == ".html"]
@@ -110,8 +111,15 @@ def compare_command(
     with writable_target(target):
         paths = write_document(data, target)
     tables = sum(p.suffix == ".csv" for p in paths)
-    print_comparisons(data)
+    warn_if_not_whole(runs)
+    shared = print_comparisons(data)
     echo_fitted(f"wrote {target / 'compare.html'}, compare.md and {plural(tables, 'CSV table')}")
+    if not shared:
+        fail(
+            "the runs share no source pair (no history is the same in all of them): "
+            "nothing could be compared; compare runs made on the same pairs (the same "
+            "--preset and seed, or the same --pairs file)"
+        )
     exit_if_not_whole(runs)
 
 
@@ -120,25 +128,48 @@ SHOWN_COMPARISONS = 8
 largest; the rest are in compare.html."""
 
 
-def print_comparisons(document: Document) -> None:
+def print_comparisons(document: Document) -> int:
     """The comparison's answer in the terminal: how many paired differences, how many
-    significant after Holm, and the first few, each with its interval and Holm p."""
+    significant after Holm, the first few, each with its interval and Holm p, and the
+    systems left uncompared.  Returns the source pairs shared by every run."""
     from reports import Table
 
-    found = [
-        block.data
+    tables = {
+        block.id: block.data
         for section in document.sections
         for block in section.blocks
-        if isinstance(block, Table) and block.id == "comparisons-table"
-    ]
-    if not found or found[0].empty:
+        if isinstance(block, Table)
+    }
+    systems = tables.get("systems-table")
+    shared = int(systems["joint_J_n"].max()) if systems is not None and len(systems) else 0
+    if systems is None or not shared:
+        return 0
+    from audit.reportdata import uncompared
+
+    table = tables.get("comparisons-table")
+    if table is None or table.empty:
         typer.echo("no paired difference: no system of a later run meets one of the baseline")
-        return
-    table = found[0]
+    else:
+        _print_differences(table, shared)
+    runs = tables["runs-table"]
+    baseline = str(runs.loc[runs["baseline"].astype(bool), "label"].iloc[0])
+    left = uncompared(systems, table if table is not None else systems.iloc[0:0], baseline)
+    if left:
+        _say(f"not compared (the baseline {baseline} has no system to pair them with):")
+        for entry in left:
+            _say(f"  {entry}", indent=4)
+        _say(
+            "  (--reference CONDITION compares every system with one condition of the baseline)",
+            indent=3,
+        )
+    return shared
+
+
+def _print_differences(table: Any, shared: int) -> None:
+    """Every paired difference (the first few), significant ones first, then the largest."""
     significant = int(table["significant"].sum())
-    echo_fitted(
-        f"{plural(len(table), 'paired difference')} on "
-        f"{int(table['n_pairs'].max())} shared source pairs; "
+    _say(
+        f"{plural(len(table), 'paired difference')} on {shared} shared source pairs; "
         f"{significant or 'none'} significant after Holm "
         "(second minus first in joint J, 95 % Newcombe interval, p after Holm)"
     )
@@ -147,16 +178,32 @@ def print_comparisons(document: Document) -> None:
     )
     for _, row in order.head(SHOWN_COMPARISONS).iterrows():
         mark = "*" if row["significant"] else " "
-        echo_fitted(
+        _say(
             f"{mark} {row['b']} - {row['a']} at {int(row['budget'])} B: "
             f"{format_delta(row['delta'], row['delta_low'], row['delta_high'])} "
-            f"p={'<0.001' if row['p_holm'] < 0.001 else format(row['p_holm'], '.3f')}",
+            f"p={format_p(row['p_holm'])}",
             indent=4,
         )
     if len(table) > SHOWN_COMPARISONS:
-        typer.echo(f"  ... {len(table) - SHOWN_COMPARISONS} more in compare.html")
+        _say(f"  ... {len(table) - SHOWN_COMPARISONS} more in compare.html")
     if significant:
         typer.echo("  * significant after Holm")
+
+
+def _say(text: str, indent: int = 2) -> None:
+    """A line of the comparison's summary: its names are untrusted text (a condition is
+    any command line, a run directory any name), so control characters are shown as
+    escapes, never sent to the terminal."""
+    from reports import visible
+
+    echo_fitted(visible(text).replace("\n", "\\n").replace("\t", " "), indent)
+
+
+def format_p(p: float) -> str:
+    """A Holm p-value in three decimals; ``n/a`` where no pair had a pass or fail."""
+    if math.isnan(p):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def format_delta(delta: float, low: float, high: float) -> str:
@@ -182,13 +229,17 @@ def writable_target(target: Path) -> Iterator[None]:
         )
 
 
-def exit_if_not_whole(runs: Sequence[RunData]) -> None:
-    """Say on stderr what is wrong with each run that is not whole, and exit with the
-    worst status: 4 (damaged) or 3 (incomplete); return when every run is whole."""
-    code = 0
+def warn_if_not_whole(runs: Sequence[RunData]) -> None:
+    """Say on stderr what is wrong with each run that is not whole, before anything
+    else is printed (the README promises it first)."""
     for run in runs:
         for problem in run.integrity.problems(str(run.path)):
             typer.echo(f"warning: {run.path}: {problem}", err=True)
-        code = max(code, run.integrity.exit_code)
+
+
+def exit_if_not_whole(runs: Sequence[RunData]) -> None:
+    """Exit with the worst status of the runs: 4 (damaged) or 3 (incomplete); return
+    when every run is whole (``warn_if_not_whole`` said why)."""
+    code = max((run.integrity.exit_code for run in runs), default=0)
     if code:
         raise typer.Exit(code)

@@ -75,12 +75,16 @@ def run_audit(
             help=f"Generate the pairs of a preset: {', '.join(PRESETS)} (default: cca-pilot)."
         ),
     ] = None,
-    pairs: Annotated[Path | None, typer.Option("--pairs", help="A pairs.jsonl file.")] = None,
+    pairs: Annotated[
+        Path | None,
+        typer.Option("--pairs", help="A pairs.jsonl file (audit generate), instead of --preset."),
+    ] = None,
     conditions: Annotated[
         str | None,
         typer.Option(
             help="Comma list of conditions (name[:k=v], or package.module:Class); "
-            "'baselines' adds every archive (the ceiling) and shortcut probe (the floor)."
+            "'baselines' adds every archive (the ceiling) and shortcut probe (the floor) "
+            "(default: every deterministic built-in, baselines included).",
         ),
     ] = None,
     transforms: Annotated[

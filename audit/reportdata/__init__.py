@@ -6,7 +6,7 @@ same for ``audit compare``.  Numbers come from ``audit.scoring``; files from
 ``audit.rundir``; nothing here computes a score itself.
 """
 
-from audit.reportdata._compare import build_compare
+from audit.reportdata._compare import build_compare, uncompared
 from audit.reportdata._context import Options, ReportContext
 from audit.reportdata._replication import build_replication
 from audit.reportdata._report import SECTIONS, build_report
@@ -18,4 +18,5 @@ __all__ = [
     "build_compare",
     "build_replication",
     "build_report",
+    "uncompared",
 ]

@@ -37,6 +37,7 @@ from reports import (
     Paragraph,
     Section,
     Table,
+    with_code,
 )
 
 RunSystem = tuple[str, str, str, int]
@@ -188,6 +189,18 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
     notes.append(
         f"{len(shared)} source pairs shared by all runs; every rate and test below uses only them"
     )
+    left = uncompared(pd.DataFrame(systems), comparisons, baseline)
+    if left:
+        notes.append(
+            f"not compared (the baseline {baseline} has no system to pair them with): "
+            + "; ".join(left)
+            + (
+                ""
+                if options.reference
+                else "; `--reference CONDITION` compares every system with one condition "
+                "of the baseline"
+            )
+        )
     method = (
         f"baseline: {baseline}; each system of another run against the baseline's "
         + (f"{options.reference!r}" if options.reference else "same condition")
@@ -225,6 +238,33 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method,
         alerts, empty,
     )  # fmt: skip
+
+
+def uncompared(systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) -> list[str]:
+    """The systems of later runs that no comparison pairs with the baseline, one entry
+    per run, reader and budget: ``b (exact, 1200 B): full, bm25``."""
+    if systems.empty:
+        return []
+    paired = (
+        set()
+        if comparisons.empty
+        else set(
+            zip(
+                comparisons["run_b"], comparisons["condition_b"], comparisons["budget"],
+                comparisons["reader_b"], strict=True,
+            )
+        )
+    )  # fmt: skip
+    groups: dict[tuple[str, str, int], list[str]] = {}
+    for run, condition, budget, reader in zip(
+        systems["run"], systems["condition"], systems["budget"], systems["reader"], strict=True
+    ):
+        if run != baseline and (run, condition, budget, reader) not in paired:
+            groups.setdefault((str(run), str(reader), int(budget)), []).append(str(condition))
+    return [
+        f"{run} ({reader}, {budget} B): {', '.join(names)}"
+        for (run, reader, budget), names in groups.items()
+    ]
 
 
 def _reader_floors(run: RunData) -> dict[str, float | None]:
@@ -352,7 +392,7 @@ def _document(
     return Document(
         title="memory audit: comparison of " + ", ".join(labels),
         facts=Facts([("runs", _listed(labels))]),
-        summary=[*alerts, Bullets(notes)],
+        summary=[*alerts, Bullets([with_code(note) for note in notes])],
         sections=[
             Section("runs", "Runs", [Table("runs-table", run_columns, runs)]),
             Section(

@@ -29,6 +29,8 @@ from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, rea
 from audit.rundir._integrity import RunIntegrity, read_checked
 from audit.rundir._layout import (
     CONFIG_FILE,
+    REPLICATION_FILE,
+    REPORT_DIR,
     RESULTS_CSV,
     RESULTS_PARQUET,
     STORE_FILE,
@@ -208,7 +210,15 @@ def _what_else(folder: Path) -> str:
     if (folder / "compare.html").exists() or (folder / "compare.md").exists():
         return "it is the output of `audit compare`: leave it out"
     if (folder / "report.html").exists() or (folder / "report.md").exists():
-        return f"it is a report; give the run directory it was written for ({folder.parent})"
+        parent = folder.parent
+        if folder.name == REPORT_DIR and any((parent / name).exists() for name in RUN_FILES):
+            return f"it is a report; give the run directory it was written for ({parent})"
+        return "it is a report; give the run directory it was written for"
+    if (folder / REPLICATION_FILE).exists():
+        return (
+            "it holds a replication (`audit run --seeds`); `audit report` reads it whole, "
+            f"and each seed is a run of its own ({folder / 'seed-N'})"
+        )
     if (folder / "pairs.jsonl").exists():
         return (
             "it holds a pair dataset (`audit generate`); "
