@@ -131,10 +131,19 @@ def _cell(kind: str, cell: _format.Cell) -> str:
     return shown
 
 
+MAX_TABLE_ROWS = 40
+"""Rows of a table in the short form: a longer one (the default audit's transform table
+has 90) is named with its row count and left to the HTML and its CSV, so the file
+stays a pull-request comment."""
+
+
 def _table(table: Table) -> list[str]:
     lines = [line(table.caption), ""] if table.caption else []
     if table.data.empty:
         return [*lines, line(table.empty), ""]
+    if len(table.data) > MAX_TABLE_ROWS:
+        where = f"the HTML page and {table.csv}" if table.csv else "the HTML page"
+        return [f"A table of {len(table.data):,} rows: in {md(where)}.", ""]
     header = [md(c.header) or " " for c in table.columns]
     align = ["---:" if c.format in _format.NUMERIC else "---" for c in table.columns]
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]

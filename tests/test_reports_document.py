@@ -1004,3 +1004,20 @@ def test_a_chart_without_its_columns_says_which() -> None:
 def test_a_value_that_rounds_to_zero_has_no_sign(shown: Any, expected: str) -> None:
     """A bootstrap bound of -1e-17 was shown as -0.00, read as a negative difference."""
     assert shown() == expected
+
+
+def test_a_long_table_is_named_not_printed_in_the_short_form() -> None:
+    """report.md is a pull-request comment: the default audit's 90-row transform table
+    made it 235 lines; a long table is left to the HTML and its CSV, with its size."""
+    from reports._markdown import MAX_TABLE_ROWS
+
+    def document(rows: int) -> Document:
+        frame = pd.DataFrame({"name": [f"row{i}" for i in range(rows)]})
+        table = Table("t", [Column("name", "name")], frame, csv="t.csv")
+        return Document("t", Facts([]), sections=[Section("s", "s", [table])])
+
+    short = _markdown.render_markdown(document(MAX_TABLE_ROWS))
+    assert f"row{MAX_TABLE_ROWS - 1}" in short
+    long = _markdown.render_markdown(document(MAX_TABLE_ROWS + 1))
+    assert "row0" not in long
+    assert f"A table of {MAX_TABLE_ROWS + 1} rows: in the HTML page and t.csv." in long
