@@ -119,6 +119,7 @@ def _expanded(items: list[str]) -> list[str]:
     out: list[str] = []
     for item in items:
         name, _, params = item.partition(":")
+        params = ",".join(part.strip() for part in params.split(",") if part.strip())
         if name != BASELINES:
             out.append(item)
             continue
@@ -140,8 +141,16 @@ def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionS
         raise PlanError(f"{option}: {error}") from None
     if not specs:
         raise PlanError(f"{option}: no condition given")
-    if len({s.label for s in specs}) != len(specs):
-        raise PlanError(f"{option}: a condition is listed twice")
+    seen: dict[tuple[object, ...], str] = {}
+    for spec in specs:  # the same system however its label is spelled
+        key = (spec.target, spec.budget, *sorted(spec.compressor_params.items()))
+        if key in seen:
+            raise PlanError(
+                f"{option}: a condition is listed twice ({seen[key]!r} and {spec.label!r})"
+                if seen[key] != spec.label
+                else f"{option}: a condition is listed twice ({spec.label!r})"
+            )
+        seen[key] = spec.label
     return specs
 
 

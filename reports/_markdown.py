@@ -45,11 +45,14 @@ pieces of one text are escaped as one, so none can be completed by the next.)"""
 _ENTITY_AMP = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 _LINK_BRACKET = re.compile(r"\](?=[(\[:])")
 """``]`` before a link target, a reference or a definition's colon."""
-_EMAIL_AT = re.compile(r"(?<=[A-Za-z0-9._+-])@")
-"""``@`` after what can end an e-mail address's local part: GitHub links those (and
+_EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_-])")
+"""``@`` before a name: GitHub links an e-mail address (and
 ``mailto:``/``xmpp:`` addresses) after decoding entities, so ``&#64;`` does not stop it;
 an empty comment after the ``@`` splits the text where the link would be read, and a
-renderer shows nothing of it."""
+renderer shows nothing of it.  The same stops an ``@name`` mention, which would
+notify whoever has that name on GitHub."""
+_ISSUE_REF = re.compile(r"#(?=\d)")
+"""``#12`` would link an issue or pull request on GitHub."""
 _EMPTY_COMMENT = "<!---->"
 _LINKS = (("://", "&#58;//"), ("www.", "www&#46;"))
 _SPAN_BREAKERS = re.compile(r"[`|]|://|www\.|[A-Za-z0-9._+-]@")
@@ -69,6 +72,7 @@ def md(value: object) -> str:
     text = _WORD_EDGE_UNDERSCORE.sub(r"\\_", text)
     text = _LINK_BRACKET.sub(r"\\]", text)
     text = _EMAIL_AT.sub("@" + _EMPTY_COMMENT, text)
+    text = _ISSUE_REF.sub("#" + _EMPTY_COMMENT, text)
     for raw, safe in _LINKS:
         text = text.replace(raw, safe)
     return text

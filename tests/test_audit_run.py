@@ -202,6 +202,8 @@ def test_non_run_directory_is_refused(tmp_path: Path):
             "/nonexistent/pairs.jsonl: cannot read pair file",
         ),
         (["--conditions", "frontier,frontier"], "listed twice"),
+        (["--conditions", "full:budget=600,full: budget=600"], "listed twice"),
+        (["--conditions", "full:budget=600,full:budget=0600"], "listed twice"),
     ],
 )
 def test_bad_input_is_named_and_nothing_is_written(tmp_path: Path, args, message):

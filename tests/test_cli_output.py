@@ -141,7 +141,7 @@ def test_folders_that_are_not_runs_are_named_for_what_they_are(
 
 # ------------------------------------------------- what reaches the terminal is text
 
-HOSTILE_NAME = "\x1b]0;PWNED\x07\x1b[31mRED\x1b[0m [/bogus] [red]X"
+HOSTILE_NAME = "\x1b]0;PWNED\x07\x1b[31mRED\x1b[0m [/bogus] [red]X\nFAKE: joint J best"
 """A condition name that tries to set the terminal's title, colour what follows, and
 close a Rich markup tag that was never opened (Rich raised MarkupError on it)."""
 
@@ -162,6 +162,8 @@ def test_untrusted_names_reach_the_terminal_as_text(tmp_path: Path) -> None:
     for said in (*outs, compared.output):
         assert "\x1b" not in said
         assert "\x07" not in said
+        # a newline in a name is shown, never a line of output of its own
+        assert not any(line.startswith("FAKE") for line in said.splitlines()), said
         assert "\\x1b]0;PWNED" in " ".join(said.split()).replace(" ", "")
     assert "[/bogus] [red]X" in " ".join(outs[0].split())  # markup is shown, not applied
 
@@ -215,3 +217,45 @@ def test_version_to_a_full_disk_is_one_line(tmp_path: Path) -> None:
         )  # fmt: skip
     assert result.returncode == 1
     assert result.stderr.strip() == "error: No space left on device", result.stderr
+
+
+def test_paths_in_errors_and_next_steps_reach_the_terminal_as_text(tmp_path: Path) -> None:
+    """An error naming a path, and the "next:" command, sent a path's escape sequences
+    to the terminal raw; the command is quoted so that it can be pasted."""
+    odd = tmp_path / "run \x1b]0;PWNED\x07 x"
+    result = run("report", str(odd))
+    assert result.exit_code == 2
+    assert "\x1b" not in result.output
+    assert "\\x1b]0;PWNED" in result.output
+    result = run("run", "--conditions", "tail", "--transforms", "identity", "--budget", "600",
+                 "--workers", "1", "--quiet", "--out", str(odd))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    nexts = [line for line in result.output.splitlines() if line.startswith("next: ")]
+    assert nexts == [f"next: audit report '{tmp_path}/run \\x1b]0;PWNED\\x07 x'"], nexts
+
+
+def test_compare_pairs_a_system_however_its_budget_is_spelled(tmp_path: Path) -> None:
+    """``bm25:budget=1200`` at 1200 B is ``bm25`` at 1200 B; a comparison of nothing
+    fails instead of exiting 0."""
+    first, second, third = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for out, conditions, budget in (
+        (first, "full,bm25", "600,1200"),
+        (second, "bm25:budget=1200,probe_lowrev", "600"),
+        (third, "probe_newest", "600"),
+    ):
+        result = run("run", "--conditions", conditions, "--budget", budget, "--transforms",
+                     "identity", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+        assert result.exit_code == 0, result.output
+    result = run("compare", str(first), str(second), "--out", str(tmp_path / "ab"))
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "b: bm25:budget=1200 (exact) - a: bm25 (exact) at 1200 B" in flat
+    assert "b (exact, 600 B): probe_lowrev" in flat
+    result = run("compare", str(first), str(third), "--out", str(tmp_path / "ac"))
+    assert result.exit_code == 2
+    assert "nothing was compared" in result.output
+    result = run("compare", str(first), str(third), "--reference", "full",
+                 "--out", str(tmp_path / "ac2"))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "--reference CONDITION compares" not in result.output  # given: no hint

@@ -615,6 +615,7 @@ def test_markdown_stays_on_one_line_with_no_link_text(value: str) -> None:
         ("a\\b", "a\\\\b"),
         ("<b>&amp; & x", "&lt;b>&amp;amp; & x"),
         ("mail@host", "mail@<!---->host"),
+        ("ping @octocat about #12", "ping @<!---->octocat about #<!---->12"),
         ("see https://x.org or www.x.org", "see https&#58;//x.org or www&#46;x.org"),
     ],
 )

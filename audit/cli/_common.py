@@ -9,6 +9,7 @@ console entry point prints its traceback and asks for a report.
 from __future__ import annotations
 
 import os
+import re
 import select
 import shutil
 import sys
@@ -74,9 +75,24 @@ BUG_HINT = (
 )
 
 
+_UNPRINTABLE = re.compile(r"[^\t\x20-\x7e]")
+"""Anything but printable ASCII: only then is a line checked for control characters."""
+
+
+def terminal_text(text: str) -> str:
+    """One line as a terminal must get it when it holds text a user or a plugin chose
+    (a path, a condition name): control characters as escapes, never acted on (an
+    escape sequence can set the window title; a newline can fake a line of output)."""
+    if not _UNPRINTABLE.search(text):
+        return text
+    from reports import visible  # a heavy import, only for a line that needs it
+
+    return visible(text).replace("\n", "\\n").replace("\t", " ")
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error to stderr and exit (no traceback for user errors)."""
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {terminal_text(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -137,7 +153,7 @@ def echo_fitted(text: str, indent: int = 2) -> None:
     width = max(40, shutil.get_terminal_size((80, 24)).columns)
     typer.echo(
         textwrap.fill(
-            text,
+            terminal_text(text),
             width=width,
             subsequent_indent=" " * indent,
             break_long_words=False,

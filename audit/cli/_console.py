@@ -568,8 +568,8 @@ def displayable(value: Any) -> Any:
     text a user or a plugin chose, and a terminal must not act on its control
     characters (an escape sequence can set the window title or colour what follows).
     ``visible`` is one-to-one on what it changes, so lookups by name still agree."""
-    if isinstance(value, str):
-        return visible(value)
+    if isinstance(value, str):  # one line: a newline in a name must not fake a line
+        return visible(value).replace("\n", "\\n").replace("\t", " ")
     if isinstance(value, dict):
         return {displayable(k): displayable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

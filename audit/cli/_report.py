@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from audit.cli._common import echo_fitted, fail, plural
+from audit.cli._common import echo_fitted, fail, plural, terminal_text
 
 if TYPE_CHECKING:
     from audit.rundir import RunData
@@ -112,13 +112,19 @@ def compare_command(
         paths = write_document(data, target)
     tables = sum(p.suffix == ".csv" for p in paths)
     warn_if_not_whole(runs)
-    shared = print_comparisons(data)
+    shared, compared = print_comparisons(data, reference)
     echo_fitted(f"wrote {target / 'compare.html'}, compare.md and {plural(tables, 'CSV table')}")
     if not shared:
         fail(
             "the runs share no source pair (no history is the same in all of them): "
             "nothing could be compared; compare runs made on the same pairs (the same "
             "--preset and seed, or the same --pairs file)"
+        )
+    if not compared:
+        fail(
+            "no system of a later run meets one of the baseline (the same condition at the "
+            "same budget): nothing was compared"
+            + ("" if reference else "; --reference CONDITION names the baseline's condition")
         )
     exit_if_not_whole(runs)
 
@@ -128,10 +134,11 @@ SHOWN_COMPARISONS = 8
 largest; the rest are in compare.html."""
 
 
-def print_comparisons(document: Document) -> int:
+def print_comparisons(document: Document, reference: str | None) -> tuple[int, int]:
     """The comparison's answer in the terminal: how many paired differences, how many
     significant after Holm, the first few, each with its interval and Holm p, and the
-    systems left uncompared.  Returns the source pairs shared by every run."""
+    systems left uncompared.  Returns (source pairs shared by every run, comparisons)."""
+    from audit.reportdata import uncompared
     from reports import Table
 
     tables = {
@@ -143,13 +150,10 @@ def print_comparisons(document: Document) -> int:
     systems = tables.get("systems-table")
     shared = int(systems["joint_J_n"].max()) if systems is not None and len(systems) else 0
     if systems is None or not shared:
-        return 0
-    from audit.reportdata import uncompared
-
+        return 0, 0
     table = tables.get("comparisons-table")
-    if table is None or table.empty:
-        typer.echo("no paired difference: no system of a later run meets one of the baseline")
-    else:
+    compared = 0 if table is None else len(table)
+    if table is not None and compared:
         _print_differences(table, shared)
     runs = tables["runs-table"]
     baseline = str(runs.loc[runs["baseline"].astype(bool), "label"].iloc[0])
@@ -158,11 +162,13 @@ def print_comparisons(document: Document) -> int:
         _say(f"not compared (the baseline {baseline} has no system to pair them with):")
         for entry in left:
             _say(f"  {entry}", indent=4)
-        _say(
-            "  (--reference CONDITION compares every system with one condition of the baseline)",
-            indent=3,
-        )
-    return shared
+        if reference is None:
+            _say(
+                "  (--reference CONDITION compares every system with one condition of the "
+                "baseline)",
+                indent=3,
+            )
+    return shared, compared
 
 
 def _print_differences(table: Any, shared: int) -> None:
@@ -194,9 +200,7 @@ def _say(text: str, indent: int = 2) -> None:
     """A line of the comparison's summary: its names are untrusted text (a condition is
     any command line, a run directory any name), so control characters are shown as
     escapes, never sent to the terminal."""
-    from reports import visible
-
-    echo_fitted(visible(text).replace("\n", "\\n").replace("\t", " "), indent)
+    echo_fitted(text, indent)  # echo_fitted shows control characters as escapes
 
 
 def format_p(p: float) -> str:
@@ -234,7 +238,7 @@ def warn_if_not_whole(runs: Sequence[RunData]) -> None:
     else is printed (the README promises it first)."""
     for run in runs:
         for problem in run.integrity.problems(str(run.path)):
-            typer.echo(f"warning: {run.path}: {problem}", err=True)
+            typer.echo(terminal_text(f"warning: {run.path}: {problem}"), err=True)
 
 
 def exit_if_not_whole(runs: Sequence[RunData]) -> None:

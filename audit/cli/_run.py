@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from audit.cli._common import (
     RayAddressOption,
     WorkersOption,
     fail,
+    terminal_text,
 )
 from audit.errors import PlanError
 from audit.plan import (
@@ -380,7 +382,7 @@ def execute_and_print(
         )
         raise typer.Exit(EXIT_INCOMPLETE)
     for line in next_steps(run_dir, plan):
-        typer.echo(line)
+        typer.echo(terminal_text(line))
     return summary
 
 
@@ -399,7 +401,10 @@ def _did_nothing(run_dir: Path) -> bool:
 
 def next_steps(run_dir: Path, plan: RunPlan) -> list[str]:
     """What to do next with this run: the report, and LLM reads when it has none."""
-    lines = [f"next: audit report {run_dir}", "      (report.html and report.md in its report/)"]
+    lines = [
+        f"next: audit report {shlex.quote(str(run_dir))}",
+        "      (report.html and report.md in its report/)",
+    ]
     if plan.llm is None:
         lines += [
             "      LLM reads: add --reader local (the embedded model; minutes on a",

@@ -25,6 +25,7 @@ from audit.scoring import (
     reader_agreement,
     score_results,
 )
+from compressors import UnknownCompressorError, parse_spec
 from reports import (
     Block,
     Bullets,
@@ -37,7 +38,7 @@ from reports import (
     Paragraph,
     Section,
     Table,
-    with_code,
+    Text,
 )
 
 RunSystem = tuple[str, str, str, int]
@@ -151,7 +152,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
             for other in order
             if other[0] == baseline
             and other[3] == budget
-            and other[2] == (options.reference or condition)
+            and system_name(other[2]) == system_name(options.reference or condition)
         ]
         for ref in candidates:
             result = paired_comparison(
@@ -190,17 +191,15 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         f"{len(shared)} source pairs shared by all runs; every rate and test below uses only them"
     )
     left = uncompared(pd.DataFrame(systems), comparisons, baseline)
-    if left:
-        notes.append(
+    unpaired: list[Inline] = []
+    if left:  # names are data: pieces of text, never read for backquotes
+        unpaired = [
             f"not compared (the baseline {baseline} has no system to pair them with): "
             + "; ".join(left)
-            + (
-                ""
-                if options.reference
-                else "; `--reference CONDITION` compares every system with one condition "
-                "of the baseline"
-            )
-        )
+        ]
+        if not options.reference:
+            unpaired += ["; ", Code("--reference CONDITION"), " compares every system with "
+                         "one condition of the baseline"]  # fmt: skip
     method = (
         f"baseline: {baseline}; each system of another run against the baseline's "
         + (f"{options.reference!r}" if options.reference else "same condition")
@@ -235,9 +234,21 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
     )
     alerts = [block for run in runs for block in integrity_alert(run)]
     return _document(
-        labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons, notes, method,
-        alerts, empty,
+        labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons,
+        [*notes, *([unpaired] if unpaired else [])], method, alerts, empty,
     )  # fmt: skip
+
+
+def system_name(condition: str) -> str:
+    """A condition as a system, whatever its label's spelling: its budget parameter
+    dropped (the budget is a column of its own, so ``bm25:budget=1200`` at 1200 B is
+    ``bm25`` at 1200 B) and the other parameters in order, without blanks."""
+    try:
+        spec = parse_spec(condition)
+    except UnknownCompressorError:
+        return condition
+    params = sorted((k, v) for k, v in spec.params.items() if k != "budget")
+    return spec.target + (":" + ",".join(f"{k}={v}" for k, v in params) if params else "")
 
 
 def uncompared(systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) -> list[str]:
@@ -330,7 +341,7 @@ def _document(
     runs: pd.DataFrame,
     systems: pd.DataFrame,
     comparisons: pd.DataFrame,
-    notes: list[str],
+    notes: Sequence[Text],
     method: str,
     alerts: Sequence[Block] = (),
     empty: str | None = None,
@@ -392,7 +403,7 @@ def _document(
     return Document(
         title="memory audit: comparison of " + ", ".join(labels),
         facts=Facts([("runs", _listed(labels))]),
-        summary=[*alerts, Bullets([with_code(note) for note in notes])],
+        summary=[*alerts, Bullets(notes)],
         sections=[
             Section("runs", "Runs", [Table("runs-table", run_columns, runs)]),
             Section(

@@ -176,7 +176,8 @@ def method_note(ctx: ReportContext) -> str:
     else:
         what = (
             "each condition against the best strict condition by joint J (per reader and "
-            "budget; archives and probes are never the reference), chosen from the data: "
+            "budget; an archive or a probe is the reference only where the run has no "
+            "strict condition), chosen from the data: "
             "post hoc. Holm corrects for the number of comparisons, not for picking the "
             "best as the reference, so differences from it lean away from zero; preregister "
             "a reference with `audit run --reference`"
