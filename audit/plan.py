@@ -119,10 +119,10 @@ def _expanded(items: list[str]) -> list[str]:
     out: list[str] = []
     for item in items:
         name, _, params = item.partition(":")
-        params = ",".join(part.strip() for part in params.split(",") if part.strip())
         if name != BASELINES:
             out.append(item)
             continue
+        params = ",".join(part.strip() for part in params.split(",") if part.strip())
         for baseline in baseline_conditions():
             if baseline not in listed:
                 listed.add(baseline)
@@ -141,9 +141,9 @@ def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionS
         raise PlanError(f"{option}: {error}") from None
     if not specs:
         raise PlanError(f"{option}: no condition given")
-    seen: dict[tuple[object, ...], str] = {}
+    seen: dict[tuple[str, int | None], str] = {}
     for spec in specs:  # the same system however its label is spelled
-        key = (spec.target, spec.budget, *sorted(spec.compressor_params.items()))
+        key = (spec.system, spec.budget)
         if key in seen:
             raise PlanError(
                 f"{option}: a condition is listed twice ({seen[key]!r} and {spec.label!r})"

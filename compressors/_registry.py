@@ -106,6 +106,14 @@ class ConditionSpec:
     def compressor_params(self) -> dict[str, str]:
         return {k: v for k, v in self.params.items() if k != "budget"}
 
+    @property
+    def system(self) -> str:
+        """The condition whatever its label's spelling or budget: the target and its
+        other parameters in order (``bm25:budget=1200`` and ``bm25`` are one system;
+        the budget is told apart where it matters, as a budget)."""
+        params = sorted(self.compressor_params.items())
+        return self.target + (":" + ",".join(f"{k}={v}" for k, v in params) if params else "")
+
 
 _COMMAND_KEYS = re.compile(r"(run|timeout)=")
 

@@ -61,11 +61,16 @@ and an address must not stand in the file as one (a viewer other than GitHub's m
 link it even in code)."""
 
 
+def _one_line(value: object) -> str:
+    """The visible text of a value, clipped, on one line."""
+    text = _format.visible(_format.clip("" if value is None else value, CLIP))
+    return text.replace("\n", " ").replace("\t", " ")
+
+
 def md(value: object) -> str:
     """Inline-safe Markdown text (table cells included): escaped only where Markdown or
     HTML would act on it."""
-    text = _format.clip("" if value is None else value, CLIP)
-    text = _format.visible(text).replace("\n", " ").replace("\t", " ")
+    text = _one_line(value)
     text = _ENTITY_AMP.sub("&amp;", text)
     text = _TAG_OPEN.sub("&lt;", text)
     text = _ALWAYS.sub(r"\\\1", text)
@@ -94,8 +99,7 @@ def code(value: object) -> str:
     """Monospaced text: a code span (which shows its text raw, ``<``, ``_`` and links
     included) when nothing in the text can end or split it; else a ``<code>`` element
     around escaped text (``_SPAN_BREAKERS``; blanks at a span's ends would be trimmed)."""
-    shown = _format.visible(_format.clip("" if value is None else value, CLIP))
-    shown = shown.replace("\n", " ").replace("\t", " ")
+    shown = _one_line(value)
     if shown and shown == shown.strip() and not _SPAN_BREAKERS.search(shown):
         return f"`{shown}`"
     return f"<code>{md(value)}</code>"

@@ -19,7 +19,15 @@ import typer
 
 from audit.cli._backends import backends_app, cache_app
 from audit.cli._batch import batch_app
-from audit.cli._common import fail, new_app, os_error_text, report_bug, stdout_closed
+from audit.cli._common import (
+    SIGPIPE_STATUS,
+    fail,
+    new_app,
+    os_error_text,
+    report_bug,
+    silence_stdout,
+    stdout_closed,
+)
 from audit.cli._generate import generate, list_families, pairs_app
 from audit.cli._plugins import list_compressors, new_compressor
 from audit.cli._power import power_command
@@ -96,8 +104,8 @@ def main() -> None:
         sys.exit(128 + _SIGNALLED[0] if _SIGNALLED else 130)
     except OSError as error:  # --help or --version, printed before any command runs
         if isinstance(error, BrokenPipeError) and stdout_closed():
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(128 + signal.SIGPIPE)
+            silence_stdout()
+            sys.exit(SIGPIPE_STATUS)
         print(f"error: {os_error_text(error)}", file=sys.stderr)
         sys.exit(1)
     except Exception as error:  # not a MemoryAuditError (those end in one line): a bug

@@ -12,6 +12,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import sys
 import textwrap
 import traceback
@@ -75,7 +76,7 @@ BUG_HINT = (
 )
 
 
-_UNPRINTABLE = re.compile(r"[^\t\x20-\x7e]")
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 """Anything but printable ASCII: only then is a line checked for control characters."""
 
 
@@ -108,12 +109,21 @@ def stdout_closed() -> bool:
     return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
+SIGPIPE_STATUS = 128 + signal.SIGPIPE
+"""The status a shell gives a process that SIGPIPE ended."""
+
+
+def silence_stdout() -> None:
+    """Standard output to /dev/null, once its reader has gone: later writes and the
+    exit's own flush must not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def stdout_gone() -> NoReturn:
     """The reader of our output went away (``audit families | head -1``): stop quietly
     with the status a shell gives a process killed by SIGPIPE, as Unix tools do."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())  # the exit's own flush must not fail again
-    raise typer.Exit(128 + 13)
+    silence_stdout()
+    raise typer.Exit(SIGPIPE_STATUS)
 
 
 class GuardedGroup(TyperGroup):

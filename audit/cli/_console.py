@@ -7,7 +7,6 @@ equivariance.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 import threading
@@ -33,10 +32,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from audit.cli._common import silence_stdout, terminal_text
 from audit.engine import RequestTally, RunProgress, Stage, Tallies
 from audit.scoring import article, grouped_matches, listed, probe_advice
 from compressors import BASELINES
-from reports import visible
 
 STAGE_NAMES: dict[Stage, tuple[str, str]] = {
     "deterministic": ("deterministic", "jobs"),
@@ -270,7 +269,7 @@ def best_lines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> list[s
             parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
             tops[kind] = top
         lines.append(f"joint J at {budget} B: " + "; ".join(parts))
-        if tops.get("probe", -1) > tops.get("strict", tops.get("probe", 0)):
+        if "probe" in tops and "strict" in tops and tops["probe"] > tops["strict"]:
             lines.append(
                 f"note: at {budget} B the floor is above the best at identity, where a "
                 "probe wins on the task's surface alone; the shortcut check compares them "
@@ -547,8 +546,7 @@ class _RunConsole(Console):
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        silence_stdout()
 
 
 def plain_console() -> Console:
@@ -567,9 +565,9 @@ def displayable(value: Any) -> Any:
     """Every string of a summary (keys too) as visible text: a condition name is any
     text a user or a plugin chose, and a terminal must not act on its control
     characters (an escape sequence can set the window title or colour what follows).
-    ``visible`` is one-to-one on what it changes, so lookups by name still agree."""
+    ``terminal_text`` is one-to-one on what it changes, so lookups by name still agree."""
     if isinstance(value, str):  # one line: a newline in a name must not fake a line
-        return visible(value).replace("\n", "\\n").replace("\t", " ")
+        return terminal_text(value)
     if isinstance(value, dict):
         return {displayable(k): displayable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -580,7 +578,7 @@ def displayable(value: Any) -> Any:
 def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
     console = plain_console()
     summary = displayable(summary)
-    run_dir = Path(visible(str(run_dir)))
+    run_dir = Path(terminal_text(str(run_dir)))
     _print_exact(console, summary)
     _print_llm(console, summary)
     _print_probe_matches(console, summary.get("probe_matches", []))

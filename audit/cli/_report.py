@@ -159,11 +159,11 @@ def print_comparisons(document: Document, reference: str | None) -> tuple[int, i
     baseline = str(runs.loc[runs["baseline"].astype(bool), "label"].iloc[0])
     left = uncompared(systems, table if table is not None else systems.iloc[0:0], baseline)
     if left:
-        _say(f"not compared (the baseline {baseline} has no system to pair them with):")
+        echo_fitted(f"not compared (the baseline {baseline} has no system to pair them with):")
         for entry in left:
-            _say(f"  {entry}", indent=4)
+            echo_fitted(f"  {entry}", indent=4)
         if reference is None:
-            _say(
+            echo_fitted(
                 "  (--reference CONDITION compares every system with one condition of the "
                 "baseline)",
                 indent=3,
@@ -174,7 +174,7 @@ def print_comparisons(document: Document, reference: str | None) -> tuple[int, i
 def _print_differences(table: Any, shared: int) -> None:
     """Every paired difference (the first few), significant ones first, then the largest."""
     significant = int(table["significant"].sum())
-    _say(
+    echo_fitted(
         f"{plural(len(table), 'paired difference')} on {shared} shared source pairs; "
         f"{significant or 'none'} significant after Holm "
         "(second minus first in joint J, 95 % Newcombe interval, p after Holm)"
@@ -184,23 +184,16 @@ def _print_differences(table: Any, shared: int) -> None:
     )
     for _, row in order.head(SHOWN_COMPARISONS).iterrows():
         mark = "*" if row["significant"] else " "
-        _say(
+        echo_fitted(
             f"{mark} {row['b']} - {row['a']} at {int(row['budget'])} B: "
             f"{format_delta(row['delta'], row['delta_low'], row['delta_high'])} "
             f"p={format_p(row['p_holm'])}",
             indent=4,
         )
     if len(table) > SHOWN_COMPARISONS:
-        _say(f"  ... {len(table) - SHOWN_COMPARISONS} more in compare.html")
+        echo_fitted(f"  ... {len(table) - SHOWN_COMPARISONS} more in compare.html")
     if significant:
         typer.echo("  * significant after Holm")
-
-
-def _say(text: str, indent: int = 2) -> None:
-    """A line of the comparison's summary: its names are untrusted text (a condition is
-    any command line, a run directory any name), so control characters are shown as
-    escapes, never sent to the terminal."""
-    echo_fitted(text, indent)  # echo_fitted shows control characters as escapes
 
 
 def format_p(p: float) -> str:
@@ -214,7 +207,7 @@ def format_delta(delta: float, low: float, high: float) -> str:
     """``+0.29 [0.08, 0.50]``; ``n/a`` where no pair was shared (the test had no data)."""
     if math.isnan(delta):
         return "n/a"
-    return f"{delta:+.2f} [{low:+.2f}, {high:+.2f}]".replace("-0.00", "+0.00")
+    return f"{delta:+z.2f} [{low:+z.2f}, {high:+z.2f}]"  # z: -0.00 is shown as +0.00
 
 
 @contextmanager

@@ -240,15 +240,12 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
 
 
 def system_name(condition: str) -> str:
-    """A condition as a system, whatever its label's spelling: its budget parameter
-    dropped (the budget is a column of its own, so ``bm25:budget=1200`` at 1200 B is
-    ``bm25`` at 1200 B) and the other parameters in order, without blanks."""
+    """A condition label as a system (``ConditionSpec.system``): the budget is a column
+    of its own, so ``bm25:budget=1200`` at 1200 B is ``bm25`` at 1200 B."""
     try:
-        spec = parse_spec(condition)
+        return parse_spec(condition).system
     except UnknownCompressorError:
         return condition
-    params = sorted((k, v) for k, v in spec.params.items() if k != "budget")
-    return spec.target + (":" + ",".join(f"{k}={v}" for k, v in params) if params else "")
 
 
 def uncompared(systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) -> list[str]:
