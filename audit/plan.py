@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
@@ -25,10 +25,14 @@ from compressors import (
     BASELINES,
     ConditionSpec,
     UnknownCompressorError,
+    adapters,
     baseline_conditions,
+    builtins,
     parse_spec,
+    resolve_class,
+    with_label,
 )
-from histories import TRANSFORM_KINDS, TransformName
+from histories import TRANSFORMS, TransformName
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,8 @@ IDENTITY = TransformSpec("identity", 1)
 def parse_transform(item: str, option: str = "--transforms") -> TransformSpec:
     """``identity``, ``rename:40``, ``permute`` (one instance), ..."""
     kind, _, count_text = item.strip().partition(":")
-    if kind not in TRANSFORM_KINDS:
-        raise PlanError(
-            f"{option}: unknown transform {kind!r}; known: {', '.join(TRANSFORM_KINDS)}"
-        )
+    if kind not in TRANSFORMS:
+        raise PlanError(f"{option}: unknown transform {kind!r}; known: {', '.join(TRANSFORMS)}")
     if kind == "identity":
         if count_text:
             raise PlanError(f"{option}: identity takes no count")
@@ -62,7 +64,7 @@ def parse_transform(item: str, option: str = "--transforms") -> TransformSpec:
         raise PlanError(f"{option}: {item!r}: K must be an integer") from None
     if count <= 0:
         raise PlanError(f"{option}: {item!r}: K must be positive")
-    return TransformSpec(cast(TransformName, kind), count)
+    return TransformSpec(kind, count)
 
 
 def parse_transforms(text: str, option: str = "--transforms") -> list[TransformSpec]:
@@ -132,9 +134,11 @@ def _expanded(items: list[str]) -> list[str]:
 
 def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionSpec]:
     """A comma list of conditions (``name[:k=v,...]`` or ``package.module:Class``), each
-    once; ``baselines`` stands for the archives and shortcut probes."""
+    once; ``baselines`` stands for the archives and shortcut probes.  A condition is
+    labelled by its ``name=``, a ``module:Class`` plugin by its class's ``name`` (its
+    parameters after it), and no two conditions share a label."""
     try:
-        specs = [parse_spec(part) for part in _expanded(split_conditions(text))]
+        specs = [_named(parse_spec(part)) for part in _expanded(split_conditions(text))]
         for spec in specs:
             _ = spec.budget  # a bad per-condition budget is named now, not in a worker
     except UnknownCompressorError as error:
@@ -151,7 +155,31 @@ def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionS
                 else f"{option}: a condition is listed twice ({spec.label!r})"
             )
         seen[key] = spec.label
+    labels: dict[str, ConditionSpec] = {}
+    registered = {*builtins(), *adapters()}
+    for spec in specs:
+        bare = spec.label.split(":")[0]
+        if bare in registered and spec.target != bare:  # audit compare pairs by label
+            raise PlanError(
+                f"{option}: {spec.spec!r} would be labelled {bare!r}, a built-in condition's "
+                "name: give it another (name=NAME, or its class's `name`)"
+            )
+        other = labels.setdefault(spec.label, spec)
+        if other is not spec:
+            raise PlanError(
+                f"{option}: {other.spec!r} and {spec.spec!r} are both labelled "
+                f"{spec.label!r}: give one a name (name=NAME, docs/adapters.md)"
+            )
     return specs
+
+
+def _named(spec: ConditionSpec) -> ConditionSpec:
+    """A ``module:Class`` plugin labelled by its class's ``name`` and the parameters
+    after it (``my_memory:NewestFirst:budget=600`` is ``newest_first:budget=600``), as
+    an installed plugin is by its name, unless a ``name=`` says otherwise."""
+    if ":" not in spec.target or "name" in spec.params:
+        return spec
+    return with_label(spec, resolve_class(spec.target).name + spec.spec[len(spec.target) :])
 
 
 def _as_transform(value: Any) -> Any:
@@ -159,7 +187,19 @@ def _as_transform(value: Any) -> Any:
 
 
 def _as_condition(value: Any) -> Any:
-    return parse_spec(value) if isinstance(value, str) else value
+    """A plan's condition: its spec as written, or (when its label is its plugin class's
+    name, which only importing the plugin tells) ``{"spec": ..., "label": ...}``."""
+    if isinstance(value, str):
+        return parse_spec(value)
+    if isinstance(value, dict) and set(value) == {"spec", "label"}:
+        return with_label(parse_spec(str(value["spec"])), str(value["label"]))
+    return value
+
+
+def _condition_json(spec: ConditionSpec) -> str | dict[str, str]:
+    if parse_spec(spec.spec).label == spec.label:
+        return spec.spec
+    return {"spec": spec.spec, "label": spec.label}
 
 
 Transform = Annotated[
@@ -169,9 +209,10 @@ Transform = Annotated[
 Condition = Annotated[
     ConditionSpec,
     BeforeValidator(_as_condition),
-    PlainSerializer(lambda spec: spec.label, return_type=str),
+    PlainSerializer(_condition_json, return_type=str | dict[str, str]),
 ]
-"""A condition in a plan: parsed from its label, written back as that label."""
+"""A condition in a plan: parsed from its spec as written, written back as that spec
+(with its label when parsing cannot tell it)."""
 
 Cell = tuple[ConditionSpec, int]
 """A (condition, budget) cell of a plan."""

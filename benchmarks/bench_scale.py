@@ -19,7 +19,7 @@ each audit in a fresh process (so no run inherits another's warm caches):
 * CPU time as well as wall time, since a shared machine's load moves wall time: the
   driver's own, plus the local pool's worker processes (its children) or every process
   of the Ray cluster's session (workers, raylet, GCS: Ray's own cost included);
-* that every run's results.csv, results.parquet and summary.json are byte-identical,
+* that every run's results.parquet and summary.json are byte-identical,
   whichever executor ran it (the benchmark stops otherwise);
 * the per-read cost (the local pool's worker CPU seconds per read), the driver's cost
   per job (its CPU seconds; it alone commits the store) and the store's commit rate
@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from audit.engine import execute, plan_jobs, run_job, share_identical_records
+from audit.engine import execute, plan_jobs, run_job
 from audit.plan import RunPlan
 from audit.rundir import RunStore
 from compressors import build, deterministic_builtins
@@ -57,7 +57,7 @@ from histories import FAMILIES, PRESETS, GenerationConfig, Pair, generate
 
 PILOT_TRANSFORMS = "identity,rename:40,permute:40"
 SWEEP_TRANSFORMS = "identity,rename:40,permute:40,relabel:40"
-RESULT_FILES = ("results.csv", "results.parquet", "summary.json")
+RESULT_FILES = ("results.parquet", "summary.json")
 
 
 def _cpu() -> tuple[float, float]:
@@ -237,7 +237,12 @@ def stop_cluster(process: subprocess.Popen[bytes]) -> None:
 def task_overhead(address: str, tasks: int = 2000) -> float:
     import ray
 
-    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    ray.init(
+        address=address,
+        logging_level=logging.ERROR,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )  # the head listens on loopback only
     try:
         noop = ray.remote(num_cpus=1)(_noop)
         ray.get([noop.remote(i) for i in range(50)])
@@ -257,7 +262,7 @@ def commit_rate(jobs: int = 200) -> tuple[float, float]:
     plan, pairs = audit_plan("pilot", 0)
     planned = plan_jobs(plan, pairs)[:4]
     packed = [
-        run_job(job.key, share_identical_records(pair), job.cells, plan.transforms, 0).pack()
+        run_job(job.key, pair, job.cells, plan.transforms, 0).pack()
         for job, pair in zip(planned, pairs, strict=False)
     ]
     with tempfile.TemporaryDirectory() as tmp:

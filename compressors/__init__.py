@@ -17,15 +17,12 @@ from compressors._protocol import (
     ArchiveCompressor,
     ChunkView,
     Compressor,
-    CompressorKind,
     InvalidParamsError,
-    NoParams,
 )
 from compressors._registry import (
     BASELINES,
     ENTRY_POINT_GROUP,
     ConditionSpec,
-    Listing,
     UnknownCompressorError,
     adapters,
     available,
@@ -36,6 +33,7 @@ from compressors._registry import (
     parse_spec,
     register,
     resolve_class,
+    with_label,
 )
 
 __all__ = [
@@ -49,11 +47,8 @@ __all__ = [
     "ChatUnavailableError",
     "ChunkView",
     "Compressor",
-    "CompressorKind",
     "ConditionSpec",
     "InvalidParamsError",
-    "Listing",
-    "NoParams",
     "Stream",
     "UnknownCompressorError",
     "adapters",
@@ -70,4 +65,5 @@ __all__ = [
     "parse_spec",
     "register",
     "resolve_class",
+    "with_label",
 ]

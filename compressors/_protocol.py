@@ -38,8 +38,8 @@ class ChunkView:
     A view is immutable, so the audit builds one per chunk of a pair and shows it to
     every condition: what is derived from it on first use is derived once.  ``seed``
     picks a prose rendering's phrasings and the chat form's wording: one seed for the
-    chunk, or one per record (the audit gives one per record, from the record's
-    identity in the source pair).
+    chunk, or one per record (the audit gives one per record: the CRC-32 of its
+    canonical line, so a seed tells a compressor nothing the record does not).
     """
 
     __slots__ = ("_lines", "_messages", "_seed", "_seed_of", "_sizes", "_text", "records", "style")
@@ -173,6 +173,14 @@ class Compressor(ABC):
     ) -> str:
         """Async form, used for LLM writers (``repeat`` makes repeats independent)."""
         return self.update(memory, chunk, query_keys, budget)
+
+    def finish(self) -> None:
+        """The end of the streams this object served (one cell of a job, or one LLM
+        unit).  An external system's adapter ends its process here and raises
+        ``ChatUnavailableError`` when it broke its protocol on the way (an answer no
+        update asked for): the audit then records every read of those streams as NA.
+        Nothing by default."""
+        return None
 
 
 class ArchiveCompressor(Compressor):

@@ -84,9 +84,20 @@ class ConditionSpec:
     """A parsed condition: what to load and with which parameters."""
 
     label: str
-    """Exactly as given; results are keyed by it."""
+    """What results are keyed by and reports show: the ``name=`` parameter when given,
+    a ``module:Class`` plugin's class ``name`` (``audit.plan.parse_conditions``), else
+    the spec exactly as given."""
     target: str
     params: dict[str, str] = field(default_factory=dict)
+    written: str | None = None
+    """The spec as written, when the label is not it (``cmd:name=jq,run=jq -c .`` is
+    labelled ``jq``)."""
+
+    @property
+    def spec(self) -> str:
+        """The spec as written: what ``parse_spec`` reads back (with the label, when that
+        is a plugin's class name, which only importing the plugin tells)."""
+        return self.written or self.label
 
     @property
     def budget(self) -> int | None:
@@ -104,24 +115,37 @@ class ConditionSpec:
 
     @property
     def compressor_params(self) -> dict[str, str]:
-        return {k: v for k, v in self.params.items() if k != "budget"}
+        """What the compressor is built with: every parameter but the audit's own."""
+        return {k: v for k, v in self.params.items() if k not in AUDIT_PARAMS}
 
     @property
     def system(self) -> str:
-        """The condition whatever its label's spelling or budget: the target and its
-        other parameters in order (``bm25:budget=1200`` and ``bm25`` are one system;
+        """The condition whatever its label's spelling, name or budget: the target and
+        its other parameters in order (``bm25:budget=1200`` and ``bm25`` are one system;
         the budget is told apart where it matters, as a budget)."""
         params = sorted(self.compressor_params.items())
         return self.target + (":" + ",".join(f"{k}={v}" for k, v in params) if params else "")
 
 
-_COMMAND_KEYS = re.compile(r"(run|timeout)=")
+AUDIT_PARAMS = frozenset({"budget", "name"})
+"""Parameters every condition takes, read by the audit and never passed to the
+compressor: its own budget, and the name its results are labelled with."""
+_COMMAND_KEYS = re.compile(r"(run|timeout|env|name)=")
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,63}")
+"""A condition's ``name=``: a word (letters, digits, ``_.@+-``), at most 64 characters,
+without the spec grammar's ``:`` and ``,``."""
+
+
+def with_label(spec: ConditionSpec, label: str) -> ConditionSpec:
+    """``spec`` labelled ``label`` (its spec as written kept)."""
+    return ConditionSpec(label, spec.target, spec.params, None if label == spec.spec else spec.spec)
 
 
 def parse_spec(text: str) -> ConditionSpec:
     """``name``, ``name:k=v,k2=v2``, ``pkg.mod:Class`` or ``pkg.mod:Class:k=v``; and
     the external forms: ``cmd:COMMAND`` (short for ``cmd:run=COMMAND``) and
-    ``http://HOST:PORT/PATH`` (short for ``http:url=URL``)."""
+    ``http://HOST:PORT/PATH`` (short for ``http:url=URL``).  Any condition takes
+    ``name=NAME``, its label (``cmd:name=jqmem,run=jq -c ...``)."""
     text = text.strip()
     if not text:
         raise UnknownCompressorError("empty condition name")
@@ -145,7 +169,15 @@ def parse_spec(text: str) -> ConditionSpec:
         if not sep or not key.strip():
             raise UnknownCompressorError(f"{text}: parameter {item!r} is not key=value")
         params[key.strip()] = value.strip()
-    return ConditionSpec(label=text, target=target, params=params)
+    name = params.get("name")
+    if name is None:
+        return ConditionSpec(label=text, target=target, params=params)
+    if not NAME.fullmatch(name):
+        raise UnknownCompressorError(
+            f"{text}: name={name!r} must be a word of at most 64 letters, digits and _.@+- "
+            "(no ':' or ',')"
+        )
+    return ConditionSpec(label=name, target=target, params=params, written=text)
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:

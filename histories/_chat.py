@@ -10,9 +10,9 @@ chat form: one agent turn over the chunk, rendered from the same records.
 * ``assistant``: a one-line acknowledgement naming how many entries it read.
 
 Every wording, and the call id, is picked by the records' phrasing seeds (the same
-per-record seeds the prose rendering uses), so a chunk whose records both variants
-share reads identically in A and B, and a renamed pair's chunk reads like its
-source's.  Nothing in the framing depends on a label.
+per-record seeds the prose rendering uses; the audit's are a function of each
+record's line alone), so a chunk whose records both variants share reads
+identically in A and B.
 
 A chat memory is a list of turns kept as text (``dump_chat`` / ``parse_chat``, exact
 round trip): each turn a header line ``[role]`` (``[tool CALL_ID]`` for a tool

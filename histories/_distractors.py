@@ -1,27 +1,28 @@
-"""Distractor records: plausible traffic on keys the task never touches.
+"""Distractor records: plausible traffic on keys the task never writes.
 
 Three mixes: ``plain`` distractors are literal sets only (the paper's pilot);
 ``mixed`` distractors (the default) also revoke, replay, copy, choose and expire,
 so a compressor that budgets by record kind meets control records that do not
-matter to the task; ``task-like`` distractors (the ``cca-pilot`` preset) are mixed
-and also drawn like the task's records, so that nothing but their meaning tells them
-apart: each key carries one to three bindings (revisions start at 1 to 3 and climb by
-1 to 3, as a task key's do, instead of climbing on a few busy keys), choices get a
-selector set to one of their option labels (``x``, ``primary``, ``on``: the labels the
-families use), expiries fall in the task's range of ticks, and copies read keys that
-have a value.
+matter to the task; ``task-like`` distractors (the ``cca-pilot`` preset) are
+**decoy drafts**: the pair's own family builds them as it builds the task, on
+distractor labels, so their kinds, revisions, values, expiries and the label graph
+they draw are the task's own distribution, and nothing but their meaning (they never
+reach the query key) tells them apart.  Decoy reads are moved to other drafts' keys,
+the task's included, each draft alike (``JOIN_READS``), so the query key's component
+in the label graph holds decoys too.
 
 Distractors are shared by both variants (so they cannot reveal the hidden
-distinction), use every record kind a compressor must budget for (including
-control records: revokes, replays, expiries, selectors), never tie revisions on
-a key, and never move the clock (the task owns time): only task-like distractors
-tick, and only where the task's prefix ticks, to a time before its first tick.
+distinction), never write a task key or target a task record (so no answer moves),
+never tie revisions on a key, and never move the clock (the task owns time): a
+decoy's tick is moved before the task's first tick, or dropped where the task's
+prefix has none.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from histories._labels import Labels, between, pick
 from histories._records import (
@@ -32,28 +33,64 @@ from histories._records import (
     RevokeRecord,
     SetRecord,
     TickRecord,
+    referenced_keys,
+    replace_fields,
     trusted,
 )
 
+if TYPE_CHECKING:
+    from histories.families import Draft
+
 DistractorMix = Literal["mixed", "plain", "task-like"]
 """``mixed``: every record kind, control records included (the default);
-``plain``: literal ``set`` records only, as in the paper's pilot; ``task-like``: mixed,
-with revisions, values, expiries and keys drawn like the task's."""
+``plain``: literal ``set`` records only, as in the paper's pilot; ``task-like``: decoy
+drafts of the pair's own family on distractor labels."""
 
-OPTION_LABELS = (
-    "x", "y", "primary", "backup", "on", "off", "left", "right", "red", "blue",
-    "day", "night", "weekend", "holiday", "peak", "idle",
-)  # fmt: skip
-"""The option labels and conditions the families draw (``choice_switch``,
-``missing_dependency``, ``dormant_rule``): task-like selectors are set to these too."""
+DraftBuilder = Callable[[random.Random, Labels], "Draft"]
 
-PER_KEY = 2
-"""Task-like distractors put at most this many bindings on a key in the prefix (a task
-key has one or two), so revisions stay in the task's range."""
+JOIN_READS = 0.75
+"""Task-like: the chance that a decoy borrows one of its input keys (a key it reads:
+a copy's source, a choice's selector or option, a rule's condition) from another
+draft, the task's included, every draft alike.  Reads never write, so no answer
+moves.  Without such reads no distractor shares a label with the task and the query
+key's component in the label graph is exactly the task; with reads that only ever go
+to the task (the previous design), task keys were named by other records far more
+often than distractor keys (89 % against 21 %), a tell of its own."""
+
+OWN_FAMILY = 0.5
+"""Task-like: the chance that a decoy draft is of the pair's own family (else of a
+paper family, drawn alike): a task's structure recurs among its distractors, and
+every pair has decoys that read other keys, to join the task's labels through."""
+
+READ_FIELDS = {"copy": ("src",), "choose": ("selector",), "when": ("cond_key",)}
+"""The fields of a record that name a key it reads (besides a choice's options)."""
+
+
+class _DecoyLabels:
+    """A family's label maker for a decoy draft: its keys and ids are distractors'."""
+
+    def __init__(self, labels: Labels) -> None:
+        self._labels = labels
+
+    def task_key(self, role: str) -> str:
+        return self._labels.distractor_key()
+
+    def task_id(self) -> str:
+        return self._labels.distractor_id()
+
+    def distractor_key(self) -> str:
+        return self._labels.distractor_key()
+
+    def distractor_id(self) -> str:
+        return self._labels.distractor_id()
+
+    def value(self) -> str:
+        return self._labels.value()
 
 
 class DistractorPool:
-    """Draws distractor records over a fixed set of distractor keys."""
+    """Draws distractor records over a fixed set of distractor keys (``plain`` and
+    ``mixed``), or decoy drafts of the pair's family (``task-like``)."""
 
     def __init__(
         self,
@@ -62,41 +99,110 @@ class DistractorPool:
         n_keys: int,
         mix: DistractorMix = "mixed",
         tick_below: int | None = None,
+        task_keys: tuple[str, ...] = (),
+        decoys: Sequence[DraftBuilder] = (),
     ) -> None:
+        if mix == "task-like" and not decoys:
+            raise ValueError("task-like distractors need the families' draft builders")
         self._rng = rng
-        self._tick_below = tick_below if tick_below is not None and tick_below > 1 else None
-        """Task-like: the task prefix's first tick; stale ticks go before it."""
-        self._plain = mix == "plain"
-        self._task_like = mix == "task-like"
         self._labels = labels
-        count = max(3, n_keys) * (2 if self._task_like else 1)
-        self.keys = [labels.distractor_key() for _ in range(count)]
+        self._plain = mix == "plain"
+        self._decoys = tuple(decoys) if mix == "task-like" else ()
+        """Task-like: the pair's own family's builder, then the paper families'."""
+        self._task_keys = task_keys
+        self._tick_below = tick_below if tick_below is not None and tick_below > 1 else None
+        """Task-like: the task prefix's first tick; a decoy's ticks go before it."""
+        self.keys: list[str] = []
+        if not self._decoys:
+            self.keys = [labels.distractor_key() for _ in range(max(3, n_keys))]
         self._rev = dict.fromkeys(self.keys, 0)
         self._live: list[SetRecord] = []
         """Distractor sets not yet revoked: targets for revokes and replays."""
-        self._bindings = dict.fromkeys(self.keys, 0)
-        """Task-like: bindings drawn per key."""
-        self._selectors: dict[str, tuple[str, ...]] = {}
-        """Task-like: selector key -> the option labels of the choice reading it."""
-        self._pending: list[Record] = []
-        """Task-like: a selector's set, drawn with its choice, given out next."""
+
+    def draw(self, count: int) -> list[Record]:
+        """The prefix's ``count`` distractor records."""
+        if not self._decoys:
+            return [self.record() for _ in range(count)]
+        drafts: list[list[Record]] = []
+        drawn: list[Record] = []
+        while len(drawn) < count:  # borrowing drops records: draw until enough remain
+            while sum(map(len, drafts)) < count + len(drafts):
+                drafts.append(self._decoy_records())
+                if len(drafts) > 4 * count + 16:  # a family whose drafts hold only ticks
+                    raise ValueError("decoy drafts hold no records")
+            drawn = self._borrow(drafts)
+            drafts.append(self._decoy_records())
+        drawn = drawn[:count]
+        for record in drawn:  # future distractors update the decoys' keys
+            key, rev = getattr(record, "key", None), getattr(record, "rev", None)
+            if key is not None and rev is not None:
+                if key not in self._rev:
+                    self.keys.append(key)
+                self._rev[key] = max(self._rev.get(key, 0), rev)
+        return drawn
+
+    def _decoy_records(self) -> list[Record]:
+        """One variant of a decoy draft (of the pair's own family half of the time, else
+        of a paper family), its ticks moved before the task's first."""
+        own = self._rng.random() < OWN_FAMILY
+        build = self._decoys[0] if own else pick(self._rng, self._decoys[1:] or self._decoys)
+        draft = build(self._rng, _DecoyLabels(self._labels))
+        records = draft.variant_a if self._rng.random() < 0.5 else draft.variant_b
+        out = []
+        for record in records:
+            if isinstance(record, TickRecord):
+                if self._tick_below is None:
+                    continue  # the task's prefix keeps the clock at 0
+                now = between(self._rng, 1, self._tick_below - 1)
+                record = replace_fields(record, {"now": now})
+            out.append(record)
+        return out
+
+    def _borrow(self, drafts: list[list[Record]]) -> list[Record]:
+        """The drafts' records after each decoy borrows, at ``JOIN_READS``, each of its
+        input keys (read, and written only by sets no record targets) from another
+        draft, the task's included, every draft alike: its reads name the lent key and
+        its sets of the input go.  A lent key gains a reader and no draft loses one, so
+        in-degree stays each draft's own profile while the drafts join up."""
+        borrowed = [
+            [key for key in _inputs(records) if self._rng.random() < JOIN_READS]
+            for records in drafts
+        ]
+        lendable = [list(self._task_keys)] + [
+            [key for key in _named(records) if key not in gone]
+            for records, gone in zip(drafts, borrowed, strict=True)
+        ]
+        out: list[Record] = []
+        for own, (records, gone) in enumerate(zip(drafts, borrowed, strict=True), start=1):
+            others = [i for i, keys in enumerate(lendable) if i != own and keys]
+            mapping = {key: pick(self._rng, lendable[pick(self._rng, others)]) for key in gone}
+            out.extend(
+                _read_through(record, mapping)
+                for record in records
+                if getattr(record, "key", None) not in mapping
+            )
+        return out
 
     def _next_rev(self, key: str) -> int:
-        if self._task_like:  # like a task key's: mostly 1, then mostly one more
-            roll = self._rng.random()
-            if self._rev[key] == 0:
-                step = 1 if roll < 0.65 else 2 if roll < 0.85 else between(self._rng, 3, 4)
-            else:
-                step = 1 if roll < 0.7 else between(self._rng, 2, 3)
-            self._rev[key] += step
-            return self._rev[key]
         self._rev[key] += between(self._rng, 1, 3)
         return self._rev[key]
 
     def fresh_set(self) -> SetRecord:
-        """A plain literal binding (the bulk of distractor traffic, and future chunks)."""
-        if self._task_like:
-            return self._task_like_set(self._key())
+        """A plain literal binding (the bulk of distractor traffic, and future chunks);
+        a decoy key's next binding, as a future's override is the task's."""
+        if self._decoys:
+            if not self.keys:  # no decoy in the prefix
+                self.keys.append(self._labels.distractor_key())
+                self._rev[self.keys[0]] = 0
+            key = pick(self._rng, self.keys)
+            self._rev[key] += 1
+            return trusted(
+                SetRecord,
+                id=self._labels.distractor_id(),
+                key=key,
+                value=self._labels.value(),
+                rev=self._rev[key],
+            )
         key = pick(self._rng, self.keys)
         timed = not self._plain and self._rng.random() < 0.15
         expires = between(self._rng, 40, 99) if timed else None
@@ -112,11 +218,9 @@ class DistractorPool:
         return record
 
     def record(self) -> Record:
-        """One distractor record of a weighted-random kind."""
+        """One distractor record of a weighted-random kind (``plain``, ``mixed``)."""
         if self._plain:
             return self.fresh_set()
-        if self._task_like:
-            return self._task_like_record()
         roll = self._rng.random()
         live = self._live
         if roll < 0.10 and live:
@@ -152,82 +256,30 @@ class DistractorPool:
             )
         return self.fresh_set()
 
-    # ------------------------------------------------------------- task-like
 
-    def _key(self, exclude: tuple[str, ...] = ()) -> str:
-        """A key with room for one more binding (any key once every key is full)."""
-        open_keys = [k for k in self.keys if self._bindings[k] < PER_KEY and k not in exclude]
-        key = pick(self._rng, open_keys or [k for k in self.keys if k not in exclude])
-        self._bindings[key] += 1
-        return key
+def _named(records: list[Record]) -> list[str]:
+    """The keys a draft's records name, in first-seen order."""
+    return list(dict.fromkeys(key for record in records for key in referenced_keys(record)))
 
-    def _task_like_set(self, key: str, value: str | None = None) -> SetRecord:
-        """A set drawn like a task's: a selector's value is one of its option labels; one
-        in seven expires within the task's range of ticks."""
-        if value is None:
-            labels = self._selectors.get(key)
-            value = pick(self._rng, labels) if labels else self._labels.value()
-        timed = self._rng.random() < 0.15
-        record = trusted(
-            SetRecord,
-            id=self._labels.distractor_id(),
-            key=key,
-            value=value,
-            rev=self._next_rev(key),
-            expires=between(self._rng, 4, 30) if timed else None,
-        )
-        self._live.append(record)
+
+def _inputs(records: list[Record]) -> list[str]:
+    """A draft's input keys: read by one of its records, written by sets only, none of
+    them the target of a revoke or replay (so dropping them leaves nothing dangling)."""
+    targeted = {getattr(record, "target", None) for record in records}
+    derived = {getattr(r, "key", None) for r in records if r.op != "set" or r.id in targeted}
+    read = dict.fromkeys(key for record in records for key in referenced_keys(record)[1:])
+    return [key for key in read if key not in derived]
+
+
+def _read_through(record: Record, mapping: dict[str, str]) -> Record:
+    """The record with the keys it reads renamed through ``mapping``."""
+    if not mapping or record.op not in READ_FIELDS:
         return record
-
-    def _task_like_record(self) -> Record:
-        if self._pending:
-            return self._pending.pop()
-        roll = self._rng.random()
-        if self._tick_below is not None and roll < 0.05:  # stale: the clock stays the task's
-            now = between(self._rng, 1, self._tick_below - 1)
-            return trusted(TickRecord, id=self._labels.distractor_id(), now=now)
-        roll = self._rng.random()
-        live = self._live
-        if roll < 0.08 and live:
-            target = live.pop(int(self._rng.random() * len(live)))
-            return trusted(RevokeRecord, id=self._labels.distractor_id(), target=target.id)
-        if roll < 0.13 and live:
-            target = pick(self._rng, live)
-            if self._bindings[target.key] < PER_KEY:
-                self._bindings[target.key] += 1
-                return trusted(
-                    ReplayRecord,
-                    id=self._labels.distractor_id(),
-                    key=target.key,
-                    target=target.id,
-                    rev=self._next_rev(target.key),
-                )
-        if roll < 0.23:
-            bound = [k for k in self.keys if self._bindings[k]]
-            key = self._key()
-            sources = [k for k in bound if k != key] or [k for k in self.keys if k != key]
-            timed = self._rng.random() < 0.3
-            return trusted(
-                CopyRecord,
-                id=self._labels.distractor_id(),
-                key=key,
-                src=pick(self._rng, sources),
-                rev=self._next_rev(key),
-                expires=between(self._rng, 4, 30) if timed else None,
-            )
-        if roll < 0.28:
-            key = self._key()
-            selector, left, right = self._rng.sample([k for k in self.keys if k != key], 3)
-            labels = tuple(self._rng.sample(OPTION_LABELS, 2))
-            self._selectors[selector] = labels
-            self._bindings[selector] += 1
-            self._pending.append(self._task_like_set(selector, pick(self._rng, labels)))
-            return trusted(
-                ChooseRecord,
-                id=self._labels.distractor_id(),
-                key=key,
-                selector=selector,
-                options=dict(zip(labels, (left, right), strict=True)),
-                rev=self._next_rev(key),
-            )
-        return self._task_like_set(self._key())
+    update: dict[str, object] = {
+        name: mapping[getattr(record, name)]
+        for name in READ_FIELDS[record.op]
+        if getattr(record, name) in mapping
+    }
+    if isinstance(record, ChooseRecord):
+        update["options"] = {label: mapping.get(k, k) for label, k in record.options.items()}
+    return replace_fields(record, update)

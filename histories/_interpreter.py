@@ -191,6 +191,32 @@ class LogIndex:
                         frontier.extend(referenced_keys(self.by_id[record.target]))
         return found
 
+    def asserted(self) -> tuple[set[str], set[str]]:
+        """Every value this log binds, as (live, dead): what each binding record asserts,
+        evaluated as if it won (a ``copy`` its source's value now, a ``choose`` the
+        option its selector names now), split by whether the record is dead (revoked, or
+        expired at the clock); live also holds every key's resolved value (a sum of
+        ``add`` records).  A value in both is dead to a reader of wrong answers, which
+        looks there first.  Says what a wrong answer is."""
+        resolver = _Resolver(self)
+        live: set[str] = set()
+        dead: set[str] = set()
+        clock, revoked = self.clock, self.revoked
+        for record in self._records:
+            if record.op not in _BINDING_OPS:
+                continue
+            # (a replay asserts its target's value, which the target's own window and
+            # revocation already class)
+            expires = getattr(record, "expires", None)
+            value = resolver._payload(record, set())
+            if value is not None:
+                gone = record.id in revoked or (expires is not None and clock > expires)
+                (dead if gone else live).add(value)
+        # a key's winner is live, so its value is in ``live`` already, unless ``add``
+        # records sum onto it
+        live.update(v for v in self.resolve(list(self.adds)).values() if v is not None)
+        return live, dead
+
     def resolve(self, keys: Sequence[str]) -> Answer:
         """E_q for ``keys``; each key is resolved on its own, so answers never
         depend on which other keys were asked."""

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from histories._errors import MemoryAuditError
 from histories._interpreter import Answer, LogIndex
@@ -22,7 +22,18 @@ VariantName = Literal["A", "B"]
 FutureName = Literal["reveal", "override"]
 Branch = Literal["current", "reveal", "override"]
 RenderStyle = Literal["json", "log", "prose"]
-TransformKind = Literal["rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk"]
+
+
+def _registered(kind: str) -> str:
+    from histories._transforms import TRANSFORMS  # the registry imports this module
+
+    if kind == "identity" or kind not in TRANSFORMS:
+        raise ValueError(f"unknown transform {kind!r}; known: {', '.join(TRANSFORMS)}")
+    return kind
+
+
+TransformKind = Annotated[str, AfterValidator(_registered)]
+"""A registered transform's name (``histories._transforms.TRANSFORMS``)."""
 
 VARIANTS: tuple[VariantName, VariantName] = ("A", "B")
 FUTURES: tuple[FutureName, FutureName] = ("reveal", "override")
@@ -90,8 +101,8 @@ class TransformInfo(_Model):
     kind: TransformKind
     index: int = Field(ge=0)
     mapping: dict[str, str] = Field(default_factory=dict)
-    """Old label -> new label (renamings); empty for permutations, ``rerev`` and
-    ``revalue`` (they change no label)."""
+    """Old label -> new label (renamings and ``disguise``); empty for permutations,
+    ``rerev`` and ``revalue`` (they change no label)."""
 
     def inverse_mapping(self) -> dict[str, str]:
         return {new: old for old, new in self.mapping.items()}
@@ -99,6 +110,37 @@ class TransformInfo(_Model):
 
 RESERVED_FAMILY = "all"
 """No family may be called this: it names the all-families cell of every score."""
+
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class SourceRef(_Model):
+    """Where one variant of a natural pair comes from, exactly."""
+
+    file: Annotated[str, Field(min_length=1, max_length=500)]
+    """The source file, as the source names it (``test.json``, ``Europe/Paris``)."""
+    sha256: Sha256
+    """Of that file's bytes, so a reader can tell the same source from another."""
+    item: Annotated[str, Field(min_length=1, max_length=200)]
+    """The dialogue, reservation or zone id inside the file."""
+    turn: int | None = Field(default=None, ge=0)
+    """The source turn the pair is cut at (a dialogue), if any."""
+
+
+class Provenance(_Model):
+    """What a natural pair was derived from, and the one edit that made it a pair."""
+
+    source: Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
+    """The pack: ``tzdata``, ``multiwoz``, ``tau2``."""
+    version: Annotated[str, Field(min_length=1, max_length=100)]
+    """Of the source data (``tzdata 2026.6``), since other versions give other pairs."""
+    licence: Annotated[str, Field(min_length=1, max_length=1000)]
+    """The source's licence and the attribution it asks for."""
+    A: SourceRef
+    B: SourceRef
+    edit: Annotated[str, Field(min_length=1, max_length=1000)]
+    """How B differs from A, in words (a second zone; one slot value replaced)."""
 
 
 class Pair(_Model):
@@ -119,6 +161,8 @@ class Pair(_Model):
     source_pair_id: PairId | None = None
     """The independent source pair this one was transformed from (None: it is a source)."""
     transform: TransformInfo | None = None
+    provenance: Provenance | None = None
+    """Set on natural pairs (``histories.natural``): every record then carries ``text``."""
 
     @field_validator("family")
     @classmethod
@@ -178,6 +222,80 @@ def compute_gold(pair: Pair) -> GoldPair:
     return GoldPair(**golds)
 
 
+WrongAnswer = Literal[
+    "other_variant", "stale", "resurrected", "bound_elsewhere", "invented", "no_answer",
+    "right_values",
+]  # fmt: skip
+WRONG_ANSWERS: dict[WrongAnswer, str] = {
+    "other_variant": "the other variant's right answer on this branch: the collision shows "
+    "through (what a memory that cannot tell the variants apart answers)",
+    "stale": "this variant's answer before the future: the update not taken",
+    "resurrected": "a value a revoked or expired record of this history binds",
+    "bound_elsewhere": "a value this history binds, but not here and now: an outranked "
+    "revision, a record not yet valid or whose condition fails, another key's value",
+    "invented": "a value this history never binds",
+    "no_answer": "no value: null where the answer is a value, or no answer at all (a "
+    "memory E_q cannot read, a compressor that raised, a writer that failed, an LLM "
+    "answer with no values)",
+    "right_values": "the right values in a wrong form (the report's format failure)",
+}
+"""What the answer of a wrong read is, for the results' ``wrong_answer`` column.  Each
+wrong key of an answer gets the first class that fits, in this order, and the answer
+the first of its keys' (``AnswerClasses``)."""
+_RANK: dict[WrongAnswer, int] = {name: rank for rank, name in enumerate(WRONG_ANSWERS)}
+
+
+class AnswerClasses:
+    """Classes wrong answers by what they are (``WRONG_ANSWERS``), exactly: from a pair's
+    gold answers and, for an answer that is none of them, the values each history binds
+    (``LogIndex.asserted``, worked out once per history and only when needed; a
+    history is known by its pair's id, so the pairs one of these sees have distinct ids,
+    as the instances of one job do)."""
+
+    def __init__(self) -> None:
+        self._bound: dict[tuple[str, str, str], tuple[set[str], set[str]]] = {}
+
+    def classify(
+        self, pair: Pair, variant: VariantName, branch: Branch, answer: object
+    ) -> WrongAnswer:
+        """The class of ``answer`` (``{key: value}``; anything else is no answer) read
+        wrong on ``variant`` after ``branch``; ``right_values`` when no key is wrong."""
+        if not isinstance(answer, dict):
+            return "no_answer"
+        assert pair.gold is not None, f"{pair.pair_id} has no gold answers"
+        golds = pair.gold.of(variant)
+        right, other = golds.of(branch), pair.gold.of("B" if variant == "A" else "A").of(branch)
+        found: list[WrongAnswer] = []
+        for key, want in right.items():
+            value = answer.get(key)
+            if value == want:
+                continue
+            if value == other[key]:
+                found.append("other_variant")
+            elif branch != "current" and value == golds.current[key]:
+                found.append("stale")
+            elif value is None:
+                found.append("no_answer")
+            elif not isinstance(value, str):
+                found.append("invented")
+            else:
+                live, dead = self.bound(pair, variant, branch)
+                found.append(
+                    "resurrected" if value in dead
+                    else "bound_elsewhere" if value in live
+                    else "invented"
+                )  # fmt: skip
+        return min(found, key=_RANK.__getitem__) if found else "right_values"
+
+    def bound(self, pair: Pair, variant: VariantName, branch: Branch) -> tuple[set[str], set[str]]:
+        """(live, dead): the values the history of ``variant`` after ``branch`` binds."""
+        key = (pair.pair_id, variant, branch)
+        found = self._bound.get(key)
+        if found is None:
+            found = self._bound[key] = LogIndex(pair.history(variant, branch)).asserted()
+        return found
+
+
 def _locate(pair: Pair, variant: VariantName, record_id: str) -> list[str]:
     """Every field path at which ``record_id`` occurs in ``variant``'s histories."""
     places = [
@@ -215,6 +333,24 @@ def _check_unique_ids(pair: Pair) -> None:
         raise PairPropertyError(pair.pair_id, "query", "query keys repeat")
 
 
+def _check_natural(pair: Pair) -> None:
+    """A natural pair's records all carry their source's words: a reader of text
+    must see what E_q reads, and a record without text would be invented data."""
+    if pair.provenance is None:
+        return
+    places = [(f"variants.{v}.chunks", pair.variants.of(v).chunks) for v in VARIANTS]
+    places += [(f"futures.{f}", pair.futures.of(f)) for f in FUTURES]
+    for path, chunks in places:
+        for ci, chunk in enumerate(chunks):
+            for ri, record in enumerate(chunk):
+                if record.text is None:
+                    raise PairPropertyError(
+                        pair.pair_id,
+                        f"{path}.{ci}.{ri}.text",
+                        f"a natural pair ({pair.provenance.source}) needs the text of every record",
+                    )
+
+
 def check_pair(pair: Pair) -> GoldPair:
     """Verify ids and the pair property with E_q; return the gold answers.
 
@@ -222,6 +358,7 @@ def check_pair(pair: Pair) -> GoldPair:
     carries gold answers must carry exactly E_q's.
     """
     _check_unique_ids(pair)
+    _check_natural(pair)
     gold = compute_gold(pair)
     if gold.A.current != gold.B.current:
         raise PairPropertyError(

@@ -15,6 +15,10 @@ Kinds beyond the paper's six (each needed by one family, documented in
   expired record (dormant conditional rule).
 * ``starts`` on ``set`` and ``copy`` - the first tick at which the record is
   valid (bi-temporal scheduled change).
+
+Every kind may carry ``text``, last: a *natural* record (``histories.natural``)
+holds the words its source wrote (a dialogue turn, a tool observation, a rule
+line) and, in its other fields, the structured annotation E_q reads.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
 Revision = Annotated[int, Field(ge=0, le=10**12)]
 Tick = Annotated[int, Field(ge=0, le=10**12)]
 Value = Annotated[str, Field(max_length=10_000)]
+Text = Annotated[str, Field(min_length=1, max_length=10_000)]
+"""The words of a natural record, as its source wrote them (``histories.natural``)."""
 
 
 class _Record(BaseModel):
@@ -113,6 +119,8 @@ class SetRecord(_Record):
     """Last tick (inclusive) at which the record is valid."""
     starts: Tick | None = None
     """First tick at which the record is valid (extension: scheduled changes)."""
+    text: Text | None = None
+    """Natural records only: the source's own words; the other fields annotate them."""
 
 
 class CopyRecord(_Record):
@@ -124,6 +132,7 @@ class CopyRecord(_Record):
     rev: Revision
     expires: Tick | None = None
     starts: Tick | None = None
+    text: Text | None = None
 
 
 class ChooseRecord(_Record):
@@ -135,6 +144,7 @@ class ChooseRecord(_Record):
     options: dict[Value, Identifier] = Field(min_length=1, max_length=64)
     """Map from selector value (an option label) to the key it points at."""
     rev: Revision
+    text: Text | None = None
 
 
 class RevokeRecord(_Record):
@@ -142,6 +152,7 @@ class RevokeRecord(_Record):
 
     op: Literal["revoke"] = "revoke"
     target: Identifier
+    text: Text | None = None
 
 
 class ReplayRecord(_Record):
@@ -151,6 +162,7 @@ class ReplayRecord(_Record):
     key: Identifier
     target: Identifier
     rev: Revision
+    text: Text | None = None
 
 
 class TickRecord(_Record):
@@ -158,6 +170,7 @@ class TickRecord(_Record):
 
     op: Literal["tick"] = "tick"
     now: Tick
+    text: Text | None = None
 
 
 class AddRecord(_Record):
@@ -168,6 +181,7 @@ class AddRecord(_Record):
     delta: Annotated[int, Field(ge=-(10**12), le=10**12)]
     rev: Revision
     expires: Tick | None = None
+    text: Text | None = None
 
 
 class WhenRecord(_Record):
@@ -180,6 +194,7 @@ class WhenRecord(_Record):
     value: Value
     rev: Revision
     expires: Tick | None = None
+    text: Text | None = None
 
 
 Record = Annotated[

@@ -47,6 +47,9 @@ _Phrasing = Callable[[dict[str, Any]], str]
 # unescaped with ensure_ascii=False (it always escapes the C0 controls).
 _LINE_BREAK_ESCAPES = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
+_LINE_BREAK_TEXT = dict.fromkeys([0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, *_LINE_BREAK_ESCAPES], " ")
+"""Every other character ``str.splitlines`` breaks at, made a space in a natural text."""
+
 _CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*")
 _ARGUMENT = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
 _SEPARATOR = re.compile(r"\s*([,)])\s*")
@@ -77,8 +80,9 @@ def render_records(
 
     ``seed`` only matters for ``prose``: it picks the phrasings, so the same records
     and seed always give the same text.  One seed per record (a sequence) phrases each
-    record on its own: the audit seeds a record by its identity in the source pair, so
-    a record shared by both variants, or renamed, is worded the same everywhere.
+    record on its own: the audit seeds a record by its canonical line, so a record
+    shared by both variants is worded the same everywhere, and a seed says nothing the
+    record does not.
     """
     if style == "json":
         return "\n".join([record.canonical_json() for record in records])
@@ -120,6 +124,9 @@ def _log_line(record: Record) -> str:
 
 
 def _prose_line(record: Record, rng: random.Random) -> str:
+    if record.text is not None:  # a natural record: its source's own words
+        text = record.text.replace("\n", " ").translate(_LINE_BREAK_TEXT)
+        return f"({record.id}) {text}"
     phrasing = pick(rng, _prose_phrasings()[record.op])
     return phrasing(record.to_dict())
 

@@ -24,6 +24,16 @@
   value's shape no longer says whose it is.  Integers stay integers (shifted by one
   offset, so ``add`` arithmetic still holds) and values longer than 18 characters keep
   their length and which positions two of them share (a substitution per position).
+* ``disguise`` - ``relabel``, ``rerev``, ``revalue`` and ``permute`` at once, drawn
+  from one generator: each of the others rewrites one part of a record and leaves the
+  rest as the public data has it, so a table of (op, id, labels) or (op, revision,
+  values) remembered from the public generator survives each of them alone; it does
+  not survive this.  (A natural pair keeps its values, as under ``revalue``.)
+* ``entity``  - on a natural pair, every entity it names (a MultiWOZ venue, area, food,
+  day or station; a tau2 airport) replaced consistently by another value its source's
+  own annotation gives that slot, in the text and the annotation together (and the
+  gold answers): the natural counterpart of ``revalue``.  A pair with no such entity
+  (synthetic, tzdata, tau2 retail) gets no instance.
 * ``rechunk`` - the prefix streamed in more, smaller chunks: the ``index``-th copy cuts
   every chunk into pieces of ``chunk_size >> (index + 1)`` records (at least one), so
   a memory goes through more updates (compactions) before the same futures.  Records,
@@ -39,7 +49,7 @@ import random
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Literal
+from dataclasses import dataclass
 
 from histories._errors import MemoryAuditError
 from histories._labels import WORDS, between, pick, random_label
@@ -51,7 +61,6 @@ from histories._pair import (
     Pair,
     PairPropertyError,
     TransformInfo,
-    TransformKind,
     Variant,
     VariantName,
     Variants,
@@ -59,9 +68,6 @@ from histories._pair import (
 )
 from histories._records import LABEL_FIELDS, Record, referenced_keys, replace_fields
 
-TRANSFORM_KINDS: tuple[str, ...] = (
-    "identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk",
-)  # fmt: skip
 _DISTRACTOR_FIRST = string.ascii_lowercase[:13]  # a-m
 _TASK_FIRST = string.ascii_lowercase[13:]  # n-z
 
@@ -148,12 +154,15 @@ def _rename_gold(gold: Gold, mapping: Mapping[str, str]) -> Gold:
 
 
 def task_labels(pair: Pair) -> set[str]:
-    """Labels that belong to the task: its keys, and ids of records that touch them."""
+    """Labels that belong to the task: its keys, and ids of records that write them.
+
+    A record that only reads a task key (a task-like distractor's copy or choice) is
+    not the task's: it writes a distractor key."""
     task_keys = set(pair.task_keys) | set(pair.query)
     labels = set(task_keys)
     records = list(pair.all_records())
     for record in records:
-        if record.op == "tick" or task_keys.intersection(referenced_keys(record)):
+        if record.op == "tick" or getattr(record, "key", None) in task_keys:
             labels.add(record.id)
     for record in records:  # revokes of task records are task records
         if record.op == "revoke" and record.target in labels:
@@ -179,9 +188,7 @@ def _fresh_mapping(
     return mapping
 
 
-def _provenance(
-    pair: Pair, kind: TransformKind, index: int, mapping: dict[str, str]
-) -> dict[str, object]:
+def _provenance(pair: Pair, kind: str, index: int, mapping: dict[str, str]) -> dict[str, object]:
     return {
         "pair_id": f"{pair.pair_id}~{kind}{index:02d}",
         "source_pair_id": pair.pair_id,
@@ -238,27 +245,30 @@ def _reshaped_label(rng: random.Random) -> str:
     return f"{pick(rng, string.ascii_lowercase)}{between(rng, 0, 999_999)}"
 
 
-def relabel(pair: Pair, index: int, seed: int = 0) -> Pair:
-    """A renaming onto labels of new lengths and shapes (one distribution for all)."""
-    _require_source(pair)
-    rng = _rng(pair, "relabel", index, seed)
+def _reshaped_mapping(labels: Iterable[str], rng: random.Random) -> dict[str, str]:
+    """A bijection of ``labels`` onto fresh labels of random shapes (``relabel``)."""
     used: set[str] = set()
     mapping: dict[str, str] = {}
-    for label in pair_labels(pair):
+    for label in labels:
         while True:
             new = _reshaped_label(rng)
             if new not in used:
                 used.add(new)
                 mapping[label] = new
                 break
+    return mapping
+
+
+def relabel(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """A renaming onto labels of new lengths and shapes (one distribution for all)."""
+    _require_source(pair)
+    mapping = _reshaped_mapping(pair_labels(pair), _rng(pair, "relabel", index, seed))
     renamed = apply_mapping(pair, mapping)
     return _verified(renamed.model_copy(update=_provenance(pair, "relabel", index, mapping)))
 
 
-def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
-    """The ``index``-th reordering of the prefix (same slot order for A and B), verified."""
-    _require_source(pair)
-    rng = _rng(pair, "permute", index, seed)
+def _permuted(pair: Pair, rng: random.Random) -> Pair:
+    """The prefix reordered (one slot order for A and B), not verified."""
     by_variant = {v: {r.id: r for r in pair.prefix(v)} for v in VARIANTS}
     order = list(dict.fromkeys([*by_variant["A"], *by_variant["B"]]))
     rng.shuffle(order)
@@ -274,7 +284,13 @@ def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
         )
 
     variants = Variants.model_construct(A=reordered("A"), B=reordered("B"))
-    permuted = pair.model_copy(update={"variants": variants})
+    return pair.model_copy(update={"variants": variants})
+
+
+def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """The ``index``-th reordering of the prefix (same slot order for A and B), verified."""
+    _require_source(pair)
+    permuted = _permuted(pair, _rng(pair, "permute", index, seed))
     return _verified(permuted.model_copy(update=_provenance(pair, "permute", index, {})))
 
 
@@ -314,12 +330,17 @@ def rerev_record(record: Record, maps: Mapping[str, Mapping[int, int]]) -> Recor
     return replace_fields(record, {"rev": maps[record.key][rev]})  # type: ignore[union-attr]
 
 
+def _reversioned(pair: Pair, rng: random.Random) -> Pair:
+    """Every revision through its key's ``rev_maps``, not verified."""
+    maps = rev_maps(pair.all_records(), rng)
+    return _map_records(pair, lambda record: rerev_record(record, maps))
+
+
 def rerev(pair: Pair, index: int, seed: int = 0) -> Pair:
     """The ``index``-th per-key monotone remap of every revision, verified (answers are
     unchanged: E_q compares revisions only within a key)."""
     _require_source(pair)
-    maps = rev_maps(pair.all_records(), _rng(pair, "rerev", index, seed))
-    remapped = _map_records(pair, lambda record: rerev_record(record, maps))
+    remapped = _reversioned(pair, _rng(pair, "rerev", index, seed))
     return _verified(remapped.model_copy(update=_provenance(pair, "rerev", index, {})))
 
 
@@ -446,20 +467,22 @@ def revalue_record(record: Record, values: Callable[[str], str]) -> Record:
     return record
 
 
-def revalue(pair: Pair, index: int, seed: int = 0) -> Pair:
-    """The ``index``-th consistent redraw of every value (gold answers mapped alike),
-    verified by E_q."""
-    _require_source(pair)
-    values = ValueMap(
-        (v for record in pair.all_records() for v in record_values(record)),
-        _rng(pair, "revalue", index, seed),
-    )
+def _revalued(pair: Pair, rng: random.Random) -> Pair:
+    """Every value (and the gold answers) through one ``ValueMap``, not verified."""
+    values = ValueMap((v for record in pair.all_records() for v in record_values(record)), rng)
     gold = None
     if pair.gold is not None:
         gold = GoldPair.model_construct(
             A=_map_gold(pair.gold.A, values.answer), B=_map_gold(pair.gold.B, values.answer)
         )
-    remapped = _map_records(pair, lambda record: revalue_record(record, values), gold)
+    return _map_records(pair, lambda record: revalue_record(record, values), gold)
+
+
+def revalue(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """The ``index``-th consistent redraw of every value (gold answers mapped alike),
+    verified by E_q."""
+    _require_source(pair)
+    remapped = _revalued(pair, _rng(pair, "revalue", index, seed))
     return _verified(remapped.model_copy(update=_provenance(pair, "revalue", index, {})))
 
 
@@ -469,6 +492,146 @@ def _map_gold(
     return Gold.model_construct(
         current=change(gold.current), reveal=change(gold.reveal), override=change(gold.override)
     )
+
+
+# ----------------------------------------------------------------- disguise
+
+
+def disguise(pair: Pair, index: int, seed: int = 0) -> Pair:
+    """``relabel``, ``rerev``, ``revalue`` and ``permute`` together, from one generator,
+    verified: no part of a record is left as the public data has it (a natural pair's
+    values stay: its text states them)."""
+    _require_source(pair)
+    rng = _rng(pair, "disguise", index, seed)
+    mapping = _reshaped_mapping(pair_labels(pair), rng)
+    changed = _reversioned(apply_mapping(pair, mapping), rng)
+    if pair.provenance is None:
+        changed = _revalued(changed, rng)
+    changed = _permuted(changed, rng)
+    return _verified(changed.model_copy(update=_provenance(pair, "disguise", index, mapping)))
+
+
+# ----------------------------------------------------------------- entities
+
+_EDGE = "(?<![A-Za-z0-9]){}(?![A-Za-z0-9])"
+
+
+def _word(value: str) -> str:
+    """A regex for ``value`` as a whole word; case-blind for a lower-case value (an
+    annotation normalised to lower case, written capitalised in the text)."""
+    escaped = re.escape(value)
+    return _EDGE.format(f"(?i:{escaped})" if value.islower() else escaped)
+
+
+def _literals(record: Record) -> Iterator[tuple[str, str]]:
+    """(key, value) of every literal a record binds or tests."""
+    if record.op == "set":
+        yield record.key, record.value
+    elif record.op == "when":
+        yield record.key, record.value
+        yield record.cond_key, record.cond_value
+
+
+def entity_values(pair: Pair) -> dict[str, list[str]]:
+    """The entities ``entity`` may replace: value -> the values its source's ontology
+    gives every key the value is bound to, less any the pair names anywhere.  An entity
+    is the value of a key its source names an entity slot, stated in the text of every
+    record that sets it, and never the value of any other key (nor a choice's option)."""
+    if pair.provenance is None:
+        return {}
+    from histories.natural import ontology
+
+    slots = ontology(pair.provenance.source)
+    if not slots:
+        return {}
+    keys: dict[str, set[str]] = {}
+    blocked: set[str] = set()
+    records = list(pair.all_records())
+    for record in records:
+        if record.op == "choose":
+            blocked.update(record.options)
+        for key, value in _literals(record):
+            if key in slots:
+                keys.setdefault(value, set()).add(key)
+            else:
+                blocked.add(value)
+    for record in records:
+        if record.op != "set" or record.value not in keys:
+            continue
+        if not re.search(_word(record.value), record.text or ""):
+            blocked.add(record.value)  # its words do not say it: the edit would contradict them
+    seen = "\n".join(
+        part for record in records
+        for part in (record.text or "", *(value for _, value in _literals(record)))
+    )  # fmt: skip
+    lowered = seen.lower()
+    found: dict[str, list[str]] = {}
+    for value, bound in sorted(keys.items()):
+        if value in blocked or not re.search("[A-Za-z0-9]", value):
+            continue
+        options = set.intersection(*(set(slots[key]) for key in bound))
+        fresh = sorted(
+            new for new in options  # the substring test first: most options are not there
+            if new.lower() not in lowered or not re.search(_word(new), seen)
+        )  # fmt: skip
+        if fresh:  # a value named anywhere in the pair would merge two entities
+            found[value] = fresh
+    return found
+
+
+def _substitution(table: Mapping[str, str]) -> Callable[[str], str]:
+    """Every whole-word occurrence of an old value replaced by its new one, in one pass
+    (longest first, so a name is replaced whole before a shorter value inside it)."""
+    olds = sorted(table, key=lambda value: (-len(value), value))
+    pattern = re.compile("|".join(_word(value) for value in olds))
+    lower = {value.lower(): new for value, new in table.items() if value.islower()}
+
+    def replace(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found in table:
+            return table[found]
+        new = lower[found.lower()]  # written in the text's case: "Wednesday" -> "Friday"
+        if found.isupper():
+            return new.upper()
+        return new.title() if found.istitle() else new[:1].upper() + new[1:]
+
+    return lambda text: pattern.sub(replace, text)
+
+
+def _entity_record(record: Record, change: Callable[[str], str]) -> Record:
+    """Values as ``revalue`` maps them (not a choice's labels: never an entity), and text."""
+    moved = record if record.op == "choose" else revalue_record(record, change)
+    return moved if record.text is None else replace_fields(moved, {"text": change(record.text)})
+
+
+def entity(
+    pair: Pair, index: int, seed: int = 0, found: Mapping[str, list[str]] | None = None
+) -> Pair:
+    """The ``index``-th consistent replacement of a natural pair's entities by other
+    values of their slots (``found``: ``entity_values``, computed once by ``transform``
+    for all instances), in text, annotation and gold, verified.  Raises ``ValueError``
+    for a pair with no entity (``transform`` gives it no instance)."""
+    _require_source(pair)
+    rng = _rng(pair, "entity", index, seed)
+    table: dict[str, str] = {}
+    for value, options in (entity_values(pair) if found is None else found).items():
+        unused = [new for new in options if new not in table.values()]
+        if unused:
+            table[value] = unused[rng.randrange(len(unused))]
+    if not table:
+        raise ValueError(f"pair {pair.pair_id}: no entity to replace")
+    change = _substitution(table)
+    gold = None
+    if pair.gold is not None:
+
+        def answer(values: Mapping[str, str | None]) -> dict[str, str | None]:
+            return {key: None if value is None else change(value) for key, value in values.items()}
+
+        gold = GoldPair.model_construct(
+            A=_map_gold(pair.gold.A, answer), B=_map_gold(pair.gold.B, answer)
+        )
+    changed = _map_records(pair, lambda record: _entity_record(record, change), gold)
+    return _verified(changed.model_copy(update=_provenance(pair, "entity", index, {})))
 
 
 # ------------------------------------------------------------------ rechunk
@@ -501,36 +664,91 @@ def rechunk(pair: Pair, index: int, seed: int = 0) -> Pair:
     return _verified(cut.model_copy(update=_provenance(pair, "rechunk", index, {})))
 
 
-TransformName = Literal[
-    "identity", "rename", "permute", "decoy", "relabel", "rerev", "revalue", "rechunk"
-]
-_APPLY = {
-    "rename": rename,
-    "permute": permute,
-    "decoy": decoy,
-    "relabel": relabel,
-    "rerev": rerev,
-    "revalue": revalue,
-    "rechunk": rechunk,
-}
+@dataclass(frozen=True)
+class Transform:
+    """One metamorphic transform, declared once: every list of transforms (the plan's
+    names, the help, which checks and scores apply) is read off these flags."""
+
+    name: str
+    apply: Callable[[Pair, int, int], Pair | None] | None
+    """The ``index``-th copy of a source pair (``seed``), or None where this pair has no
+    instance; None for ``identity``."""
+    usage: str = ""
+    """How ``--transforms`` names it, e.g. ``rename:K`` (default: ``NAME:K``)."""
+    same_lengths: bool = False
+    """A renaming that keeps every label's length: ``C(rename(H)) == rename(C(H))`` is
+    checked for every condition (spelling dependence)."""
+    order_only: bool = False
+    """Changes only the arrival order: an order-invariance claim is checked."""
+    reorders: bool = False
+    """Changes the arrival order (alone or with more): memories compare as sets."""
+    shortcut: bool = True
+    """A shortcut test: in the floor check and the shortcut gaps (``rechunk``, repeated
+    compaction, is not: a memory compacted more often may rightly keep less)."""
+    natural: bool = True
+    """Applies to natural pairs (their text states values as written)."""
+
+
+TRANSFORMS: dict[str, Transform] = {}
+"""Every transform by name, in the order the help and the tables give them."""
+
+
+def register_transform(declared: Transform) -> Transform:
+    """Add a transform: a function here (or anywhere) plus this one registration."""
+    TRANSFORMS[declared.name] = declared
+    return declared
+
+
+def _entity_instance(pair: Pair, index: int, seed: int) -> Pair | None:
+    found = entity_values(pair)  # none where the source names no entity (synthetic)
+    return entity(pair, index, seed, found) if found else None
+
+
+for _declared in (
+    Transform("identity", None, usage="identity"),
+    Transform("rename", rename, same_lengths=True),
+    Transform("permute", permute, order_only=True, reorders=True),
+    Transform("relabel", relabel),
+    Transform("decoy", decoy, same_lengths=True),
+    Transform("rerev", rerev),
+    Transform("revalue", revalue, natural=False),
+    Transform("disguise", disguise, reorders=True),
+    Transform("entity", _entity_instance, usage="entity:K (natural pairs)"),
+    Transform("rechunk", rechunk, shortcut=False),
+):
+    register_transform(_declared)
+
+TransformName = str
+"""A registered transform's name (``TRANSFORMS``)."""
+
+
+def transform_usage() -> str:
+    """The ``--transforms`` help's list of transforms, from the registry."""
+    return ", ".join(t.usage or f"{t.name}:K" for t in TRANSFORMS.values())
 
 
 def transform(pair: Pair, kind: TransformName, count: int = 1, seed: int = 0) -> list[Pair]:
-    """``count`` transformed copies of a source pair (``identity`` returns the pair itself)."""
-    if kind == "identity":
+    """``count`` transformed copies of a source pair (``identity`` returns the pair itself;
+    a natural pair gets none of a transform that does not apply to it)."""
+    declared = TRANSFORMS.get(kind)
+    if declared is None:
+        raise ValueError(f"unknown transform {kind!r}; known: {', '.join(TRANSFORMS)}")
+    if declared.apply is None:
         return [pair]
-    if kind not in _APPLY:
-        raise ValueError(f"unknown transform {kind!r}; known: {', '.join(TRANSFORM_KINDS)}")
     if count <= 0:
         raise ValueError(f"transform {kind}: K must be positive, got {count}")
-    return [_APPLY[kind](pair, index, seed) for index in range(count)]
+    if not declared.natural and pair.provenance is not None:
+        return []
+    made = (declared.apply(pair, index, seed) for index in range(count))
+    return [instance for instance in made if instance is not None]
 
 
 def invert(pair: Pair) -> Pair:
     """Undo a renaming through the stored map: the source pair's labels come back.
 
     (A permutation keeps its new order: order carries no meaning; ``rerev`` and
-    ``revalue`` keep their revisions and values: they store no label map.)
+    ``revalue`` keep their revisions and values: they store no label map; ``disguise``
+    gets its labels back and keeps the rest.)
     """
     if pair.transform is None or pair.source_pair_id is None:
         return pair

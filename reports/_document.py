@@ -150,6 +150,8 @@ class Chart:
     options: dict[str, Any]
     caption: Text = ""
     title: str = ""
+    collapsed: bool = False
+    """Shown folded in HTML, its caption the summary line (a tall secondary chart)."""
 
 
 @dataclass

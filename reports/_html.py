@@ -2,7 +2,10 @@
 
 The main page loops over the document's sections and renders each block with the
 macro of its kind (``templates/_blocks.j2``); sections are numbered and listed in a
-table of contents.  A long drill-down continues on pages of its own.
+table of contents.  A drill-down is on pages of its own, linked from an index of its
+pairs on the main page: drilled memories and reads grow with pairs x conditions (the
+default audit's made the main page 6 MB and 160,000 px tall), the rest of a report
+does not.
 
 Safety rules (model output is untrusted):
 
@@ -48,9 +51,9 @@ _RESERVED = frozenset({"summary"})
 
 
 def page_name(stem: str, number: int) -> str:
-    """``report.html`` for the first page; ``pairs-002.html``, ... for the next
-    (``compare-pairs-002.html`` for another stem, so two documents can share a folder)."""
-    if number <= 1:
+    """``report.html`` for the main page (0); ``pairs-001.html``, ... for the drill-down's
+    (``compare-pairs-001.html`` for another stem, so two documents can share a folder)."""
+    if number < 1:
         return f"{stem}.html"
     return f"pairs-{number:03d}.html" if stem == "report" else f"{stem}-pairs-{number:03d}.html"
 
@@ -238,10 +241,13 @@ class _DrillView:
     systems: list[str]
     index: list[dict[str, Any]]
     pairs: list[dict[str, Any]]
-    """The pairs on this page, numbered from 1 across pages."""
-    page: int = 1
+    """The pairs on this page, numbered from 1 across pages (none on the main page)."""
+    page: int = 0
+    """0: the main page (the index); 1, 2, ...: the drill-down's pages."""
     pages: list[str] = field(default_factory=list)
-    """File name of every page, first to last."""
+    """File name of every drill-down page, first to last."""
+    home: str = ""
+    """The main page's file name."""
 
 
 def _systems(block: DrillDown) -> list[str]:
@@ -251,11 +257,11 @@ def _systems(block: DrillDown) -> list[str]:
     return list(dict.fromkeys([*labels, *(s for p in block.pairs for s in p.get("passing", []))]))
 
 
-def _drill_views(block: DrillDown, stem: str) -> list[_DrillView]:
-    """One view per page: the main page's also holds the index of every pair."""
-    pages = paginate(block.pairs) or [[]]
+def _drill_views(block: DrillDown, stem: str) -> tuple[_DrillView, list[_DrillView]]:
+    """The main page's view (the index of every pair, no pair) and one per page."""
+    pages = paginate(block.pairs)
     names = [page_name(stem, n) for n in range(1, len(pages) + 1)]
-    systems = _systems(block)
+    systems, home = _systems(block), page_name(stem, 0)
     views, index, number = [], [], 0
     for page_number, pairs in enumerate(pages, start=1):
         numbered = []
@@ -265,15 +271,14 @@ def _drill_views(block: DrillDown, stem: str) -> list[_DrillView]:
             index.append(
                 {
                     "number": number,
-                    "href": ("" if page_number == 1 else names[page_number - 1])
-                    + f"#pair-{number}",
+                    "href": f"{names[page_number - 1]}#pair-{number}",
                     "pair_id": pair["pair_id"],
                     "family": pair.get("family", ""),
                     "outcomes": [outcome(pair, s) for s in systems],
                 }
             )
-        views.append(_DrillView(block, systems, index, numbered, page_number, names))
-    return views
+        views.append(_DrillView(block, systems, index, numbered, page_number, names, home))
+    return _DrillView(block, systems, index, [], 0, names, home), views
 
 
 # ---------------------------------------------------------------------- document
@@ -311,19 +316,18 @@ def _view(block: Block, drill: _DrillView | None) -> tuple[str, Any]:
 
 
 def render_pages(doc: Document) -> dict[str, str]:
-    """File name -> HTML: the main page (with the drill-down's first page), then the rest."""
+    """File name -> HTML: the main page (with the drill-down's index), then the
+    drill-down's pages."""
     block = _check(doc)
-    drills = _drill_views(block, doc.stem) if block is not None else []
+    main, drills = _drill_views(block, doc.stem) if block is not None else (None, [])
     env = environment()
     context = {
         "doc": doc,
         "summary": [_view(b, None) for b in doc.summary],
-        "sections": [
-            (s, [_view(b, drills[0] if drills else None) for b in s.blocks]) for s in doc.sections
-        ],
+        "sections": [(s, [_view(b, main) for b in s.blocks]) for s in doc.sections],
     }
-    out = {page_name(doc.stem, 1): env.get_template("document.html.j2").render(**context)}
-    for view in drills[1:]:
+    out = {page_name(doc.stem, 0): env.get_template("document.html.j2").render(**context)}
+    for view in drills:
         out[page_name(doc.stem, view.page)] = env.get_template("pairs.html.j2").render(
             doc=doc, drill=view
         )

@@ -186,7 +186,7 @@ def test_every_cited_file_is_in_the_repository():
             if not (ROOT / name).exists()
             and not (ROOT / "docs" / name).exists()
             and not (path.parent / name).exists()
-            and not name.startswith(("report.", "compare.", "replication.", "pairs-"))
+            and not name.startswith(("report.", "compare.", "transfer.", "replication.", "pairs-"))
         ]
         if outside or unresolved:
             missing[str(path.relative_to(ROOT))] = outside + unresolved
@@ -256,3 +256,95 @@ def test_the_module_check_sees_a_stale_citation():
         "audit.engine.execute",
     ]
     assert PY_CITATION.findall("in audit/_report_data.py") == ["audit/_report_data.py"]
+
+
+RECORD_ROW = re.compile(r"^\| `(\w+)` \| `(\w+Record)` \| ([^|]+) \|", re.MULTILINE)
+
+
+def test_the_readme_record_table_is_every_record_kind_with_its_fields():
+    """The compressor section's table of record kinds is what a user matches on: each
+    class, its ``op``, its fields (``?``: optional) as the models define them."""
+    import typing
+
+    import histories
+
+    rows = RECORD_ROW.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    kinds = typing.get_args(typing.get_args(histories.Record)[0])
+    assert sorted(cls for _, cls, _ in rows) == sorted(k.__name__ for k in kinds)
+    for op, cls, fields in rows:
+        model = getattr(histories, cls)
+        assert model.model_fields["op"].default == op
+        listed = {f.strip().strip("`?").rstrip("`") for f in fields.split(",")}
+        optional = {f.strip().strip("`").rstrip("?").rstrip("`") for f in fields.split(",")
+                    if f.strip().endswith("?")}  # fmt: skip
+        assert "text" in model.model_fields, cls  # every kind; one sentence says so
+        assert listed == set(model.model_fields) - {"id", "op", "text"}, cls
+        assert optional == {n for n, f in model.model_fields.items() if not f.is_required()
+                            and n not in ("op", "text")}, cls  # fmt: skip
+
+
+def test_the_error_tree_in_audit_errors_names_every_error_with_its_exit_status():
+    """Issue 30: the exception tree is drawn once, in the docstring of the module that
+    holds the audit's classes, each with its exit status; every error class of the
+    packages is in it, and no class that does not exist."""
+    import importlib
+    import pkgutil
+    import re
+
+    import audit.errors
+    import compressors
+    import histories
+    from histories import MemoryAuditError
+
+    for package in (histories, compressors, audit):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
+
+    def subclasses(cls: type) -> set[type]:
+        found = set(cls.__subclasses__())
+        return found.union(*(subclasses(sub) for sub in found)) if found else set()
+
+    drawn = dict(re.findall(r"([A-Z]\w+) \((\d)\)", audit.errors.__doc__ or ""))
+    public = {c for c in subclasses(MemoryAuditError) if not c.__name__.startswith("_")}
+    public = {
+        c for c in public if c.__module__.split(".")[0] in ("histories", "compressors", "audit")
+    }
+    assert {c.__name__ for c in public} | {"MemoryAuditError"} == set(drawn)
+    for cls in [*public, MemoryAuditError]:
+        assert int(drawn[cls.__name__]) == cls.exit_code, cls
+
+
+FACES = (
+    "histories", "compressors", "reports", "audit.rundir", "audit.scoring", "audit.backends",
+    "audit.engine", "audit.reportdata",
+)  # fmt: skip
+
+
+def test_each_public_face_is_exact_and_used_outside_its_package():
+    """Issue 30: ``__all__`` held about 90 names used nowhere outside their package and 60
+    used only by tests. A package's face is exactly what its ``__init__`` imports, and
+    each name of it is used by another package, a script, a benchmark or the docs (a
+    test imports a private module instead)."""
+    sources = [
+        (str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"))
+        for pattern in ("*.py", "*.md", "*.j2", "*.toml")
+        for path in ROOT.rglob(pattern)
+        if not {".venv", ".ci-venv", ".cache", "tests", "runs"} & set(path.relative_to(ROOT).parts)
+    ]
+    for name in FACES:
+        module = importlib.import_module(name)
+        namespace = {
+            n for n, v in vars(module).items() if not n.startswith("_") and not inspect.ismodule(v)
+        }
+        exported = {n for n in module.__all__ if not inspect.ismodule(getattr(module, n))}
+        assert sorted(exported) == sorted(namespace), name
+        root = name.replace(".", "/") + "/"
+        unused = [
+            member for member in module.__all__
+            if not any(
+                not path.startswith(root) and re.search(rf"\b{re.escape(member)}\b", text)
+                for path, text in sources
+            )
+        ]  # fmt: skip
+        assert unused == [], f"{name} exports names nothing outside it uses: {unused}"

@@ -26,11 +26,11 @@ import pytest
 from audit.backends import (
     BackendConfig,
     ResponseCache,
-    canonical_request,
     default_cache_dir,
     load_config,
     open_backend,
 )
+from audit.backends._cache import canonical_request
 from audit.backends._open import local_spec
 from compressors import ChatMessage, ChatRequest, ChatResponse
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from audit.backends import ResponseCache, canonical_request
+from audit.backends import ResponseCache
+from audit.backends._cache import canonical_request
 from audit.cli import app
 from tests._backends_support import LocalModel, local_model
 from tests._fake_openai import FakeOpenAI, Reply, serving_in_thread
@@ -47,7 +48,7 @@ def test_backends_check_local(workdir: Path, local_model: LocalModel):
         "determinism",
     ]
     assert all(line.startswith("ok   local ") for line in lines)
-    assert "16/16 answers identical" in lines[-1]  # the reproducible default
+    assert "4/4 answers identical" in lines[-1]  # the reproducible default: one slot
     assert local_model.server.base_url in result.output  # the session's server, shared
     assert "serves 'SmolLM2-135M-Instruct-Q4_1' (context 8192 tokens)" in result.output
     assert "json_schema honoured" in result.output
@@ -91,6 +92,21 @@ def test_backends_check_unreachable_and_unknown(workdir: Path):
     result = runner.invoke(app, ["backends", "list"])
     assert result.exit_code == 0
     assert re.search(r"^gone\s+openai\s+reader\+writer", result.output, re.M)
+
+
+def test_backends_list_shows_control_characters_of_audit_toml_as_text(workdir: Path):
+    """Issue 27 (also): a model name in audit.toml holding an escape sequence or a
+    newline reached the terminal raw (it could set the window title or fake a line)."""
+    (workdir / "audit.toml").write_text(
+        '[backends.odd]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'model = "m\\u001b]0;owned\\u0007\\nFAKE line"\n'
+    )
+    result = runner.invoke(app, ["backends", "list"])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    assert "\x07" not in result.output
+    assert len(result.output.strip().splitlines()) == 2, result.output  # odd, and local
+    assert "FAKE line" in result.output
 
 
 def fill(path: Path) -> list[str]:

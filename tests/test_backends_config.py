@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from audit.backends import (
-    LOCAL,
     BackendConfig,
     BackendConfigError,
     RoleNotConfiguredError,
@@ -15,6 +14,7 @@ from audit.backends import (
     load_config,
     resolve_api_key,
 )
+from audit.backends._config import LOCAL
 
 TOML = """
 reader = "vllm"

@@ -29,6 +29,7 @@ from audit.backends import BackendClient, BackendConfig, BackendStartError, Resp
 from audit.cli import app
 from audit.engine._llm_stage import WriterLog
 from compressors import ChatMessage, ChatRequest, ChatResponse, ChatUnavailableError
+from tests._rows import result_csv
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 runner = CliRunner()
@@ -220,7 +221,7 @@ def writer_rows(tmp_path: Path, url: str, extra: str = "") -> tuple[Any, list[di
     )
     if result.exit_code not in (0, 3):  # 3: the run is incomplete (reads NA for want of a server)
         return result, []
-    with (out / "results.csv").open(newline="") as handle:
+    with result_csv(out).open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["condition"] == "prose_off"]
     return result, rows
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -182,3 +184,18 @@ def test_a_json_value_nested_too_deeply_in_the_environment_is_a_clean_error(
     with pytest.raises(BackendConfigError, match="nested too deeply") as caught:
         load_config(env_file=None)
     assert caught.value.source == "the environment"
+
+
+def test_a_dotenv_that_is_not_utf8_is_one_line_naming_it_and_the_byte(tmp_path: Path):
+    """Issue 27, 6: a `.env` that is not UTF-8 gave a traceback and "this is a bug in
+    memory-audit"; now one line naming the file and the byte."""
+    (tmp_path / ".env").write_bytes(b"A=1\nB=\xff\xfe\n")
+    for args in (["backends", "list"], ["run", "--conditions", "cmd:true", "--out", "r"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "audit", *args], capture_output=True, text=True,
+            cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines() == [
+            "error: .env: not UTF-8 text (byte 7: invalid start byte)"
+        ], done.stderr

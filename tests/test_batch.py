@@ -31,6 +31,7 @@ from aiohttp import web
 from typer.testing import CliRunner
 
 from audit.cli import app
+from tests._rows import result_csv
 
 runner = CliRunner()
 MODEL = "batch-model"
@@ -131,7 +132,7 @@ def config(path: Path, base_url: str, cache: Path) -> Path:
 
 
 def rows(run_dir: Path) -> list[tuple[str, ...]]:
-    with (run_dir / "results.csv").open(newline="") as handle:
+    with result_csv(run_dir).open(newline="") as handle:
         return sorted(tuple(r[c] for c in COMPARED) for r in csv.DictReader(handle))
 
 
@@ -182,7 +183,8 @@ def test_batch_rounds_send_exactly_the_live_requests_and_finish_with_none(tmp_pa
     assert len(rounds) == 10, rounds
     # the pair's two variants begin with the same chunk: one request is both streams' first
     # update (identical requests are exported once, as the live client sends them once)
-    assert "1 writer updates of 2 streams, 6 reader reads" in rounds[0], rounds[0]
+    # and the reads of frontier and of full (every LLM reader's check) need no writer
+    assert "1 writer updates of 2 streams, 12 reader reads" in rounds[0], rounds[0]
     assert all("2 writer updates of 2 streams, 0 reader reads" in r for r in rounds[1:-1])
     assert "still to come: 9 more round(s), at most 16 writer requests and 6 reader" in rounds[0]
     assert "0 writer updates of 0 streams, 6 reader reads" in rounds[-1], rounds[-1]
@@ -216,7 +218,8 @@ def test_an_import_is_checked_line_by_line_before_anything_is_stored(tmp_path: P
     run_dir = tmp_path / "run"
     invoke(*RUN, "--config", str(offline), "--out", str(run_dir), "--plan-only")
     first = invoke("batch", "export", str(run_dir), "--config", str(offline))
-    assert first.startswith("round 1: 7 requests"), first  # 1 writer (both streams), 6 reader
+    # 1 writer (both streams), 12 reader (frontier, and full: the reader's check)
+    assert first.startswith("round 1: 13 requests"), first
     batch = run_dir / "batch" / "round-001.jsonl"
     out = tmp_path / "out.jsonl"
     run_batch(batch, out)
@@ -240,20 +243,51 @@ def test_an_import_is_checked_line_by_line_before_anything_is_stored(tmp_path: P
 
     # nothing was stored by the refused files: the same round is exported again
     again = invoke("batch", "export", str(run_dir), "--config", str(offline))
-    assert again.startswith("round 1: 7 requests"), again
+    assert again.startswith("round 1: 13 requests"), again
 
     refused = json.loads(good[-1])["custom_id"]  # a reader request (writers come first)
     run_batch(batch, out, refuse={refused})
     output = invoke("batch", "import", str(out), "--config", str(offline))
-    assert "6 answers imported" in output, output
+    assert "12 answers imported" in output, output
     assert "1 refused by the batch" in output, output
     twice = invoke("batch", "import", str(out), "--config", str(offline))
     assert "0 answers imported" in twice, twice
-    assert "6 already in the cache" in twice, twice
+    assert "12 already in the cache" in twice, twice
     following = invoke("batch", "export", str(run_dir), "--config", str(offline))
     assert following.startswith("round 2: "), following
     assert refused not in (run_dir / "batch" / "round-002.jsonl").read_text()
     assert "1 request(s) refused by an earlier batch are not exported" in following
+
+
+def test_answers_from_another_model_are_refused(tmp_path: Path):
+    """Issue 27, 4: a batch output whose bodies name another model was imported
+    silently, and the cache served those answers under the configured model's keys.
+    Now the import stops at the first such line and stores nothing; a dated snapshot
+    of the model (as providers name them) is the model."""
+    offline = config(tmp_path / "c.toml", "http://127.0.0.1:9/v1", tmp_path / "c.sqlite")
+    run_dir = tmp_path / "run"
+    invoke(*RUN, "--config", str(offline), "--out", str(run_dir), "--plan-only")
+    first = invoke("batch", "export", str(run_dir), "--config", str(offline))
+    out = tmp_path / "out.jsonl"
+    run_batch(run_dir / "batch" / "round-001.jsonl", out)
+    lines = [json.loads(text) for text in out.read_text().splitlines()]
+    other = tmp_path / "other.jsonl"
+    lines[1]["response"]["body"]["model"] = "gpt-other-9"
+    other.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = runner.invoke(app, ["batch", "import", str(other), "--config", str(offline)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {other}:2: answered by model 'gpt-other-9', not '{MODEL}', the model the "
+        "request was exported for: its answers would be cached as that model's (export "
+        "again with the backend's model set to the one that answers)"
+    )
+    again = invoke("batch", "export", str(run_dir), "--config", str(offline))
+    # nothing was stored: the same round asks for the same requests again
+    assert again.split(" -> ")[0] == first.split(" -> ")[0], (first, again)
+    assert again.startswith("round 1: 13 requests"), again  # 1 writer, 6 + 6 of full
+    lines[1]["response"]["body"]["model"] = f"{MODEL}-2024-08-06"
+    other.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert "13 answers imported" in invoke("batch", "import", str(other), "--config", str(offline))
 
 
 @pytest.mark.parametrize(
@@ -414,6 +448,10 @@ def test_no_api_key_is_stored_or_printed_by_an_import(
     line = import_error(str(bad), "--config", str(cfg))
     assert line.startswith(f"error: {bad}:1: custom_id '***-not-a-key' is not a cache key"), line
 
+    line = import_error(str(out), "--config", str(cfg))  # another model: refused, scrubbed
+    assert f"{out}:1: answered by model 'model-***', not '{MODEL}'" in line, line
+    answered["response"]["body"]["model"] = MODEL
+    out.write_text(json.dumps(answered) + "\n" + json.dumps(refused) + "\n")
     output = invoke("batch", "import", str(out), "--config", str(cfg))
     assert "1 answers imported" in output, output
     assert "1 refused by the batch" in output, output

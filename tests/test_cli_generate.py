@@ -26,16 +26,16 @@ def test_generate_pilot_writes_pairs_and_manifest(tmp_path: Path):
     out = tmp_path / "pilot"
     result = run("generate", "--preset", "cca-pilot", "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert "24 verified pairs" in result.output
+    assert "84 verified pairs" in result.output  # 14 a family: a powered default
     lines = (out / "pairs.jsonl").read_text().splitlines()
-    assert len(lines) == 24
+    assert len(lines) == 84
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["seed"] == 0
     assert manifest["config"]["distractors"] == 32
     assert manifest["config"]["labels"] == "words"
     assert manifest["pairs_per_family"] == dict.fromkeys(
         ["rollback", "expiry", "choice_switch", "late_reference", "tombstone_replay",
-         "mixed_alias_expiry"], 4)  # fmt: skip
+         "mixed_alias_expiry"], 14)  # fmt: skip
     body = (out / "pairs.jsonl").read_bytes()
     assert manifest["pairs_sha256"] == hashlib.sha256(body).hexdigest()
     assert [p.to_json() for p in generate(PRESETS["cca-pilot"])] == lines

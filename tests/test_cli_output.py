@@ -5,11 +5,13 @@ the reader of the output goes away, and a folder that is not a run named for wha
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -250,8 +252,13 @@ def test_compare_pairs_a_system_however_its_budget_is_spelled(tmp_path: Path) ->
     result = run("compare", str(first), str(second), "--out", str(tmp_path / "ab"))
     assert result.exit_code == 0, result.output
     flat = " ".join(result.output.split())
-    assert "b: bm25:budget=1200 (exact) - a: bm25 (exact) at 1200 B" in flat
-    assert "b (exact, 600 B): probe_lowrev" in flat
+    assert "The same in A and B (no shared source pair differs): bm25:budget=1200;" in flat
+    table = pd.read_csv(tmp_path / "ab" / "compare.csv")
+    assert table[["condition_a", "condition_b", "budget"]].values.tolist() == [
+        ["bm25", "bm25:budget=1200", 1200]
+    ]
+    # probe_lowrev is in B alone, and A has no strict condition at 600 B to compare it with
+    assert "B (exact, 600 B): probe_lowrev" in flat
     result = run("compare", str(first), str(third), "--out", str(tmp_path / "ac"))
     assert result.exit_code == 2
     assert "nothing was compared" in result.output
@@ -259,3 +266,57 @@ def test_compare_pairs_a_system_however_its_budget_is_spelled(tmp_path: Path) ->
                  "--out", str(tmp_path / "ac2"))  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "--reference CONDITION compares" not in result.output  # given: no hint
+
+
+def test_compare_refuses_a_run_and_its_copy(small_run: Path, tmp_path: Path) -> None:
+    """Issue 27, 5: `cp -a ref1 ref1copy` then `audit compare ref1 ref1copy` compared a
+    run with itself (exit 0, every delta +0.00).  Two directories holding one run id are
+    one run, refused as the same directory given twice is."""
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(small_run), str(copy)], check=True)
+    result = run("compare", str(small_run), str(copy), "--out", str(tmp_path / "c"))
+    assert result.exit_code == 2, result.output
+    assert "hold the same run (run id" in result.output
+    assert "one is a copy of the other" in result.output
+    assert not (tmp_path / "c").exists()
+
+
+def test_report_says_on_stderr_why_the_drill_down_is_left_out(tmp_path: Path) -> None:
+    """Issue 27 (also): a run whose pair file was edited since gets no drill-down, and
+    said why only inside the HTML; now on stderr too."""
+    pairs = tmp_path / "pairs"
+    assert run("generate", "--preset", "cca-pilot", "--out", str(pairs)).exit_code == 0
+    lines = (pairs / "pairs.jsonl").read_text().splitlines(keepends=True)
+    out = tmp_path / "run"
+    result = run("run", "--pairs", str(pairs / "pairs.jsonl"), "--conditions", "tail",
+                 "--transforms", "identity", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (pairs / "pairs.jsonl").write_text("".join(lines[:-1]))  # edited since the run
+    done = subprocess.run(
+        [sys.executable, "-m", "audit", "report", str(out)], capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {out}: the pairs rebuilt from config.json differ from the run's" in (
+        done.stderr
+    ), done.stderr
+    assert "no drill-down" in done.stderr
+
+
+def test_report_on_a_run_still_running_says_so(small_run: Path, tmp_path: Path) -> None:
+    """Issue 27 (also): a run whose every unit is in the store while its invocation is
+    still going (writing its result files) was reported as one that had stopped; the
+    report now says it may still be running, and exits 3."""
+    copy = tmp_path / "running"
+    subprocess.run(["cp", "-a", str(small_run), str(copy)], check=True)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["state"] = "running"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run(
+        [sys.executable, "-m", "audit", "report", str(copy), "--out", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    said = " ".join(done.stderr.split())  # the warning wraps at 80 columns
+    assert "the run is still running (writing its result files)" in said, done.stderr
+    assert "stopped" not in done.stderr

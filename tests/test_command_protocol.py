@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from audit.engine import plan_variant, share_identical_records, stream_variant
+from audit.engine._streaming import plan_variant, stream_variant
 from audit.plan import parse_conditions
 from compressors import ChunkView, build, parse_spec
 from compressors.adapters.command import (
@@ -34,6 +34,7 @@ from compressors.adapters.command import (
     stop_all,
 )
 from histories import PRESETS, Pair, SetRecord, generate
+from tests._rows import result_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"
@@ -282,7 +283,7 @@ def test_an_audit_run_leaves_no_process_behind_and_records_na_with_the_cause(tmp
     assert not any(_alive(pid) for pid in pids)
     import pandas as pd
 
-    rows = pd.read_csv(out / "results.csv")
+    rows = pd.read_csv(result_csv(out))
     external = rows[rows["condition"].str.startswith("cmd:")]
     assert set(external["outcome"]) == {"na"}  # each pair's stream crosses a crash
     assert external["error"].str.contains(r"exited \(code 7\)").all()
@@ -438,7 +439,7 @@ def test_a_and_b_share_the_updates_of_their_shared_chunks(tmp_path, pilot):
         """,
     )
     compressor = build(f"cmd:{command}")
-    pair = share_identical_records(pilot[0].model_copy(deep=True))
+    pair = pilot[0]
     memo: dict = {}
     for variant in ("A", "B"):
         stream_variant(compressor, pair, variant, 600, memo)
@@ -562,10 +563,14 @@ def test_a_long_answer_line_under_the_cap_is_read_whole_and_soon(tmp_path):
     assert time.monotonic() - started < 5
 
 
-@pytest.fixture
-def trickling_server() -> Iterator[str]:
-    """A raw HTTP server that sends its status line, then one header byte every 0.2 s:
-    each read is well within a per-read timeout, the answer never complete."""
+@pytest.fixture(params=["headers", "body"])
+def trickling_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A raw HTTP server that sends its status line, then one header byte every 0.2 s
+    (or its headers, with a Content-Length, then one body byte every 0.2 s): each read
+    is well within a per-read timeout, the answer never complete."""
+    head = b"HTTP/1.1 200 OK\r\n"
+    if request.param == "body":
+        head += b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
     listener = socket.create_server(("127.0.0.1", 0))
     done = threading.Event()
 
@@ -579,9 +584,9 @@ def trickling_server() -> Iterator[str]:
             with conn:
                 conn.recv(65536)
                 try:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                    conn.sendall(head)
                     while not done.is_set():
-                        conn.sendall(b"X")
+                        conn.sendall(b"X" if request.param == "headers" else b" ")
                         time.sleep(0.2)
                 except OSError:
                     pass
@@ -596,7 +601,8 @@ def trickling_server() -> Iterator[str]:
         listener.close()
 
 
-def test_the_http_form_times_out_on_trickled_headers(trickling_server):
+def test_the_http_form_times_out_on_trickled_headers_and_bodies(trickling_server):
+    """Issue 27 (also): a trickled body was "incomplete answer", not the timeout."""
     compressor = build(f"http:url={trickling_server},timeout=1")
     outcome: list[BaseException] = []
 
@@ -631,3 +637,109 @@ def test_an_answer_that_is_not_text_or_is_ambiguous_is_malformed(tmp_path, answe
     with pytest.raises(ExternalUnavailableError, match="malformed answer") as raised:
         compressor.update("", CHUNK, ["k"], 100)
     assert cause in str(raised.value)
+
+
+def _audit(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "audit", *args, "--quiet"],
+        capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_a_process_that_closes_its_output_is_na_never_wrong_and_stays_na_on_resume(tmp_path, pilot):
+    """Issue 27, 1: a system that answers once, closes its stdout and runs on was
+    scored `error` (correct 0) with the audit's own TimeoutExpired and paths as the
+    cause, and `audit resume` made the run `complete` with every read wrong.  Now each
+    read is NA with a cause that names the system only, the run ends incomplete (3),
+    and a resume leaves it NA and incomplete."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(p.to_json() + "\n" for p in pilot[:3]))
+    program = """bash -c 'read l; echo {\\"memory\\":\\"\\"}; exec 1>&-; sleep 100'"""
+    out = tmp_path / "run"
+    started = time.monotonic()
+    done = _audit(tmp_path, "run", "--pairs", str(pairs), "--conditions", f"cmd:{program}",
+                  "--transforms", "identity", "--budget", "600", "--workers", "1",
+                  "--out", str(out))  # fmt: skip
+    assert done.returncode == 3, done.stderr + done.stdout
+    assert time.monotonic() - started < 60
+    import pandas as pd
+
+    for attempt in ("run", "resume"):
+        rows = pd.read_csv(result_csv(out))
+        assert set(rows["outcome"]) == {"na"}, (attempt, rows["outcome"].value_counts())
+        assert rows["correct"].isna().all()
+        causes = set(rows["error"])
+        assert all("the process closed its output" in cause for cause in causes), causes
+        for internal in ("TimeoutExpired", "_guard", sys.executable, str(ROOT)):
+            assert not any(internal in cause for cause in causes), (internal, causes)
+        assert json.loads((out / "manifest.json").read_text())["state"] == "incomplete"
+        if attempt == "run":
+            resumed = _audit(tmp_path, "resume", str(out))
+            assert resumed.returncode == 3, resumed.stderr + resumed.stdout
+
+
+def test_two_lines_for_one_update_give_the_same_rows_every_time(tmp_path, pilot):
+    """Issue 27, 2: a second line written a moment after the answer was sometimes
+    taken as the answer to the next update (three runs: 24, 18 and 0 scored rows).
+    Each cell's process is ended at the cell's end with its input closed first, so a
+    line no update asked for is always seen and the cell is NA: the same rows each
+    run, on one worker or two."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(p.to_json() + "\n" for p in pilot[:4]))
+    command = _script(
+        tmp_path,
+        """\
+        records = request["chunk"]["records"]  # keeps the newest chunk
+        memory = "\\n".join(json.dumps(r, separators=(",", ":")) for r in records)
+        print(json.dumps({"memory": memory}), flush=True)
+        if request["budget"] == 600 and n == 3:
+            time.sleep(0.05)  # a stray line, written after the answer was read
+            print(json.dumps({"memory": ""}), flush=True)
+        """,
+    )
+    seen = []
+    for index, workers in enumerate(("1", "2", "1")):
+        out = tmp_path / f"run{index}"
+        done = _audit(tmp_path, "run", "--pairs", str(pairs), "--conditions",
+                      f"cmd:{command}", "--transforms", "identity,rename:1",
+                      "--budget", "600,1200", "--workers", workers, "--seed", "0",
+                      "--out", str(out))  # fmt: skip
+        assert done.returncode == 3, done.stderr + done.stdout
+        import pandas as pd
+
+        rows = pd.read_csv(result_csv(out))
+        broken = rows[rows["budget"] == 600]
+        assert set(broken["outcome"]) == {"na"}
+        assert broken["error"].str.contains("more than one line for one update").all()
+        assert set(rows[rows["budget"] == 1200]["outcome"]) <= {"pass", "wrong_log"}
+        seen.append(rows.drop(columns=["run_id"], errors="ignore").to_csv(index=False))
+    assert seen[0] == seen[1] == seen[2]
+
+
+def test_a_protocol_error_cause_is_the_same_whatever_the_process_writes_to_stderr(tmp_path, pilot):
+    """Found attacking issue 27: a line written before any update made every read NA,
+    but some causes also quoted a BrokenPipeError traceback from stderr, depending on
+    timing, so two identical runs differed.  A protocol error's cause quotes no stderr."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(p.to_json() + "\n" for p in pilot[:2]))
+    program = tmp_path / "early.py"
+    program.write_text(
+        "import json, sys\n"
+        "print(json.dumps({'memory': ''}), flush=True)  # no update asked for this\n"
+        "print('a traceback that may or may not be written', file=sys.stderr, flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    print(json.dumps({'memory': ''}), flush=True)\n"
+    )
+    out = tmp_path / "run"
+    done = _audit(tmp_path, "run", "--pairs", str(pairs), "--conditions",
+                  f"cmd:{sys.executable} {program}", "--transforms", "identity",
+                  "--budget", "600", "--workers", "1", "--out", str(out))  # fmt: skip
+    assert done.returncode == 3, done.stderr + done.stdout
+    import pandas as pd
+
+    rows = pd.read_csv(result_csv(out))
+    assert set(rows["outcome"]) == {"na"}
+    assert set(rows["error"]) == {
+        f"unavailable: cmd:{sys.executable} {program}: malformed answer (more than one line "
+        "for one update)"
+    }, set(rows["error"])

@@ -51,6 +51,7 @@ from tests._fault_proxy import (
     FaultProxy,
     request_digest,
 )
+from tests._rows import result_csv
 
 __all__ = ["local_model"]
 
@@ -290,7 +291,9 @@ def one_faulty_run(
 
     clean = keyed(llm_rows(clean_dir))
     faulty = keyed(llm_rows(out))
-    assert len(clean) == 6  # 1 pair x 1 condition x 1 repeat x 2 variants x 3 branches
+    # 1 pair x 2 conditions (frontier, and full: the reader's check) x 1 repeat x 2
+    # variants x 3 branches
+    assert len(clean) == 12
     assert set(faulty) == set(clean), "a read is missing, or extra"
     assert all(r["outcome"] != "na" for r in clean.values()), "the fault-free run has NA"
 
@@ -350,12 +353,14 @@ def one_faulty_run(
     assert len(na) == sum(fates[row_digest(out, r)] == "exhausted" for r in faulty.values())
     assert ran.exit_code == (3 if na else 0), "NA reads must leave the run incomplete (exit 3)"
     summary = json.loads((out / "summary.json").read_text())
-    entry = next(
-        e
+    entries = {
+        e["condition"]: e
         for e in summary["scores"]
         if e["reader"].split(":")[0] == BACKEND and e["family"] == "all"
-    )
-    assert entry["reads"]["na"]["k"] == len(na)
+    }
+    assert set(entries) == {"frontier", "full"}, entries
+    for condition, entry in entries.items():  # full is the reader's check
+        assert entry["reads"]["na"]["k"] == sum(r["condition"] == condition for r in na)
     # J is a bound exactly where NA leaves a pair block undecided (the other reads pass)
     blocks: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in faulty.values():
@@ -369,7 +374,7 @@ def one_faulty_run(
     joint = entry["blocks"]["joint_J"]
     assert joint["n"] == len(blocks), entry
     assert joint["k_high"] - joint["k"] == len(undecided), entry
-    with (out / "results.csv").open(newline="") as handle:
+    with result_csv(out).open(newline="") as handle:
         for fields in csv.DictReader(handle):
             if fields["outcome"] == "na":
                 assert fields["correct"] == "", fields
@@ -417,7 +422,9 @@ def resume_after_the_outage(
     assert [c["outcome"] for c in costs] == ["finished", "finished"]
     second = costs[1]["llm"]["reader"]
     assert second["sent"] == na, second  # only the NA reads went to the server
-    assert second["cache_hits"] == 6 - na, second
+    # resume runs again each unit (a condition's six reads) that holds an NA read
+    rerun = 6 * len({r["condition"] for r in faulty.values() if r["outcome"] == "na"})
+    assert second["cache_hits"] == rerun - na, second
     sent = sum(c["llm"]["reader"]["sent"] for c in costs)
     assert sent == costs[0]["llm"]["reader"]["sent"] + na
     manifest = json.loads((out / "manifest.json").read_text())
@@ -464,9 +471,9 @@ def test_no_retries_every_llm_read_is_na_and_J_is_bounds(local_model: LocalModel
         )
         audit_run(config, tmp_path / "run", codes=(3,))  # incomplete: every read NA
         assert proxy.upstream_calls == 1  # GET /models, the check before any work
-        assert len(proxy.events) == 6  # one attempt per read, none retried
+        assert len(proxy.events) == 12  # one attempt per read (frontier, full), none retried
     rows = llm_rows(tmp_path / "run")
-    assert len(rows) == 6
+    assert len(rows) == 12
     for row in rows:
         assert row["outcome"] == "na", row
         assert row["correct"] is None, row
@@ -484,7 +491,9 @@ def test_no_retries_every_llm_read_is_na_and_J_is_bounds(local_model: LocalModel
             assert reads["k"] == 0
             assert reads["k_high"] == reads["n"] > 0
         assert entry["reads"]["na"]["k"] == sum(
-            r["family"] == entry["family"] or entry["family"] == "all" for r in rows
+            r["condition"] == entry["condition"]
+            and (r["family"] == entry["family"] or entry["family"] == "all")
+            for r in rows
         )
     # the exact reader's deterministic stage is unaffected
     exact = [e for e in summary["scores"] if e["reader"] == "exact" and e["family"] == "all"]

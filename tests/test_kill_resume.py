@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
-ARGS = ["run", "--preset", "cca-pilot", "--conditions", "frontier,tail,full",
+from tests._rows import result_csv
+
+ARGS = ["run", "--preset", "cca-pilot-paper", "--conditions", "frontier,tail,full",
         "--transforms", "identity,rename:4,permute:2", "--quiet", "--workers", "2"]  # fmt: skip
+"""24 source pairs: the paper's pilot, whose size is fixed (the default has 84)."""
 
 
 def audit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -30,7 +33,7 @@ def audit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 
 
 def sorted_rows(run_dir: Path) -> list[tuple[str, ...]]:
-    with (run_dir / "results.csv").open(newline="") as handle:
+    with result_csv(run_dir).open(newline="") as handle:
         rows = list(csv.reader(handle))
     header, body = rows[0], rows[1:]
     return [tuple(header), *sorted(tuple(r) for r in body)]
@@ -79,7 +82,7 @@ def test_sigkill_then_resume_equals_uninterrupted(uninterrupted, tmp_path: Path,
     assert resumed.returncode == 0, resumed.stderr
     assert sorted_rows(out) == sorted_rows(whole)
     # written in plan order from the store, so byte-identical, not just the same rows
-    assert (out / "results.csv").read_bytes() == (whole / "results.csv").read_bytes()
+    assert (out / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
     db = sqlite3.connect(out / "store.sqlite")
     (rows,) = db.execute("SELECT SUM(n_rows) FROM jobs").fetchone()
     assert rows == len(sorted_rows(out)) - 1  # no duplicated rows
@@ -120,4 +123,66 @@ def test_sigterm_stops_the_run_and_records_no_false_row(
     assert "compressor raised" not in logs
     resumed = audit(*args, "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr
-    assert (out / "results.csv").read_bytes() == (whole / "results.csv").read_bytes()
+    assert (out / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
+
+
+def test_sigterm_in_the_llm_stage_prints_no_stray_traceback(tmp_path: Path):
+    """Issue 27 (also): SIGTERM while LLM units were in flight printed a traceback ("cannot
+    store a finished job ... closed database"): the store was closed, then the event loop
+    ran again to close the clients and the units still pending finished into it.  They
+    are cancelled first now: exit 143, `stopped`, one quiet stderr."""
+    import threading
+
+    from aiohttp import web
+
+    from tests.test_batch import answer
+
+    bodies: list[object] = []
+    loop = __import__("asyncio").new_event_loop()
+    ready = threading.Event()
+    port: list[int] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        bodies.append(body)
+        await __import__("asyncio").sleep(0.05)
+        return web.json_response(answer(body))
+
+    async def serve() -> None:
+        application = web.Application()
+        application.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(application, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        ready.set()
+        await __import__("asyncio").Event().wait()
+
+    threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True).start()
+    assert ready.wait(10)
+    config = tmp_path / "audit.toml"
+    config.write_text(
+        f'cache_path = "{tmp_path / "cache.sqlite"}"\n[backends.llm]\n'
+        f'base_url = "http://127.0.0.1:{port[0]}/v1"\nmodel = "m"\nmax_retries = 0\n'
+    )
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "audit", "run", "--preset", "cca-pilot", "--conditions",
+         "frontier", "--transforms", "identity", "--writer", "llm", "--reader", "llm",
+         "--llm-conditions", "prose_off,frontier", "--llm-sample", "6", "--repeats", "1",
+         "--llm-transforms", "identity", "--workers", "1", "--quiet", "--no-determinism",
+         "--config", str(config), "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(bodies) < 20 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before the signal: nothing was tested"
+    time.sleep(0.2)  # requests in flight, answers due while the run shuts down
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    assert "Traceback" not in stderr, stderr
+    assert "closed database" not in stderr, stderr
+    assert json.loads((out / "manifest.json").read_text())["state"] == "stopped"

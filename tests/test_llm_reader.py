@@ -12,7 +12,9 @@ import json
 
 import pytest
 
-from audit.engine import answer_schema, judge, parse_answer, read_exact, reader_request
+from audit.engine import judge, parse_answer, reader_request
+from audit.engine._exact import read_exact
+from audit.engine._llm_reader import answer_schema
 from compressors import ChatResponse, ChunkView, build
 from compressors.builtin.llm_writers import RECORD_LOG_SCHEMA, structured_memory
 from histories import PUBLIC_SEMANTICS, SetRecord

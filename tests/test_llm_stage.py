@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
-from audit.engine import READER_OUTCOMES as OUTCOMES
+from audit.engine._llm_reader import READER_OUTCOMES as OUTCOMES
+from tests._rows import result_csv
 
 runner = CliRunner()
 
@@ -25,7 +26,7 @@ def run(*args: str):
 
 
 def rows_of(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "results.csv").open(newline="") as handle:
+    with result_csv(run_dir).open(newline="") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -41,6 +42,8 @@ answer's default allowance at 600 B (200 tokens), not given a reasoning allowanc
 LLM_ARGS = ["--preset", "cca-pilot", "--conditions", "frontier", "--transforms", "identity",
             "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "1", "--repeats", "1",
             "--llm-transforms", "identity"]  # fmt: skip
+CONSOLE = "console.txt"
+"""What the module's run said on the way (beside its run directory)."""
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +51,40 @@ def llm_run(tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("llm")
     config = write_config(base, "[backends.local]\nn_threads = 2\n")
     out = base / "run"
-    result = run("run", *LLM_ARGS, "--reader", "local", "--writer", "local",
+    told = [a for a in LLM_ARGS if a != "--quiet"]  # the status lines are under test too
+    result = run("run", *told, "--reader", "local", "--writer", "local",
                  "--llm-conditions", f"{WRITTEN},frontier", "--config", str(config),
                  "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
+    (base / CONSOLE).write_text(result.output)
     return out, config
+
+
+def test_each_step_is_told_and_the_stage_asks_what_it_was_estimated_to(llm_run):
+    """Without a terminal the steps are lines of the log, in the order they happen, and
+    the requests counted before the stage are the requests it asked, but for the reads
+    a failed writer spared."""
+    out, _ = llm_run
+    lines = (out.parent / CONSOLE).read_text().splitlines()
+
+    def at(prefix: str) -> int:
+        return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+    assert at("server: starting llama.cpp with SmolLM2") < at("server: ready in ")
+    assert at("server: ready in ") < at("determinism probe of local: 8 requests, 4 one")
+    assert at("determinism probe of local: 8") < at("determinism probe of local: 4/4 answers")
+    assert at("determinism probe of local: 4/4") < at("LLM stage: 3 units, about ")
+    assert at("LLM stage: 3 units, about ") < at("reader's check: reading full, the whole")
+    assert at("reader's check: reading full") < at("reader's check: read in ")
+    estimate = lines[at("LLM stage: 3 units, about ")]
+    assert "at the probe's pace (" in estimate  # the probe measured the pace
+    planned = int(estimate.split("about ")[1].split(" requests")[0])
+    costs = json.loads((out / "costs.json").read_text())["invocations"][-1]
+    asked = costs["llm"]["writer_and_reader"]["requests"]
+    assert costs["llm"]["writer_and_reader"]["answered"] == asked
+    spared = [r for r in rows_of(out) if r["reader"] == "local" and r["cache_hit"] == ""]
+    assert asked == planned - len(spared), (estimate, asked, len(spared))
+    assert costs["probe"]["requests"] == 8  # one slot: the small probe, on its own line
 
 
 def test_writer_and_reader_rows(llm_run):
@@ -60,9 +92,10 @@ def test_writer_and_reader_rows(llm_run):
     rows = rows_of(out)
     llm = [r for r in rows if r["reader"] == "local"]
     written = [r for r in rows if r["condition"] == WRITTEN]
-    # one pair x 2 variants x 3 branches, for each of the two LLM-stage conditions
-    assert len(llm) == 12
-    assert {r["condition"] for r in llm} == {WRITTEN, "frontier"}
+    # one pair x 2 variants x 3 branches, for each of the two LLM-stage conditions and
+    # full, which every LLM reader reads first (its check: docs/method.md)
+    assert len(llm) == 18
+    assert {r["condition"] for r in llm} == {WRITTEN, "frontier", "full"}
     # the LLM-written memory is read by the exact reader too (6) and by the LLM (6)
     assert sorted(r["reader"] for r in written) == ["exact"] * 6 + ["local"] * 6
     assert all(r["outcome"] in OUTCOMES for r in llm)
@@ -162,7 +195,7 @@ def test_a_failing_reader_gives_na_j_bounds_and_exit_3(tmp_path):
     assert result.exit_code == 3, result.output  # incomplete: the reads are NA
     assert f"audit resume {out}" in result.output
     llm = [r for r in rows_of(out) if r["reader"] == "down"]
-    assert len(llm) == 6
+    assert len(llm) == 12  # frontier, and full: the reader's check
     assert {r["outcome"] for r in llm} == {"na"}
     assert {r["correct"] for r in llm} == {""}  # NA is never scored 0
     summary = json.loads((out / "summary.json").read_text())
@@ -173,7 +206,7 @@ def test_a_failing_reader_gives_na_j_bounds_and_exit_3(tmp_path):
     assert entry["reads"]["na"]["k"] == 6
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["state"] == "incomplete"
-    assert manifest["na_units"] == 1
+    assert manifest["na_units"] == 2
 
 
 def test_an_unreachable_reader_stops_the_run_before_any_work(tmp_path):

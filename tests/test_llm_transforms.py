@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from tests._fake_openai import serving_in_thread
+from tests._rows import result_csv
 
 runner = CliRunner()
 
@@ -32,8 +33,10 @@ def test_the_default_llm_sample_includes_a_relabelled_instance(tmp_path: Path):
              "--config", str(config), "--out", str(out)],
         )  # fmt: skip
         assert result.exit_code == 0, result.output
-    with (out / "results.csv").open(newline="") as handle:
+    with result_csv(out).open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["reader"] == "served"]
+    assert {r["condition"] for r in rows} == {"frontier", "full"}  # full: the reader's check
+    rows = [r for r in rows if r["condition"] == "frontier"]
     # one pair x 2 variants x 3 branches, as it is and relabelled once
     assert sorted({r["transform"] for r in rows}) == ["identity", "relabel"]
     assert len(rows) == 12

@@ -30,13 +30,15 @@ from typer.testing import CliRunner
 
 import histories._interpreter as interpreter
 from audit.cli import app
-from audit.engine import judge, parse_answer, read_exact
+from audit.engine import judge, parse_answer
+from audit.engine._exact import read_exact
 from audit.engine._llm_stage import sample_pairs
 from audit.reportdata._causes import ATTRIBUTIONS, attribute
 from audit.rundir import OUTCOMES, SourcePairs
 from compressors import ChatRequest, ChatResponse, ChatUnavailableError, ChunkView, build
 from compressors.builtin.llm_writers import structured_memory
 from histories import PRESETS, PUBLIC_SEMANTICS, SetRecord, generate
+from tests._rows import result_csv
 
 REASONING_TOKENS = 4096
 """The default reasoning allowance of a thinking writer (``llm_writers.REASONING_TOKENS``)."""
@@ -452,7 +454,7 @@ def writer_run(server_process, tmp_path_factory) -> tuple[Path, list[dict[str, A
          "--llm-transforms", "identity"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    with (out / "results.csv").open(newline="") as handle:
+    with result_csv(out).open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     bodies = [json.loads(line) for line in body_log.read_text().splitlines()]
     return out, rows, bodies, pair
@@ -531,7 +533,7 @@ def test_a_refused_reader_request_is_na(writer_run):
 
 def test_writer_columns_are_appended_and_empty_for_deterministic_reads(writer_run):
     out, rows, _, _ = writer_run
-    header = (out / "results.csv").read_text().splitlines()[0].split(",")
+    header = result_csv(out).read_text().splitlines()[0].split(",")
     assert header[-4:] == [
         "writer_finish_reason", "writer_reasoning_tokens", "writer_content_tokens",
         "writer_reasoning_chars",
@@ -556,3 +558,199 @@ def test_the_report_blames_the_writer_and_the_server_not_the_memory(writer_run):
     frontier = taxonomy[(taxonomy["condition"] == "frontier") & (taxonomy["reader"] != "exact")]
     assert frontier["cause_na"].sum() == 6
     assert frontier["cause_misread"].sum() == 0
+
+
+# ------------------------------------------- E. a reader must read before it is scored
+
+
+def _full_reads(reader: str, reveal: list[int | None], condition: str = "full") -> list[dict]:
+    """Rows of ``condition`` read by ``reader``: current and override right, reveal as
+    given per source pair (None: NA)."""
+    rows = []
+    for index, value in enumerate(reveal):
+        for variant in ("A", "B"):
+            for branch, right in (("current", 1), ("reveal", value), ("override", 1)):
+                rows.append({
+                    "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
+                    "variant": variant, "branch": branch, "repeat": 0, "budget": 600,
+                    "condition": condition, "kind": "archive" if condition == "full" else
+                    "strict", "transform": "identity", "reader": reader,
+                    "reader_kind": "exact" if reader == "exact" else "llm",
+                    "outcome": "na" if right is None else "pass" if right else "reader_error",
+                    "correct": right,
+                })  # fmt: skip
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("reveal", "status"),
+    [
+        ([1] * 7 + [0] * 3, "reads"),  # 27/30 blocks: 90 % of the exact reader's 30/30
+        ([1] * 6 + [0] * 4, "cannot read"),  # 26/30
+        ([1] * 6 + [0] * 2 + [None] * 2, "not checked"),  # 26..28/30: NA decides
+    ],
+)
+def test_a_reader_is_checked_on_full_against_the_exact_reader(reveal, status):
+    from audit.rundir import normalize
+    from audit.scoring import reader_checks, score_results
+    from audit.scoring._readers import NOT_A_VERDICT
+    from audit.scoring._summary import summary_of
+
+    frame = normalize(pd.DataFrame(
+        _full_reads("exact", [1] * 10) + _full_reads("llm", reveal)
+        + _full_reads("llm", [1] * 10, "a") + _full_reads("llm", [0] * 10, "b")
+    ))  # fmt: skip
+    scores = score_results(frame)
+    (check,) = reader_checks(scores)
+    assert (check.exact_k, check.exact_n, check.n, check.source_pairs) == (30, 30, 30, 10)
+    assert check.status == status
+    summary = summary_of(scores, {}, len(frame), 10)
+    marked = {e["condition"] for e in summary["scores"] if e.get("not_a_verdict")}
+    if status == "reads":
+        assert marked == set()
+        assert [w["reader"] for w in summary["selection"]] == ["llm"]  # a and b ranked
+    else:
+        assert marked == {"full", "a", "b"}
+        assert summary["selection"] == []  # no verdict: ranked nowhere
+    if status == "cannot read":
+        assert {e["not_a_verdict"] for e in summary["scores"] if e["reader"] == "llm"} == {
+            NOT_A_VERDICT
+        }
+
+
+def test_a_reader_that_cannot_read_the_whole_history_gives_no_verdict(tmp_path: Path):
+    from audit.scoring._readers import NOT_A_VERDICT
+    from tests._fake_openai import Reply, Rule, serving_in_thread
+
+    with serving_in_thread("blind") as fake:  # answers every read with the wrong key
+        fake.rules = [Rule(contains=["You read an agent's memory"],
+                           replies=[Reply(content='{"values": {"nothing": "here"}}')])]  # fmt: skip
+        config = tmp_path / "audit.toml"
+        config.write_text(
+            f'cache_path = "{tmp_path / "responses.sqlite"}"\n'
+            f'[backends.blind]\nbase_url = "{fake.base_url}"\nmodel = "blind"\nmax_retries = 0\n'
+        )
+        command = ["run", "--preset", "cca-pilot", "--conditions", "frontier,frontier_latest,full",
+                   "--transforms", "identity", "--workers", "1", "--budget", "600",
+                   "--llm-sample", "2", "--repeats", "1", "--llm-transforms", "identity",
+                   "--reader", "blind", "--llm-conditions", "frontier,frontier_latest",
+                   "--config", str(config)]  # fmt: skip
+        out, again = tmp_path / "run", tmp_path / "again"
+        result = CliRunner().invoke(app, [*command, "--out", str(out)])
+        # the same command again, for compare (a copy of a run is refused: one run id)
+        repeated = CliRunner().invoke(app, [*command, "--out", str(again)])
+    assert result.exit_code == 0, result.output
+    assert repeated.exit_code == 0, repeated.output
+    summary = json.loads((out / "summary.json").read_text())
+    stage = summary["run"]["config"]["llm"]
+    assert "full" in stage["conditions"]  # read first, though not asked
+    (check,) = summary["readers"]
+    assert check["status"] == "cannot read"
+    assert (check["k"], check["n"], check["exact_k"], check["exact_n"]) == (0, 6, 6, 6)
+    llm = [e for e in summary["scores"] if e["reader"] != "exact"]
+    assert llm
+    assert {e.get("not_a_verdict") for e in llm} == {NOT_A_VERDICT}
+    assert not any(e.get("not_a_verdict") for e in summary["scores"] if e["reader"] == "exact")
+    assert [w["reader"] for w in summary["selection"]] == ["exact"]  # ranked nowhere
+    said = " ".join(result.output.split())
+    assert f"(reader {check['reader']}): {NOT_A_VERDICT}: on full" in said
+    report = CliRunner().invoke(app, ["report", str(out)])
+    assert report.exit_code == 0, report.output
+    for name in ("report.md", "report.html"):
+        assert NOT_A_VERDICT in (out / "report" / name).read_text()
+    headline = pd.read_csv(out / "report" / "headline.csv")
+    blind = headline[headline["reader"] != "exact"]
+    assert set(blind["role"]) == {"not a verdict"}
+    assert set(blind["ranks"]) == {"-"}
+    comparisons = pd.read_csv(out / "report" / "comparisons.csv")
+    assert set(comparisons["reader"]) == {"exact"}
+    compare = CliRunner().invoke(app, ["compare", str(out), str(again), "--out",
+                                       str(tmp_path / "compare")])  # fmt: skip
+    assert compare.exit_code == 0, compare.output
+    assert f"[{NOT_A_VERDICT}]" in " ".join(compare.output.split())
+    compared = pd.read_csv(tmp_path / "compare" / "compare.csv")
+    assert set(compared.loc[compared["reader_b"] != "exact", "verdict"]) == {NOT_A_VERDICT}
+    assert NOT_A_VERDICT in (tmp_path / "compare" / "compare.md").read_text()
+
+
+@pytest.mark.parametrize("reader_reads", [True, False])
+def test_a_writer_no_valid_reader_can_read_gives_no_verdict(reader_reads: bool):
+    from audit.rundir import normalize
+    from audit.scoring import score_results
+    from audit.scoring._summary import summary_of
+
+    prose = _full_reads("exact", [0] * 10, "prose_off")  # the exact reader: no record log
+    for row in prose:
+        row.update(outcome="unparsed", correct=0, kind="strict")
+    frame = normalize(pd.DataFrame(
+        _full_reads("exact", [1] * 10) + prose
+        + _full_reads("llm", [1] * 10 if reader_reads else [0] * 10)
+        + _full_reads("llm", [0] * 10, "prose_off")
+    ))  # fmt: skip
+    summary = summary_of(score_results(frame), {}, len(frame), 10)
+    marked = {(e["reader"], e["condition"]) for e in summary["scores"] if e.get("not_a_verdict")}
+    if reader_reads:  # a valid reader read the prose: its verdict stands
+        assert summary["writers"] == []
+        assert marked == set()
+    else:
+        (writer,) = summary["writers"]
+        assert (writer["condition"], writer["unparsed"], writer["reads"]) == ("prose_off", 60, 60)
+        assert ("exact", "prose_off") in marked
+
+
+# ------------------------------------------------- an LLM writer that echoes its prompt
+
+
+def test_a_memory_made_of_the_prompts_words_echoes_it_and_the_history_does_not():
+    from audit.engine._llm_stage import echo_failure, echoes
+    from audit.engine._streaming import plan_variant
+    from compressors.builtin.llm_writers import ProseOff
+
+    pair = generate(PRESETS["cca-pilot"])[0]
+    (view, _, _), *_ = plan_variant(pair, "A")[0]
+    system, user = ProseOff().messages("", view, pair.query, 600)
+    instructions = [system.content]
+    # a small model's habit: the role paragraph back, with a line of its own
+    parrot = system.content.split("\n\n", 1)[1] + "\nkey: value"
+    assert echo_failure(*echoes(parrot, instructions))
+    # what a writer should keep: the records, in prose or as lines, never echoes
+    assert echoes(view.text, instructions)[0] == 0
+    assert not echo_failure(*echoes(user.content, instructions))
+    assert not echo_failure(*echoes("", instructions))  # nothing to judge: no run of 8
+
+
+def test_a_writer_that_echoes_its_prompt_gives_no_verdict(tmp_path: Path):
+    # before: its memories were prose the exact reader could not parse, scored as any
+    # writer's (undetermined), and ranked beside the others when a reader passed
+    from audit.scoring._readers import ECHOING_WRITER
+    from compressors.builtin.llm_writers import _ROLE
+    from tests._fake_openai import Reply, Rule, serving_in_thread
+
+    with serving_in_thread("parrot") as fake:
+        fake.rules = [Rule(contains=["You maintain the memory"], replies=[Reply(content=_ROLE)])]
+        config = tmp_path / "audit.toml"
+        config.write_text(
+            f'cache_path = "{tmp_path / "responses.sqlite"}"\n'
+            f'[backends.parrot]\nbase_url = "{fake.base_url}"\nmodel = "parrot"\n'
+            "max_retries = 0\n"
+        )
+        out = tmp_path / "run"
+        result = CliRunner().invoke(app, [
+            "run", "--preset", "cca-pilot", "--conditions", "frontier", "--transforms",
+            "identity", "--workers", "1", "--quiet", "--budget", "600", "--llm-sample", "2",
+            "--repeats", "1", "--llm-transforms", "identity", "--writer", "parrot",
+            "--llm-conditions", "prose_off", "--config", str(config), "--out", str(out),
+        ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with result_csv(out).open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["condition"] == "prose_off"]
+    assert len(rows) == 12
+    assert {r["outcome"] for r in rows} == {"writer_echo"}
+    assert all(r["correct"] == "0" and "repeats its prompt" in r["error"] for r in rows)
+    summary = json.loads((out / "summary.json").read_text())
+    (writer,) = summary["writers"]
+    assert (writer["condition"], writer["echoed"], writer["reads"]) == ("prose_off", 12, 12)
+    assert writer["verdict"] == ECHOING_WRITER
+    marks = {e["condition"]: e.get("not_a_verdict") for e in summary["scores"]}
+    assert marks["prose_off"] == ECHOING_WRITER
+    assert not marks["frontier"]

@@ -17,15 +17,9 @@ from scipy.stats import binom, norm
 from typer.testing import CliRunner
 
 from audit.cli import app
-from audit.scoring import (
-    MAX_PAIRS,
-    PairedTable,
-    alpha_per_test,
-    mcnemar_exact,
-    minimum_detectable_difference,
-    pairs_needed,
-    power,
-)
+from audit.scoring import PairedTable, minimum_detectable_difference, pairs_needed, power
+from audit.scoring._power import MAX_PAIRS, alpha_per_test
+from audit.scoring._stats import mcnemar_exact
 
 runner = CliRunner()
 

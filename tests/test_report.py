@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from audit.rundir import RunStore, pack_job
-from histories import GenerationConfig, distinguishing_ids, generate
+from histories import WRONG_ANSWERS, GenerationConfig, distinguishing_ids, generate
 from reports import visible
 from tests._system import missing
 
@@ -52,6 +52,21 @@ def real_run(tmp_path_factory) -> Path:
         "--out",
         str(out),
     )
+    assert result.exit_code == 0, result.output
+    result = run("report", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory) -> Path:
+    """A small run with shortcut probes: the floor box, spelling dependence and the
+    selection warning all show (seconds)."""
+    out = tmp_path_factory.mktemp("runs") / "probes"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions",
+                 "frontier,frontier_latest,tail,probe_named,probe_lowrev", "--transforms",
+                 "identity,rename:1", "--budget", "1200", "--workers", "1", "--quiet",
+                 "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     result = run("report", str(out))
     assert result.exit_code == 0, result.output
@@ -177,6 +192,38 @@ def hostile_run(tmp_path_factory) -> Path:
 # ----------------------------------------------------------------------- a real run
 
 
+def test_wrong_answers_are_stored_counted_and_shown_alike(real_run: Path):
+    """results.parquet holds each wrong read's class as a one-byte code (its name in a
+    frame and in results.csv), empty on a right read; summary.json's cells and the
+    report's failures table count the same reads."""
+    import pyarrow.parquet as pq
+
+    from tests._rows import result_csv
+
+    field = pq.ParquetFile(real_run / "results.parquet").schema_arrow.field("wrong_answer")
+    assert str(field.type) == "dictionary<values=string, indices=int8, ordered=0>"
+    rows = pd.read_csv(result_csv(real_run), dtype=str, keep_default_na=False)
+    wrong = rows["correct"] == "0"
+    assert (rows.loc[wrong, "wrong_answer"] != "").all()
+    assert (rows.loc[~wrong, "wrong_answer"] == "").all()
+    assert {"no_answer", "other_variant", "bound_elsewhere"} <= set(rows["wrong_answer"])
+    counted = rows[wrong].groupby(["condition", "budget", "transform", "wrong_answer"]).size()
+    summary = json.loads((real_run / "summary.json").read_text())
+    cells = [e for e in summary["scores"] if e["family"] == "all"]
+    assert cells
+    for cell in cells:
+        found = cell["wrong answers (reads)"]
+        where = (cell["condition"], str(cell["budget"]), cell["transform"])
+        expected = {c: int(n) for (*at, c), n in counted.items() if tuple(at) == where}
+        assert found == expected, where
+    taxonomy = pd.read_csv(real_run / "report" / "taxonomy.csv")
+    for _, row in taxonomy.iterrows():
+        where = (row["condition"], str(row["budget"]), "identity")
+        for name in WRONG_ANSWERS:
+            assert row[f"wrong_{name}"] == counted.get((*where, name), 0), (where, name)
+    assert "wrong: other variant (reads)" in (real_run / "report" / "report.md").read_text()
+
+
 def test_report_files_and_headline_numbers(real_run: Path):
     report = real_run / "report"
     for name in (
@@ -217,7 +264,7 @@ def test_comparisons_are_paired_and_holm_corrected(real_run: Path):
     for _, each in comparisons.iterrows():
         expected = (
             "" if not each["underpowered"]
-            else "size overstated?" if each["significant"] else "yes"
+            else "size likely overstated" if each["significant"] else "underpowered"
         )  # fmt: skip
         assert (each["power_reading"] if isinstance(each["power_reading"], str) else "") == (
             expected
@@ -230,7 +277,7 @@ def test_a_significant_underpowered_difference_reads_as_overstated():
     table = with_holm(
         pd.DataFrame({"p_value": [0.001, 0.6, 0.001], "underpowered": [True, True, False]})
     )
-    assert list(table["power_reading"]) == ["size overstated?", "yes", ""]
+    assert list(table["power_reading"]) == ["size likely overstated", "underpowered", ""]
 
 
 def test_html_holds_every_section(real_run: Path):
@@ -239,14 +286,87 @@ def test_html_holds_every_section(real_run: Path):
     assert html.count("<svg") >= 5  # headline, forest, heatmap, transforms, budget, causes
     assert "Current accuracy would pick a different condition than reveal accuracy" in html
     assert "no LLM reader in this run" in html.replace("No LLM", "no LLM")
-    assert 'class="line mark"' in html  # a distinguishing record highlighted
-    assert "A and B memories identical: collision" in html  # tail collides
-    assert "evidence dropped by the compressor" in html
     assert "transformed instances are summarized" in html
+    drilled = (real_run / "report" / "pairs-001.html").read_text()  # the drill-down's pages
+    assert 'class="line mark"' in drilled  # a distinguishing record highlighted
+    assert "A and B memories identical: collision" in drilled  # tail collides
+    assert "evidence dropped by the compressor" in drilled
     for fetch in ("src=", "url(http", "@import", "<link", "<iframe", "<object"):
         assert fetch not in html.lower()  # nothing to fetch: one self-contained file
     for page in (real_run / "report").glob("*.html"):
         assert page.stat().st_size < MAX_PAGE_BYTES
+
+
+def test_the_main_page_does_not_grow_with_the_drill_down(real_run: Path, tmp_path: Path):
+    """Issue 28: the default audit's report.html was 6 MB and 160,000 px tall, nearly all
+    of it the drill-down's first page (every failing memory and read of 12 pairs). The
+    main page holds an index row per drilled pair now, whatever the pair's memories; the
+    pairs are on pages of their own."""
+    sizes = {}
+    for drilled in (2, 0):  # 0: every source pair
+        out = tmp_path / str(drilled)
+        result = run("report", str(real_run), "--out", str(out), "--max-pairs", str(drilled))
+        assert result.exit_code == 0, result.output
+        sizes[drilled] = (out / "report.html").stat().st_size
+        assert 'class="pair"' not in (out / "report.html").read_text()
+    pairs = pd.read_csv(real_run / "report" / "headline.csv")["joint_J_n"].max()
+    systems = len(pd.read_csv(real_run / "report" / "headline.csv"))
+    per_pair = (sizes[0] - sizes[2]) / (pairs - 2)
+    assert per_pair < 200 + 60 * systems, (per_pair, systems)  # # pair family outcome ...
+
+
+def test_the_summary_counts_in_k_of_n_and_says_each_finding_once(probe_run: Path):
+    """Issue 28, the report: the top warning box gave decimals (0.54 vs 0.33) where
+    everything else is k/n, and three near-identical "Spelling dependence" bullets
+    followed each other. Every number of a warning box is a count, an interval or a p
+    now, and the conditions whose memories depend on spelling share one bullet."""
+    md = (probe_run / "report" / "report.md").read_text()
+    boxes = [line for line in md.splitlines() if line.startswith(">")]
+    assert any("This audit cannot tell" in line for line in boxes)  # the floor box
+    for line in boxes:
+        rest = re.sub(r"\[[^\]]*\]", "", line)  # intervals
+        rest = re.sub(r"\bp\s*[<=]?\s*[-+.\deE]+( now, [-+.\deE]+ after the reveal)?", "", rest)
+        assert not re.search(r"\d\.\d", rest), line
+    summary = json.loads((probe_run / "summary.json").read_text())
+    spelled = {
+        a["condition"]
+        for a in summary["equivariance_alerts"]
+        if a["check"] == "labels" and a["kind"] == "strict"
+    }
+    bullets = [line for line in md.splitlines() if "Spelling dependence" in line]
+    assert len(spelled) > 1, "the run must show it twice for the test to tell"
+    assert len(bullets) == 1, bullets
+    for condition in spelled:
+        assert f"**{condition} @ 1200 B**" in bullets[0]
+
+
+def test_late_reference_adequacy_is_in_the_markdown_and_the_csv(real_run: Path):
+    """Issue 28: report.md and headline.csv lacked the late-ref adequacy that the
+    console and summary.json have; both carry it, from summary.json's counts."""
+    summary = json.loads((real_run / "summary.json").read_text())
+    headline = pd.read_csv(real_run / "report" / "headline.csv").set_index(["condition", "budget"])
+    cells = [e for e in summary["scores"] if e["transform"] == "identity" and e["family"] == "all"]
+    assert cells
+    for entry in cells:
+        late = entry["source pairs"]["late_reference_adequacy"]
+        row = headline.loc[(entry["condition"], entry["budget"])]
+        assert (row["late_reference_adequacy_k"], row["late_reference_adequacy_n"]) == (
+            late["k"],
+            late["n"],
+        )
+    lines = (real_run / "report" / "report.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| condition | role"))
+    assert "late-ref (source pairs)" in lines[start]
+    column = [c.strip() for c in lines[start].split("|")].index("late-ref (source pairs)")
+    for entry in cells:
+        late = entry["source pairs"]["late_reference_adequacy"]
+        row = next(
+            line
+            for line in lines[start:]
+            if line.startswith(f"| **{entry['condition']}** |")
+            and f"| {entry['budget']:,} |" in line
+        )
+        assert row.split("|")[column].strip() == f"{late['k']}/{late['n']}", row
 
 
 def test_markdown_for_a_pull_request(real_run: Path):
@@ -267,13 +387,17 @@ def test_report_rebuilds_from_the_stored_run_alone(real_run: Path, tmp_path: Pat
 
 
 def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
+    """Issue 28: compare pairs a condition by its system (a renamed one too), compares a
+    system the baseline lacks with the baseline's best strict condition, puts it first,
+    folds the systems whose results did not change into one line, labels runs A, B with
+    a key, and fits 80 columns."""
     other = tmp_path / "other"
     result = run(
         "run",
         "--preset",
         "cca-pilot-paper",
         "--conditions",
-        "frontier,frontier_alpha",
+        "frontier:name=renamed,frontier_alpha",
         "--transforms",
         "identity",
         "--budget",
@@ -286,23 +410,44 @@ def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
     )
     assert result.exit_code == 0, result.output
     out = tmp_path / "cmp"
-    result = run("compare", str(real_run), str(other), "--out", str(out))
+    result = runner.invoke(
+        app, ["compare", str(real_run), str(other), "--out", str(out)], env={"COLUMNS": "80"}
+    )
     assert result.exit_code == 0, result.output
-    # a system with no partner in the baseline is named, not silently dropped
+    long = [line for line in result.output.splitlines() if len(line) > 80 and " " in line.strip()]
+    assert long == [], long  # a path alone may be longer: it is never split
     flat = " ".join(result.output.split())
-    assert "not compared (the baseline real has no system to pair them with)" in flat
-    assert "other (exact, 1200 B): frontier_alpha" in flat
-    assert "other (exact, 1200 B): frontier_alpha" in (out / "compare.md").read_text()
+    assert f"A (baseline): {real_run} B: {other}" in flat
     table = pd.read_csv(out / "compare.csv")
-    same = table[(table["condition_a"] == "frontier") & (table["condition_b"] == "frontier")]
-    assert len(same) == 1
+    # the renamed frontier is frontier: paired by its system, not by its label
+    same = table[(table["condition_a"] == "frontier") & (table["condition_b"] == "renamed")]
+    assert list(same["match"]) == ["the same condition"]
     assert (same.iloc[0]["n_pairs"], same.iloc[0]["delta"]) == (24, 0.0)
-    assert "p_holm" in table
     # the exact reader has no noise: an identical result is no difference, never one
     # "within reader noise"
     assert same.iloc[0]["noise_floor"] == 0.0
     assert not same.iloc[0]["within_noise"]
     assert "not distinguishable from reader noise" not in (out / "compare.md").read_text()
+    # a system the baseline lacks: against the baseline's best strict condition there
+    headline = pd.read_csv(real_run / "report" / "headline.csv")
+    strict = headline[(headline["budget"] == 1200) & headline["role"].isna()]
+    best = strict.loc[strict["joint_J_k"].idxmax(), "condition"]
+    assert (table.iloc[0]["run_b"], table.iloc[0]["condition_b"]) == ("B", "frontier_alpha")
+    assert (table.iloc[0]["run_a"], table.iloc[0]["condition_a"]) == ("A", best)
+    assert table.iloc[0]["match"] == "only in one run"
+    # ... and the baseline's own at 1200 B against the later run's best strict condition
+    theirs = pd.read_csv(out / "systems.csv")
+    theirs = theirs[theirs["run"] == "B"]
+    mine = theirs.loc[theirs["joint_J_k"].idxmax(), "condition"]
+    own = table[(table["run_b"] == "A") & (table["budget"] == 1200)]
+    assert set(own["condition_b"]) == {"frontier_latest", "tail"}
+    assert set(own["condition_a"]) == {mine}
+    # the terminal: the one system that did not change is named on one line, never
+    # compared with itself (+0.00 [-0.14, +0.14] p=1.000)
+    assert "The same in A and B (no shared source pair differs): renamed;" in flat
+    assert "B: renamed - A: frontier" not in flat
+    assert f"B: frontier_alpha - A: {best} " in flat
+    assert "not compared" not in flat
     result = run(
         "compare",
         str(real_run),
@@ -314,24 +459,33 @@ def test_compare_runs_on_shared_pairs(real_run: Path, tmp_path: Path):
     )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "cmp2" / "compare.csv")
+    assert set(table["condition_a"]) == {"frontier_latest"}
     alpha = table[table["condition_b"] == "frontier_alpha"].iloc[0]
-    assert alpha["condition_a"] == "frontier_latest"
     assert alpha["delta"] > 0
     # the terminal gives the answer, not only a path: every paired difference, its
     # interval and its Holm p, as in compare.csv
     flat = " ".join(result.output.split())
-    assert f"{len(table)} paired differences on 24 shared source pairs" in flat
     significant = int(table["significant"].sum())
+    assert f"{len(table)} comparisons of joint J on the shared source pairs" in flat
     assert f"{significant or 'none'} significant after Holm" in flat
     for _, row in table.iterrows():
         assert (
-            f"{row['b']} - {row['a']} at {row['budget']} B: {row['delta']:+.2f} "
+            f"{row['b']} - {row['a']} {row['delta']:+.2f} "
             f"[{row['delta_low']:+.2f}, {row['delta_high']:+.2f}]".replace("-0.00", "+0.00")
         ) in flat, flat
     html = (out / "compare.html").read_text()
+    assert 'id="differences-table"' in html.split('<section id="comparisons">')[0]
     assert 'id="comparisons-table"' in html
     assert "<svg" in html
     assert (out / "compare.md").read_text().startswith("## memory audit: comparison")
+    result = run("compare", str(real_run), str(other), "--only", "frontier_alpha,frontier",
+                 "--out", str(tmp_path / "cmp3"))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "cmp3" / "compare.csv")
+    assert set(table["condition_b"]) == {"frontier_alpha", "renamed"}  # frontier by its system
+    result = run("compare", str(real_run), str(other), "--only", "nope")
+    assert result.exit_code == 2
+    assert "--only: no condition 'nope' in any of the runs" in result.output
 
 
 def test_cli_errors(tmp_path: Path):
@@ -359,7 +513,7 @@ def test_hostile_output_is_inert_text(hostile_run: Path):
     hrefs = re.findall(r"""<a\s[^>]*href\s*=\s*["']?([^"' >]*)""", html, flags=re.IGNORECASE)
     assert hrefs
     allowed = [
-        h.startswith("#") or re.fullmatch(r"(report|pairs-\d+)\.html(#\w+)?", h) for h in hrefs
+        h.startswith("#") or re.fullmatch(r"(report|pairs-\d+)\.html(#[\w-]+)?", h) for h in hrefs
     ]
     assert all(allowed), hrefs
     for page in pages:
@@ -490,8 +644,8 @@ def test_memories_of_the_first_store_layout_still_read(tmp_path: Path):
     # runs made before the block layout kept one zlib blob (preset dictionary) per memory
     import zlib
 
-    from audit.rundir import LEGACY_ZDICT as _LEGACY_ZDICT
     from audit.rundir import MemoryStore
+    from audit.rundir._load import LEGACY_ZDICT as _LEGACY_ZDICT
 
     text = '{"id":"r1","op":"set","key":"k","value":"v","rev":1}'
     packer = zlib.compressobj(6, zdict=_LEGACY_ZDICT)

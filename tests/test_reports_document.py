@@ -123,7 +123,8 @@ def test_every_block_kind_renders_in_html() -> None:
     assert '<p class="small muted">A paragraph</p>' in html
     assert "<dt>machine</dt><dd>test</dd>" in html
     assert 'id="pair-index"' in html
-    assert 'id="pair-1"' in html
+    assert 'href="pairs-001.html#pair-1"' in html  # the pairs are on a page of their own
+    assert 'id="pair-1"' in _html.render_pages(_every_kind())["pairs-001.html"]
     # numbered sections, and a table of contents built from them
     for number, (anchor, title) in enumerate(
         [("tables", "Tables"), ("charts", "Charts"), ("facts", "Facts"), ("pairs", "Pairs")], 1
@@ -177,6 +178,33 @@ def test_markdown_leaves_out_collapsed_and_long_form_tables() -> None:
     html = _page(doc)
     assert html.count("shown-nowhere") == 2
     assert "<details><summary>the table (1 rows)</summary>" in html
+
+
+def test_a_folded_tables_caption_never_stands_alone() -> None:
+    """Issue 28: a caption stood alone after the summary's bullets (the ranking table's,
+    folded and empty). A folded table's caption is its summary line; an empty one shows
+    its empty text, which says what is missing, without the caption."""
+    caption = "Pairs of conditions ranked in opposite orders."
+    frame = pd.DataFrame([{"a": "x"}])
+    empty = Table(
+        "t1",
+        [Column("a", "a")],
+        frame.iloc[0:0],
+        caption=caption,
+        collapsed=True,
+        empty="No inversion.",
+    )
+    folded = Table("t2", [Column("a", "a")], frame, caption=caption, collapsed=True)
+    doc = Document(
+        "t",
+        Facts([]),
+        summary=[Bullets(["a finding"]), empty],
+        sections=[Section("s", "s", [folded])],
+    )
+    html = _page(doc)
+    assert html.count(caption) == 1
+    assert f"<details><summary>{caption} (the table, 1 rows)</summary>" in html
+    assert '<p class="muted">No inversion.</p>' in html
 
 
 def test_a_document_without_sections_renders(tmp_path: Path) -> None:
@@ -432,7 +460,9 @@ def test_hostile_text_is_inert_in_html(tmp_path: Path) -> None:
         assert tags.names <= ALLOWED_TAGS, tags.names - ALLOWED_TAGS
         assert not tags.attributes & {"src", "srcset", "action", "formaction", "onerror", "onload"}
         assert tags.hrefs
-        assert all(re.fullmatch(r"(report\.html|pairs-\d{3}\.html)?#[\w-]+", h) for h in tags.hrefs)
+        assert all(
+            re.fullmatch(r"(report\.html|pairs-\d{3}\.html)?#[\w-]+", h) for h in tags.hrefs
+        ), tags.hrefs
         assert page.count("<table") == page.count("</table>")
         assert page.count("<pre") == page.count("</pre>")
 
@@ -705,7 +735,7 @@ def test_the_same_document_gives_the_same_bytes(written: tuple[Path, Path]) -> N
     first, second = written
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())
-    assert {"report.html", "pairs-002.html", "pairs-003.html", "report.md", "headline.csv"} <= set(
+    assert {"report.html", "pairs-001.html", "pairs-002.html", "report.md", "headline.csv"} <= set(
         names
     )
     for name in names:
@@ -717,16 +747,21 @@ def test_pages_stay_small_and_link_to_each_other(written: tuple[Path, Path]) -> 
     main = (folder / "report.html").read_text()
     for page in folder.glob("*.html"):
         assert page.stat().st_size < MAX_PAGE_BYTES
-    assert 'href="pairs-002.html"' in main
-    assert 'href="pairs-003.html"' in main
+    assert 'href="pairs-001.html#drilldown"' in main
+    assert 'href="pairs-002.html#drilldown"' in main
     later = (folder / "pairs-002.html").read_text()
     assert 'href="report.html#pair-index"' in later
+    assert 'href="pairs-001.html#drilldown"' in later
     assert 'id="pair-13"' in later
     assert 'href="pairs-002.html#pair-13"' in main
-    assert 'id="pair-12"' in main
-    assert 'href="#pair-12"' in main
-    assert main.count('class="mark"') == 0
-    assert main.count('class="line mark"') > 0
+    first = (folder / "pairs-001.html").read_text()
+    assert 'id="pair-12"' in first
+    assert 'href="pairs-001.html#pair-12"' in main
+    # the main page holds the index, never a drilled pair: its memories and reads grow
+    # with pairs x conditions (6 MB on the default audit's report.html)
+    assert 'class="pair"' not in main
+    assert first.count('class="mark"') == 0
+    assert first.count('class="line mark"') > 0
 
 
 def test_large_drilldowns_split_by_size() -> None:
@@ -761,7 +796,7 @@ def test_large_drilldowns_split_by_size() -> None:
         Document("t", Facts([]), sections=[Section("d", "d", [DrillDown(pairs)])])
     )
     assert len(pages) > 2
-    assert len(_html.paginate(pairs)) == len(pages)
+    assert len(_html.paginate(pairs)) + 1 == len(pages)  # the main page holds the index
     assert all(len(text.encode()) < MAX_PAGE_BYTES for text in pages.values())
 
 
@@ -984,6 +1019,21 @@ def test_every_kind_draws_sparse_and_odd_data(kind: str) -> None:
         svg = _charts.render(Chart("c", kind, pd.DataFrame([row]), options))  # type: ignore[arg-type]
     assert svg is not None
     assert "$x^2$" in svg
+
+
+def test_a_hatched_chart_stays_small() -> None:
+    """Issue 28: the report's stacked and bar charts were 270 and 320 KB, most of it two
+    hatch tiles (dots and circles, drawn as hundreds of Bezier circles); a chart of every
+    hatch costs a few hundred bytes a bar now, whatever the series."""
+    parts = [(f"p{i}", f"part {i}") for i in range(len(_charts.HATCHES))]
+    frame = pd.DataFrame(
+        [{"label": f"condition {row}"} | {c: row + i for i, (c, _) in enumerate(parts)}
+         for row in range(5)]
+    )  # fmt: skip
+    svg = _charts.render(Chart("c", "stacked", frame, {"label": "label", "parts": parts}))
+    assert svg is not None
+    assert svg.count("<pattern") == len(_charts.HATCHES) - 1  # every hatch drawn (not "")
+    assert len(svg) < 1000 * len(frame) * len(parts), len(svg)
 
 
 def test_a_chart_without_its_columns_says_which() -> None:

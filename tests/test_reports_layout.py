@@ -121,10 +121,12 @@ MEASURE = r"""
     const table = box.querySelector('table');
     scrolls.push({id: table ? table.id : '', width: box.scrollWidth, shown: box.clientWidth});
   }
+  const tables = [...document.querySelectorAll('table[id]')].map(
+    t => ({id: t.id, top: t.getBoundingClientRect().top + scrollY}));
   return {
     viewport: document.documentElement.clientWidth,
     scrollWidth: document.scrollingElement.scrollWidth,
-    charts, cells, checked, scrolls, commands, records, recordParts,
+    charts, cells, checked, scrolls, commands, records, recordParts, tables,
   };
 })()
 """.replace("%(long)d", str(LONG_TOKEN)).replace("SINGLE", repr(SINGLE))
@@ -299,29 +301,65 @@ REAL_RUN = ("run", "--preset", "cca-pilot", "--transforms", "identity,rename:1",
             "--workers", "2", "--quiet")  # fmt: skip
 """A real audit with the default conditions (every built-in, archives and probes), as a
 new user's first report shows them; seconds to run."""
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+MY_RUN = ("run", "--preset", "cca-pilot", "--transforms", "identity", "--workers", "2",
+          "--quiet", "--conditions", f"cmd:name=keep_newest,run={sys.executable} {EXAMPLE},"
+          "tail,full")  # fmt: skip
+"""A user's own compressor beside two of the default's conditions: compared with the
+default run, as the README's `audit compare runs/default runs/mine`."""
 
 
 @pytest.fixture(scope="module")
 def real(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Measured:
-    """The report of a real run, measured at both widths."""
+    """The report of a real run, measured at both widths, and its comparison with a
+    user's run at 1280 px."""
     folder = tmp_path_factory.mktemp("real")
-    for args in ([*REAL_RUN, "--out", str(folder / "run")], ["report", str(folder / "run")]):
+    for args in (
+        [*REAL_RUN, "--out", str(folder / "run")],
+        ["report", str(folder / "run")],
+        [*MY_RUN, "--out", str(folder / "mine")],
+        ["compare", str(folder / "run"), str(folder / "mine"), "--out", str(folder / "cmp")],
+    ):
         done = subprocess.run(
             [sys.executable, "-m", "audit", *args], capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stderr
     page = folder / "run" / "report" / "report.html"
-    return asyncio.run(_measure(chromium, folder / "profile", [("real", page, w) for w in WIDTHS]))
+    pages = [("real", page, w) for w in WIDTHS]
+    pages.append(("compare", folder / "cmp" / "compare.html", WIDTHS[0]))
+    return asyncio.run(_measure(chromium, folder / "profile", pages))
+
+
+FIRST_SCREEN = 900
+"""CSS pixels of the window's height: what a reader sees before scrolling."""
+
+
+def _top(page: dict[str, Any], table: str) -> float:
+    return next(t["top"] for t in page["tables"] if t["id"] == table)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_real_report_fits_the_window(real: Measured, width: int) -> None:
     """Every table of a default run's report is whole in the window (the headline's
-    last column was out of sight at 1280 px), and no chart, label or cell is broken."""
+    last column was out of sight at 1280 px), and no chart, label or cell is broken;
+    the verdicts are on the first screen."""
     page = real[("real", width)]
     assert page["checked"] > 300
     assert problems(page, {}) == []
     assert page["errors"] == []
+    assert _top(page, "verdicts-table") < FIRST_SCREEN
+
+
+def test_a_real_comparison_fits_the_window(real: Measured) -> None:
+    """Issue 28: compare.html had no headline and its tables scrolled sideways at 1280
+    px. The answer (which systems differ, by how much, significant or not) is on the
+    first screen, as report.html's verdicts are, and every table, folded ones opened,
+    is whole in the window."""
+    page = real[("compare", WIDTHS[0])]
+    assert page["checked"] > 100  # the measure saw the cells
+    assert problems(page, {}) == []
+    assert page["errors"] == []
+    assert _top(page, "differences-table") < FIRST_SCREEN
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -31,14 +31,21 @@ from typer.testing import CliRunner
 from audit.backends import (
     BackendClient,
     BackendConfig,
+    ResponseCache,
     load_config,
     measure_determinism,
     open_backend,
+)
+from audit.backends._determinism import (
+    PROBE_REQUESTS,
+    SERIAL_PROBE_REQUESTS,
     probe_requests,
+    probe_size,
 )
 from audit.cli import app
 from audit.scoring import reader_agreement
 from compressors import ChatRequest
+from tests._rows import result_csv
 
 runner = CliRunner()
 
@@ -53,10 +60,15 @@ def clean_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 class ToyServer:
     """An OpenAI-compatible server in a thread: ``order_dependent`` answers with the
-    number of requests in flight (as batched arithmetic depends on the batch)."""
+    number of requests in flight (as batched arithmetic depends on the batch);
+    ``remembers`` with what the previous request asked too (as a reused prompt cache
+    makes an answer depend on what came before)."""
 
-    def __init__(self, *, order_dependent: bool) -> None:
+    def __init__(self, *, order_dependent: bool, remembers: bool = False) -> None:
         self.order_dependent = order_dependent
+        self.remembers = remembers
+        self.previous = ""
+        self.calls = 0
         self.in_flight = 0
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -66,15 +78,19 @@ class ToyServer:
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.in_flight += 1
+        self.calls += 1
         try:
             await asyncio.sleep(0.02)
+            asked = json.dumps(body["messages"])
             if "response_format" in body:  # backends check's schema probe
                 content = json.dumps({"probe": "schema-ok"})
             elif self.order_dependent:
                 content = f"batch of {self.in_flight}"
             else:
-                digest = hashlib.sha256(json.dumps(body["messages"]).encode()).hexdigest()
+                seen = self.previous + asked if self.remembers else asked
+                digest = hashlib.sha256(seen.encode()).hexdigest()
                 content = f"answer {digest[:12]}"
+            self.previous = asked
         finally:
             self.in_flight -= 1
         return web.json_response(
@@ -124,13 +140,18 @@ class ToyServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
 
-def toy_client(server: ToyServer) -> BackendClient:
-    backend = BackendConfig(base_url=(server.base_url,), model="toy")
-    return BackendClient("toy", backend, base_urls=[server.base_url], model="toy")
+def toy_client(
+    server: ToyServer, max_concurrency: int = 32, cache: ResponseCache | None = None
+) -> BackendClient:
+    backend = BackendConfig(base_url=(server.base_url,), model="toy",
+                            max_concurrency=max_concurrency)  # fmt: skip
+    return BackendClient("toy", backend, base_urls=[server.base_url], model="toy", cache=cache)
 
 
-async def _probe(server: ToyServer) -> Any:
-    async with toy_client(server) as client:
+async def _probe(
+    server: ToyServer, max_concurrency: int = 32, cache: ResponseCache | None = None
+) -> Any:
+    async with toy_client(server, max_concurrency, cache) as client:
         return await measure_determinism(client)
 
 
@@ -148,6 +169,33 @@ def test_a_server_whose_answer_depends_on_concurrency_is_caught():
     assert result.compared == 16
     assert result.identical < 16, result
     assert result.differing  # which requests changed is kept
+
+
+def test_a_one_slot_server_gets_the_small_probe_which_catches_a_remembering_server():
+    """One request at a time cannot batch: 4 requests, 8 sent, are enough to show an
+    answer that depends on what was asked before (a reused prompt cache); a client that
+    may send several at once gets the full 16."""
+    with ToyServer(order_dependent=False, remembers=True) as server:
+        result = asyncio.run(_probe(server, max_concurrency=1))
+        assert server.calls == 2 * SERIAL_PROBE_REQUESTS == 8
+    assert result.requests == result.compared == SERIAL_PROBE_REQUESTS
+    assert result.identical < result.compared, result
+    with ToyServer(order_dependent=False) as server:
+        result = asyncio.run(_probe(server, max_concurrency=1))
+        assert (result.identical, result.compared) == (4, 4)
+        assert probe_size(toy_client(server, 2)) == PROBE_REQUESTS
+        asyncio.run(_probe(server, max_concurrency=2))
+        assert server.calls == 8 + 2 * PROBE_REQUESTS
+
+
+def test_the_probe_asks_the_server_never_the_cache(tmp_path: Path):
+    """An answer from the response cache measures nothing of the server: a second run's
+    probe, with the first run's cache, sends every request again and caches none."""
+    with ToyServer(order_dependent=False) as server, ResponseCache(tmp_path / "c.sqlite") as cache:
+        for run in (1, 2):
+            asyncio.run(_probe(server, max_concurrency=1, cache=cache))
+            assert server.calls == run * 2 * SERIAL_PROBE_REQUESTS
+        assert cache.stats().entries == 0
 
 
 def test_the_probe_requests_are_fixed_and_share_a_prefix():
@@ -191,7 +239,7 @@ def test_backends_check_prints_the_determinism_line(tmp_path: Path, order_depend
 
 
 def test_the_embedded_backend_is_reproducible_by_default(tmp_path: Path):
-    """One slot, the prompt cache off, and the probe's 16 answers identical."""
+    """One slot, the prompt cache off, and the probe's answers identical (4: one slot)."""
     config = load_config(None, env_file=None, environ=False)
     backend = config.get("local")
     assert backend.mode == "reproducible"
@@ -201,12 +249,16 @@ def test_the_embedded_backend_is_reproducible_by_default(tmp_path: Path):
             body = client.request_body(ChatRequest(messages=probe_requests(1)[0].messages))
             status, props, _ = await client.get_json(client.base_urls[0][: -len("/v1")], "/props")
             assert status == 200, props
-            return await measure_determinism(client), body, props
+            assert probe_size(client) == SERIAL_PROBE_REQUESTS
+            stats = client.stats.as_dict()
+            result = await measure_determinism(client)
+            assert client.stats.as_dict() == stats  # the probe is none of the audit's
+            return result, body, props
 
     result, body, props = asyncio.run(check())
     assert body["cache_prompt"] is False  # every request says so, and keys the cache apart
     assert props["total_slots"] == 1
-    assert (result.identical, result.compared) == (16, 16), result
+    assert (result.identical, result.compared) == (4, 4), result
 
 
 def test_throughput_mode_serves_its_slots_with_the_prompt_cache(tmp_path: Path):
@@ -316,7 +368,7 @@ COMPARED = ("outcome", "correct", "correct_lenient", "answer", "raw_answer", "fi
 
 
 def _llm_rows(out: Path) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-    frame = pd.read_csv(out / "results.csv", dtype=str, keep_default_na=False)
+    frame = pd.read_csv(result_csv(out), dtype=str, keep_default_na=False)
     frame = frame[frame["reader"] != "exact"]
     keys = [*ROW_KEYS, "repeat", "reader"]
     return {tuple(r[k] for k in keys): tuple(r[c] for c in COMPARED) for _, r in frame.iterrows()}
@@ -334,13 +386,19 @@ def test_a_run_records_the_mode_and_determinism_and_the_report_shows_them(two_co
     record = config["backends"]["local"]
     assert record["mode"] == "reproducible"
     assert record["roles"] == ["reader"]
-    assert record["determinism"]["identical"] == record["determinism"]["compared"] == 16
-    costs = json.loads((run / "costs.json").read_text())
-    assert costs["invocations"][0]["backends"]["local"]["determinism"]["compared"] == 16
+    assert record["determinism"]["identical"] == record["determinism"]["compared"] == 4
+    costs = json.loads((run / "costs.json").read_text())["invocations"][0]
+    assert costs["backends"]["local"]["determinism"]["compared"] == 4
+    # the probe's time and requests on a line of their own, not the deterministic stage's
+    assert costs["probe"]["requests"] == 2 * 4
+    assert costs["probe"]["seconds"] > 0
+    assert costs["backends_start"]["seconds"] > 0
     report = runner.invoke(app, ["report", str(run)])
     assert report.exit_code == 0, report.output
     text = (run / "report" / "report.md").read_text()
-    assert "mode reproducible; determinism 16/16 identical answers" in text
+    assert "mode reproducible; determinism 4/4 identical answers" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| determinism probe |")]
+    assert f"| {costs['probe']['requests']} |" in row, row
     assert "the same memory read again: another score in 0/" in text
 
 

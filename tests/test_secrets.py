@@ -20,6 +20,8 @@ import contextlib
 import logging
 import os
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,12 +33,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from audit.backends import PROBE_REQUESTS, BackendClient, BackendConfig
+from audit.backends import BackendClient, BackendConfig
+from audit.backends._determinism import PROBE_REQUESTS
 from audit.backends._secrets import Scrubber, scrub
 from audit.cli import app
 from audit.rundir import RunStore
 from tests._fake_openai import FakeOpenAI, serving_in_thread
 from tests._fault_proxy import FaultProxy
+from tests._rows import result_csv
 from tests.test_backends_hardening import RawServer, completion
 
 runner = CliRunner()
@@ -168,7 +172,7 @@ def test_api_key_is_sent_and_never_stored_or_shown(
         errors = [r["error"] for r in store.rows() if r["reader"] == "rejecting"]
     finally:
         store.close()
-    assert len(errors) == 6
+    assert len(errors) == 12  # six reads of frontier, six of full (a reader reads full first)
     assert all(e and "HTTP 401" in e and "invalid credentials" in e for e in errors), errors
     assert all("***" in e for e in errors), errors  # the echoed key, scrubbed
 
@@ -290,7 +294,7 @@ def test_scrub_is_linear_in_the_text_not_quadratic():
 class EchoingServer:
     """A server that puts pieces of the bearer key it gets into a 200 answer: the content
     (whole key, a 10-character piece, the last 9 characters), the reasoning and the model
-    name (a careless or hostile proxy)."""
+    name, and base64 and hex forms of it (a careless or hostile proxy)."""
 
     @staticmethod
     async def chat(request: web.Request) -> web.StreamResponse:
@@ -299,7 +303,9 @@ class EchoingServer:
         body = completion(
             {
                 "role": "assistant",
-                "content": f'{{"values": {{}}}} {key} also {key[3:13]} and {key[-9:]}',
+                "content": f'{{"values": {{}}}} {key} also {key[3:13]} and {key[-9:]}; '
+                f"encoded {base64.b64encode(f'Bearer {key}'.encode()).decode()} "
+                f"{base64.urlsafe_b64encode(key.encode()).decode()} {key.encode().hex()}",
                 "reasoning": f"I was told {key[10:30]}",
             },
             model=f"m-{key[2:12]}",
@@ -335,8 +341,9 @@ def test_a_key_echoed_in_a_200_answer_is_stored_nowhere(
         )
         texts["run"] = output_of(run)
         assert run.exit_code == 0, texts
-        # six reads, and the determinism probe's requests sent twice (echoed keys too)
-        assert server.calls["/v1/chat/completions"] == 6 + 2 * PROBE_REQUESTS
+        # six reads of frontier and six of full (every LLM reader reads full first), and
+        # the determinism probe's requests sent twice (echoed keys too)
+        assert server.calls["/v1/chat/completions"] == 12 + 2 * PROBE_REQUESTS
     for args in (["report", str(tmp_path / "run")], ["cache", "explain", "--config", str(config)]):
         texts[args[0]] = output_of(runner.invoke(app, args))
     store = RunStore(tmp_path / "run")
@@ -344,10 +351,12 @@ def test_a_key_echoed_in_a_200_answer_is_stored_nowhere(
         rows = [r for r in store.rows() if r["reader"] == "echo"]
     finally:
         store.close()
-    assert len(rows) == 6
+    assert len(rows) == 12
     assert all("***" in (r["raw_answer"] or "") for r in rows), rows  # the echo, scrubbed
     assert {r["reader_model"] for r in rows} == {"m-***"}
     found = pieces_in(tmp_path, texts, key)
+    assert not found, found
+    found, _ = scan(tmp_path, texts, encodings(key))  # issue 27: base64 and hex echoes too
     assert not found, found
 
 
@@ -386,3 +395,128 @@ def test_a_key_echoed_by_the_model_list_is_not_printed(
     assert "FAIL rejecting start" in texts["check"], texts
     found = pieces_in(tmp_path, texts, key)
     assert not found, found
+
+
+EXTERNAL_MEMORY = """\
+import json, os, sys
+known = open(sys.argv[1]).read().strip()  # a program that has the key some other way
+with open(sys.argv[2], "a") as seen:
+    seen.write(f"{len(os.environ.get(sys.argv[3], ''))}\\n")
+n = 0
+for line in sys.stdin:
+    n += 1
+    request = json.loads(line)
+    if request["budget"] == 600 and n == 2:
+        print(f"stderr {known}", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if request["budget"] == 600:
+        print(json.dumps({"memory": "a memory holding no key"}), flush=True)
+        continue
+    if request["budget"] == 700:
+        print(json.dumps({"error": f"failed with {known[2:30]}"}), flush=True)
+        continue
+    print(json.dumps({"memory": f"a memory holding {known} and {known[5:20]}"}), flush=True)
+"""
+
+
+def test_a_cmd_program_gets_no_configured_key_and_what_it_says_is_scrubbed(tmp_path: Path):
+    """Issue 27, 3: a `cmd:` program inherited the whole environment, API keys included,
+    and its memories, errors and stderr went unscrubbed into results.csv, the parquet,
+    the store, run.log and the report.  Now a key the backends configuration names is
+    not in its environment (`env=NAME` passes it deliberately) and every piece of a key
+    it writes anyway (a memory, an error, its stderr) is scrubbed."""
+    variable = f"AUDIT_TEST_KEY_{secrets.token_hex(4).upper()}"
+    key = f"sk-test-{secrets.token_urlsafe(24)}"
+    (tmp_path / "key.txt").write_text(key)
+    program = tmp_path / "memory.py"
+    program.write_text(EXTERNAL_MEMORY)
+    (tmp_path / "audit.toml").write_text(
+        f'[backends.remote]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        f'api_key_env = "{variable}"\n'
+    )
+    pairs = tmp_path / "pairs.jsonl"
+    from histories import PRESETS, generate
+
+    pairs.write_text("".join(p.to_json() + "\n" for p in list(generate(PRESETS["cca-pilot"]))[:2]))
+    base = f"{sys.executable} {program} {tmp_path / 'key.txt'}"
+    conditions = (
+        f"cmd:{base} {tmp_path / 'withheld.txt'} {variable},"
+        f"cmd:run={base} {tmp_path / 'passed.txt'} {variable},env={variable}"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_AUDIT_")}
+    env[variable] = key
+    out = tmp_path / "run"
+    texts = {}
+    for args in (
+        ["run", "--pairs", str(pairs), "--conditions", conditions, "--transforms", "identity",
+         "--budget", "600,700,800", "--workers", "1", "--out", str(out)],
+        ["report", str(out)],
+    ):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "audit", *args], capture_output=True, text=True,
+            cwd=tmp_path, env=env, timeout=300,
+        )  # fmt: skip
+        texts[args[0]] = done.stdout + done.stderr
+        assert done.returncode == 3, texts
+    assert set((tmp_path / "withheld.txt").read_text().split()) == {"0"}
+    assert set((tmp_path / "passed.txt").read_text().split()) == {str(len(key))}
+    import pandas as pd
+
+    rows = pd.read_csv(result_csv(out))
+    assert rows["error"].str.contains("stderr ***", regex=False).any(), rows["error"]
+    assert rows["error"].str.contains("failed with ***", regex=False).any(), rows["error"]
+    held = rows[rows["budget"] == 800]  # a memory holding the key: NA, never rewritten
+    assert held["error"].str.contains("holds a configured API key").all(), held["error"]
+    (tmp_path / "key.txt").unlink()
+    found = pieces_in(tmp_path, texts, key)
+    assert not found, found
+
+
+KEEP_NEWEST = """\
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["budget"] == 700:
+        print(json.dumps({"error": "bad state"}), flush=True)
+        continue
+    records = request["chunk"]["records"]
+    print(json.dumps({"memory": "\\n".join(json.dumps(r, separators=(",", ":"))
+                                            for r in records)}), flush=True)
+"""
+
+
+def test_a_memory_holding_a_key_is_na_never_rewritten_and_scored(tmp_path: Path):
+    """Found attacking issue 27: a key that occurs in an external system's memory (here
+    a dummy key that every record line contains) was scrubbed out of the memory, which
+    was then scored: right reads became wrong, exit 0.  Such a memory is NA now, naming
+    why; and an ``{"error"}`` answer's cause is its message, not the audit's class name."""
+    variable = f"AUDIT_TEST_KEY_{secrets.token_hex(4).upper()}"
+    program = tmp_path / "memory.py"
+    program.write_text(KEEP_NEWEST)
+    (tmp_path / "audit.toml").write_text(
+        f'[backends.remote]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        f'api_key_env = "{variable}"\n'
+    )
+    from histories import PRESETS, generate
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(p.to_json() + "\n" for p in list(generate(PRESETS["cca-pilot"]))[:2]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_AUDIT_")}
+    env[variable] = '"op":"set"'
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "audit", "run", "--pairs", str(pairs), "--conditions",
+         f"cmd:{sys.executable} {program}", "--transforms", "identity", "--budget", "600,700",
+         "--workers", "1", "--quiet", "--out", str(out)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    import pandas as pd
+
+    rows = pd.read_csv(result_csv(out))
+    kept = rows[rows["budget"] == 600]
+    assert set(kept["outcome"]) == {"na"}, kept["outcome"].value_counts()
+    assert kept["error"].str.contains("holds a configured API key").all()
+    failed = rows[rows["budget"] == 700]
+    assert set(failed["outcome"]) == {"error"}
+    assert set(failed["error"]) == {f"cmd:{sys.executable} {program} reported an error: bad state"}

@@ -15,27 +15,23 @@ from scipy.stats import binomtest, multinomial, norm
 
 from audit.rundir import normalize
 from audit.scoring import (
-    BOOTSTRAP_POOLED,
-    BOOTSTRAP_WITHIN,
     MIN_STRATUM_CLUSTERS,
-    NEWCOMBE,
     PairedTable,
     bootstrap_mean,
     cluster_bootstrap,
     cluster_bootstrap_interval,
     detectable_difference,
     heterogeneity_p,
-    heterogeneity_test,
     holm,
     is_degenerate,
-    mcnemar_exact,
     minimum_detectable_difference,
     newcombe_paired,
     paired_comparison,
     proportion,
     score_results,
-    wilson,
 )
+from audit.scoring._replication import heterogeneity_test
+from audit.scoring._stats import BOOTSTRAP_POOLED, BOOTSTRAP_WITHIN, NEWCOMBE, mcnemar_exact, wilson
 
 # ------------------------------------------------------------------------------ Wilson
 
@@ -541,3 +537,55 @@ def test_seeds_differ_p_of_two_seeds_is_fishers_and_none_without_variation():
     assert heterogeneity_p([(24, 24), (24, 24), (24, 24)]) is None  # all pass: no test
     assert heterogeneity_p([(5, 24)]) is None
     assert heterogeneity_p([(12, 24), (12, 24), (12, 24)]) == 1.0
+
+
+# ------------------------------------------------------------- closed forms vs statsmodels
+
+
+def test_closed_forms_equal_statsmodels_on_a_grid():
+    """Wilson, exact McNemar and Holm are closed forms of ours; statsmodels (a dev
+    dependency only) is the oracle, to 1e-12, on every k <= n <= 60 and level."""
+    from statsmodels.stats.contingency_tables import mcnemar
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.proportion import proportion_confint
+
+    from audit.scoring._stats import wilson_arrays
+
+    for alpha in (0.01, 0.05, 0.1, 0.3):
+        ks, ns = zip(*[(k, n) for n in range(1, 61) for k in range(n + 1)], strict=True)
+        low, high = proportion_confint(np.array(ks), np.array(ns), alpha=alpha, method="wilson")
+        ours_low, ours_high = wilson_arrays(ks, ns, alpha)
+        assert np.max(np.abs(ours_low - np.clip(low, 0, 1))) < 1e-12
+        assert np.max(np.abs(ours_high - np.clip(high, 0, 1))) < 1e-12
+        for k, n, lo, hi in zip(ks[::7], ns[::7], low[::7], high[::7], strict=True):
+            assert wilson(k, n, alpha) == pytest.approx((max(0, lo), min(1, hi)), abs=1e-12)
+    for only_a in range(0, 41, 3):
+        for only_b in range(0, 41, 2):
+            table = PairedTable(both=5, only_a=only_a, only_b=only_b, neither=7)
+            expected = 1.0 if only_a + only_b == 0 else min(1.0, mcnemar(
+                [[5, only_a], [only_b, 7]], exact=True, correction=False).pvalue)  # fmt: skip
+            assert abs(mcnemar_exact(table) - expected) < 1e-12
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 5, 17):
+        values = rng.uniform(0, 0.2, m)
+        values[rng.integers(0, m)] = values[0]  # a tie
+        assert holm(list(values)) == pytest.approx(
+            list(multipletests(values, method="holm")[1]), abs=1e-12
+        )
+    assert math.isnan(holm([math.nan, 0.01])[0])
+    assert holm([math.nan, 0.01])[1] == 0.01
+
+
+def test_scoring_imports_no_statsmodels():
+    """statsmodels is off the run's import path: scoring a run never imports it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from audit.scoring._stats import wilson, mcnemar_exact, holm, PairedTable;"
+        "wilson(3, 10); mcnemar_exact(PairedTable(1, 2, 3, 4)); holm([0.1, 0.2]);"
+        "import audit.engine; import audit.cli;"
+        "print('statsmodels' in sys.modules)"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"

@@ -98,7 +98,7 @@ def test_a_full_disk_stops_the_run_cleanly_and_resume_completes_it(
 
     resumed = audit("resume", str(copy), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    assert (copy / "results.csv").read_bytes() == (whole / "results.csv").read_bytes()
+    assert (copy / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
     assert audit("report", str(copy), "--out", str(tmp_path / "after")).returncode == 0
 
 

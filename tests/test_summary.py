@@ -13,16 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.rundir import RESULT_SCHEMA, label_readers, normalize
-from audit.scoring import (
-    ALL,
-    LATE_REFERENCE,
-    LENIENT_METRICS,
-    METRICS,
-    SCORED_COLUMNS,
-    score_results,
-    summarize,
-)
+from audit.rundir import label_readers, normalize
+from audit.rundir._columns import RESULT_SCHEMA
+from audit.scoring import SCORED_COLUMNS, score_results, summarize
+from audit.scoring._metrics import ALL, LATE_REFERENCE, LENIENT_METRICS, METRICS
 
 MAYBE_01 = st.sampled_from([0, 1, None])
 FAMILY = {"s1": "choice_switch", "s2": LATE_REFERENCE, "s3": LATE_REFERENCE}

@@ -9,11 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from histories import FAMILIES, PRESETS, GenerationConfig, build_pair, check_pair, generate, resolve
+from histories import FAMILIES, PRESETS, GenerationConfig, generate, resolve
+from histories._generate import build_pair
+from histories._pair import check_pair
 from histories._transforms import (
     TransformError,
     ValueMap,
     decoy,
+    disguise,
     invert,
     pair_labels,
     permute,
@@ -284,6 +287,54 @@ def test_rerev_and_revalue_are_verified_pairs_with_gold_mapped(pair, index):
     assert revalue(pair, index) == revalued
 
 
+@settings(max_examples=60, deadline=None)
+@given(pair=pair_params, index=st.integers(0, 50))
+def test_disguise_rewrites_every_part_of_a_record_and_keeps_every_answer(pair, index):
+    disguised = disguise(pair, index)
+    assert disguised.transform.kind == "disguise"
+    assert check_pair(disguised) == disguised.gold
+    # labels through the stored bijection, gold answers read through it and the values
+    mapping = disguised.transform.mapping
+    assert set(mapping) == set(pair_labels(pair))
+    assert len(set(mapping.values())) == len(mapping)
+    assert invert(disguised).query == pair.query
+    values = {v for r in pair.all_records() for v in record_values(r)}
+    for variant in ("A", "B"):
+        for branch in ("current", "reveal", "override"):
+            old = pair.gold.of(variant).of(branch)
+            new = disguised.gold.of(variant).of(branch)
+            assert [mapping[k] for k in old] == list(new)
+            assert [v is None for v in old.values()] == [v is None for v in new.values()]
+
+    # no record keeps both its labels and its (revision, values): the two parts a table
+    # of the public data is keyed on (the tables of tests/test_protocol_leaks.py)
+    def parts(record):
+        return (record.op, record.id), (record.op, getattr(record, "rev", None),
+                                        *record_values(record))  # fmt: skip
+
+    before = [parts(r) for r in pair.all_records()]
+    labels_kept = {p[0] for p in before} & {parts(r)[0] for r in disguised.all_records()}
+    assert not labels_kept
+    new_values = {v for r in disguised.all_records() for v in record_values(r)}
+    assert len(new_values) == len(values)
+    assert disguise(pair, index) == disguised
+
+
+def test_disguise_keeps_a_natural_pairs_values():
+    # its text states its values as written (as revalue, which does not apply there)
+    from histories.natural import derive
+
+    natural = derive("tzdata", None).pairs[0]
+    disguised = disguise(natural, 0)
+    assert check_pair(disguised) == disguised.gold
+    assert sorted(v for r in disguised.all_records() for v in record_values(r)) == sorted(
+        v for r in natural.all_records() for v in record_values(r)
+    )
+    assert sorted(r.text for r in disguised.all_records()) == sorted(
+        r.text for r in natural.all_records()
+    )
+
+
 def _revs(pair, task):
     return (
         [r.rev for r in pair.all_records() if getattr(r, "rev", None) is not None and r.id in task],
@@ -421,3 +472,49 @@ def test_rechunk_halves_the_pilots_chunks_per_instance():
     assert (
         len(pair.variants.A.chunks) < len(out[0].variants.A.chunks) < len(out[2].variants.A.chunks)
     )
+
+
+def test_a_transform_is_one_function_and_one_registration(tmp_path):
+    """docs/architecture.md's row for a new transform: a function and one
+    ``register_transform``; the plan accepts it, the run streams it, and the flags it
+    declares decide its checks (an order-only transform gets the order check, and a
+    shortcut test its gap and its place in the floor)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from audit.cli import app
+    from histories import TRANSFORMS, Transform, Variant, register_transform
+    from histories._pair import TransformInfo, Variants
+
+    def mirror(pair, index, seed):
+        """The prefix streamed back to front (both variants: one slot order)."""
+        variants = Variants(**{
+            name: Variant(chunks=[list(reversed(c)) for c in reversed(v.chunks)])
+            for name, v in (("A", pair.variants.A), ("B", pair.variants.B))
+        })  # fmt: skip
+        mirrored = pair.model_copy(update={
+            "variants": variants, "pair_id": f"{pair.pair_id}~mirror{index:02d}",
+            "source_pair_id": pair.pair_id, "transform": TransformInfo(kind="mirror", index=index),
+        })  # fmt: skip
+        check_pair(mirrored)
+        return mirrored
+
+    register_transform(Transform("mirror", mirror, order_only=True, reorders=True))
+    try:
+        out = tmp_path / "run"
+        result = CliRunner().invoke(app, [
+            "run", "--conditions", "frontier,tail,probe_newest", "--transforms",
+            "identity,mirror:1", "--workers", "1", "--quiet", "--out", str(out),
+        ])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        summary = json.loads((out / "summary.json").read_text())
+        mirrored = {e["condition"] for e in summary["scores"] if e["transform"] == "mirror"}
+        assert mirrored == {"frontier", "tail", "probe_newest"}
+        gaps = {(g["condition"], g["transform"]) for g in summary["shortcut_gaps"]}
+        assert ("frontier", "mirror") in gaps
+        assert summary["probe_matches"], "tail is no better than probe_newest"
+        for finding in summary["probe_matches"]:  # the floor is tested under it too
+            assert {t["transform"] for t in finding["tests"]} == {"identity", "mirror"}
+    finally:
+        del TRANSFORMS["mirror"]

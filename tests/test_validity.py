@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -19,8 +18,9 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from audit.rundir import normalize
-from audit.scoring import score_results, selection_warnings
+from audit.scoring import score_results, selection_text, selection_warnings
 from audit.scoring._gaps import sign_flip_p
+from tests._rows import result_csv
 
 runner = CliRunner()
 
@@ -80,6 +80,17 @@ def rate(kn: dict) -> float:
     return kn["k"] / kn["n"]
 
 
+def matched(summary: dict) -> dict[tuple[str, str], dict]:
+    """(condition, probe) -> what the probe declares and the finding's advice, for each
+    probe a condition did not beat under some transform (the floor check)."""
+    return {
+        (m["condition"], p["probe"]): {**p, "missing_transforms": m["missing_transforms"],
+                                       "advice": m["advice"]}
+        for m in summary["probe_matches"]
+        for p in m["probes"]
+    }  # fmt: skip
+
+
 # ------------------------------------------------------------------ shortcuts exposed
 
 
@@ -88,10 +99,11 @@ def test_a_label_length_shortcut_is_exposed_by_relabel_and_flagged_by_a_probe(
 ):
     # the paper's label shape: task ids are shorter, so "shortest ids first" looks perfect
     out = tmp_path / "paper"
-    shortest = f"{shortcut_plugin}:ShortestIds"
+    shortest_spec, shortest = f"{shortcut_plugin}:ShortestIds", "shortest_ids"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
-                 f"{shortest},probe_shortest,frontier", "--transforms",
-                 "identity,rename:3,permute:3,relabel:3", "--workers", "1", "--out", str(out))  # fmt: skip
+                 f"{shortest_spec},probe_shortest,frontier", "--transforms",
+                 "identity,rename:3,permute:3,relabel:3", "--workers", "1", "--out", str(out),
+                 "--verbose")  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = summary_of(out)
     identity = cell(summary, shortest)
@@ -106,22 +118,27 @@ def test_a_label_length_shortcut_is_exposed_by_relabel_and_flagged_by_a_probe(
     assert gap["reveal_gap_blocks"] > 0.5
     assert gap["reveal_gap_low"] > 0.3  # the interval excludes no gap
     assert gap["reveal_gap_p"] < 0.01
-    matches = {(m["condition"], m["probe"]) for m in summary["probe_matches"]}
+    matches = set(matched(summary))
     assert (shortest, "probe_shortest") in matches  # a naming heuristic does as well
-    assert "cannot tell shortcut_plugin:ShortestIds from a naming heuristic" in " ".join(
-        result.output.split()
-    )
-    assert ("frontier", "probe_shortest") not in matches  # relabel tells frontier apart
+    said = " ".join(result.output.split())
+    # the paper's labels make the probe perfect at identity (24/24): nothing can beat it
+    # there, so no condition is told apart from the floor on this data
+    assert "cannot tell 2 of 2 strict conditions from a naming heuristic at 1200 B" in said
+    tests = {m["condition"]: {t["transform"]: t for t in m["tests"]}
+             for m in summary["probe_matches"]}  # fmt: skip
+    assert not tests[shortest]["relabel"]["beats"]  # the shortcut collapses with the probe
+    assert tests["frontier"]["relabel"]["beats"]  # relabel tells frontier apart...
+    assert not tests["frontier"]["identity"]["beats"]  # ...and identity does not
 
 
 def test_without_relabel_the_audit_says_it_cannot_tell(shortcut_plugin: str, tmp_path: Path):
     out = tmp_path / "no-relabel"
-    shortest = f"{shortcut_plugin}:ShortestIds"
+    shortest_spec = f"{shortcut_plugin}:ShortestIds"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
-                 f"frontier,{shortest},probe_shortest", "--transforms", "identity,rename:3",
+                 f"frontier,{shortest_spec},probe_shortest", "--transforms", "identity,rename:3",
                  "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
-    matches = {(m["condition"], m["probe"]) for m in summary_of(out)["probe_matches"]}
+    matches = set(matched(summary_of(out)))
     # same-length renamings keep the paper's tell: frontier cannot be told from the probe
     assert ("frontier", "probe_shortest") in matches
     report = run("report", str(out))
@@ -145,21 +162,21 @@ def test_readable_labels_of_the_default_pilot_give_a_length_shortcut_nothing(
                  f"{shortcut_plugin}:ShortestIds", "--transforms", "identity",
                  "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
-    reveal = cell(summary_of(out), f"{shortcut_plugin}:ShortestIds")["source pairs"]["reveal"]
-    assert reveal["k"] <= 12  # no tell in the labels: no better than chance-ish
+    reveal = cell(summary_of(out), "shortest_ids")["source pairs"]["reveal"]
+    assert reveal["k"] <= reveal["n"] // 2  # no tell in the labels: no better than chance-ish
 
 
 def test_a_claim_of_order_invariance_is_checked(shortcut_plugin: str, tmp_path: Path):
     out = tmp_path / "order"
-    liar = f"{shortcut_plugin}:TailClaimingOrder"
+    liar_spec, liar = f"{shortcut_plugin}:TailClaimingOrder", "tail_claiming_order"
     result = run("run", "--preset", "cca-pilot", "--conditions",
-                 f"full,dependency_closure,probe_shortest,{liar}", "--transforms",
+                 f"full,dependency_closure,probe_shortest,{liar_spec}", "--transforms",
                  "identity,permute:3", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = summary_of(out)
     for condition in ("full", "dependency_closure"):
         violations = cell(summary, condition, "permute")["equivariance_violations"]["reads"]
-        assert violations["n"] == 24 * 3 * 6  # every read of a claimant is checked
+        assert violations["n"] == 84 * 3 * 6  # every read of a claimant is checked
         assert violations["k"] == 0, condition
     # a greedy packer claims nothing (its memory depends on the path): nothing is checked
     unclaimed = cell(summary, "probe_shortest", "permute")["equivariance_violations"]["reads"]
@@ -169,7 +186,7 @@ def test_a_claim_of_order_invariance_is_checked(shortcut_plugin: str, tmp_path: 
     (alert,) = summary["equivariance_alerts"]  # the false claim, and only it
     assert (alert["condition"], alert["check"], alert["transform"]) == (liar, "order", "permute")
     assert alert["k"] > 0
-    assert alert["n"] == 24
+    assert alert["n"] == 84
     said = " ".join(result.output.split())
     assert f"{liar} claims order invariance, but at 1200 B its memory changed" in said
     assert "the claim is false" in said
@@ -240,6 +257,87 @@ class RaiseWhenHard(QueryLowRev):
         if any(r.op in ("copy", "choose") for r in chunk.records):
             raise RuntimeError("no")
         return super().update(memory, chunk, query_keys, budget)
+
+
+# an adversary's (held out when written): keys ranked by how often other records named
+# them, counted across updates in tick lines of its own (now=0: E_q-harmless)
+import zlib
+from collections import Counter
+
+from compressors import dump, load, pack
+from histories import TickRecord, referenced_keys
+
+_STATE = "zq."
+
+
+def _h(key):
+    return format(zlib.crc32(key.encode()) & 0xFFFF, "04x")
+
+
+def _split(memory):
+    recs, counts = [], Counter()
+    for r in load(memory) if memory else ():
+        if r.op == "tick" and r.now == 0 and r.id.startswith(_STATE):
+            body = r.id[len(_STATE):]
+            for i in range(0, len(body), 5):
+                counts[body[i : i + 4]] = int(body[i + 4], 16)
+        else:
+            recs.append(r)
+    return recs, counts
+
+
+def _state_lines(counts, limit):
+    items = [(k, min(c, 15)) for k, c in counts.most_common(limit) if c > 0]
+    lines, cur = [], ""
+    for k, c in items:
+        cur += k + format(c, "x")
+        if len(cur) >= 115:
+            lines.append(cur)
+            cur = ""
+    if cur:
+        lines.append(cur)
+    return [TickRecord(id=_STATE + s, now=0) for s in lines]
+
+
+def _reads(r):
+    own = getattr(r, "key", None)
+    return [k for k in referenced_keys(r) if k != own]
+
+
+class ReaderTell(Compressor):
+    """Keeps records by how many other records name their key (no resolution)."""
+
+    name = "g_reader_tell"
+
+    def update(self, memory, chunk, query_keys, budget):
+        kept, counts = _split(memory)
+        q = set(query_keys)
+        for r in chunk.records:
+            for k in _reads(r):
+                counts[_h(k)] += 1
+        stream = [*kept, *chunk.records]
+        qids = {r.id for r in stream if getattr(r, "key", None) in q}
+
+        def tier(i_r):
+            i, r = i_r
+            if getattr(r, "key", None) in q or (r.op == "revoke" and r.target in qids):
+                t = 0
+            elif r.op == "tick":
+                t = 1
+            elif (getattr(r, "expires", None) or 0) >= 14 or any(k in q for k in _reads(r)):
+                t = 6
+            else:
+                key = getattr(r, "key", None)
+                c = counts[_h(key)] if key else 0
+                t = 2 if c >= 3 else 3 if c == 2 else 4 if c == 1 else 5
+            return (t, -i)
+
+        order = [r for _, r in sorted(enumerate(stream), key=tier)]
+        state = _state_lines(counts, 24)
+        room = len(dump(state).encode()) + 1 if state else 0
+        chosen = pack(order, max(0, budget - room))
+        out = dump([*chosen, *state])
+        return out if len(out.encode()) <= budget else dump(chosen)
 '''
 
 
@@ -251,15 +349,34 @@ def gaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return "gaming_plugin"
 
 
-def matched(summary: dict) -> dict[tuple[str, str], dict]:
-    return {(m["condition"], m["probe"]): m for m in summary["probe_matches"]}
-
-
 def gap_of(summary: dict, condition: str, transform: str) -> dict:
     return next(
         g for g in summary["shortcut_gaps"]
         if g["condition"] == condition and g["transform"] == transform
     )  # fmt: skip
+
+
+def test_a_table_of_how_often_keys_are_named_falls_to_the_floor(gaming: str, tmp_path: Path):
+    # before: above every probe under every default transform (joint J 68/84 at
+    # identity against probe_one_hop's 56, 60 against 45 under disguise), named the
+    # best condition and not flagged, on the default data and on seed 7: task keys were
+    # named by other records far more often than distractor keys (89 % against 21 %).
+    # Decoy drafts give distractor keys the task's in-degree: the tell is gone
+    tell = f"{gaming}:ReaderTell"
+    out = tmp_path / "named"
+    result = run("run", "--preset", "cca-pilot", "--conditions",
+                 f"{tell},probe_one_hop,probe_named", "--transforms", "identity,disguise:1",
+                 "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = summary_of(out)
+    rates = {e["condition"]: e["source pairs"]["joint_J"]["k"] for e in summary["scores"]
+             if e["transform"] == "identity" and e["family"] == "all"}  # fmt: skip
+    label = "g_reader_tell"  # a plugin's rows carry its name
+    assert rates[label] <= max(rates["probe_one_hop"], rates["probe_named"])
+    (finding,) = [f for f in summary["probe_matches"] if f["condition"] == label]
+    failed = {t["transform"]: t["probe"] for t in finding["tests"] if not t["beats"]}
+    assert set(failed) == {"identity", "disguise"}
+    assert {p["heuristic"] for p in finding["probes"]} == {"label-graph"}
 
 
 def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
@@ -268,12 +385,15 @@ def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
     # before: on plain distractors they beat every packer (joint J 21/24 and 23/24
     # against frontier_alpha's 20/24) with no gap under any transform and no probe
     # matching; the default pilot's distractors are task-like, and probe_lowrev runs
-    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    (low_spec, low), (odd_spec, odd) = (
+        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
+        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
+    )  # a plugin's rows carry its name
     out = tmp_path / "pilot"
     result = run("run", "--preset", "cca-pilot", "--conditions",
-                 f"frontier_alpha,{low},{odd},probe_lowrev,probe_rare_op_or_value",
+                 f"frontier_alpha,{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value",
                  "--transforms", "identity,rerev:3,revalue:3", "--workers", "1", "--quiet",
-                 "--out", str(out))  # fmt: skip
+                 "--out", str(out), "--verbose")  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = summary_of(out)
     found = matched(summary)
@@ -286,10 +406,12 @@ def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
     # one warning for the budget, one line per matched condition naming its probes
     said = " ".join(result.output.split())
     assert said.count("cannot tell") == 1, said
-    assert re.search(r"cannot tell \d conditions from an? [a-z, -]*revision[a-z -]* "
-                     r"heuristic at 1200 B", said), said  # fmt: skip
-    assert f"{low} probe_lowrev" in said
-    assert f"{odd} probe_lowrev" in said
+    assert re.search(r"cannot tell \d of \d strict conditions from an? [a-z, -]*revision"
+                     r"[a-z -]* heuristic at 1200 B", said), said  # fmt: skip
+    # at least as good as the probe at identity, not significantly better (p near 1)
+    assert re.search(rf"{re.escape(low)} identity: probe_lowrev (\d+)/84 vs (\d+)/84 blocks, "
+                     r"p 1\b", said), said  # fmt: skip
+    assert f"{odd} identity: probe_lowrev" in said
     assert "probe_lowrev exploits the query key, then the smallest revisions" in said
 
 
@@ -298,10 +420,13 @@ def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
 ):
     # the paper's plain distractors, where the heuristics work: the new transforms
     # break them (a shortcut gap) or a probe matches them
-    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    (low_spec, low), (odd_spec, odd) = (
+        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
+        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
+    )  # a plugin's rows carry its name
     out = tmp_path / "paper"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
-                 f"frontier_alpha,{low},{odd},probe_lowrev,probe_rare_op_or_value",
+                 f"frontier_alpha,{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value",
                  "--transforms", "identity,rerev:10,revalue:10", "--workers", "1", "--quiet",
                  "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -320,23 +445,30 @@ def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
 
 
 def test_without_the_breaking_transforms_the_advice_names_them(gaming: str, tmp_path: Path):
-    low, odd = f"{gaming}:QueryLowRev", f"{gaming}:QueryOddLowRev"
+    (low_spec, low), (odd_spec, odd) = (
+        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
+        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
+    )  # a plugin's rows carry its name
     out = tmp_path / "no-rerev"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
-                 f"{low},{odd},probe_lowrev,probe_rare_op_or_value", "--transforms",
-                 "identity,rename:2", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+                 f"{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value", "--transforms",
+                 "identity,rename:2", "--workers", "1", "--quiet", "--out", str(out),
+                 "--verbose")  # fmt: skip
     assert result.exit_code == 0, result.output
     found = matched(summary_of(out))
-    assert found[(low, "probe_lowrev")]["missing_transforms"] == ["rerev"]
-    surface = found[(odd, "probe_rare_op_or_value")]
+    # the best probe under each transform is the one each condition must beat: here
+    # probe_rare_op_or_value (22/24), above probe_lowrev (18/24), for both
+    assert set(found) == {(low, "probe_rare_op_or_value"), (odd, "probe_rare_op_or_value")}
+    surface = found[(low, "probe_rare_op_or_value")]
     assert surface["heuristic"] == "record-surface"
     assert surface["missing_transforms"] == ["revalue", "rerev"]
     said = " ".join(result.output.split())
-    assert "cannot tell 2 conditions from a revision or record-surface heuristic" in said
-    assert f"{low} probe_lowrev, probe_rare_op_or_value {odd} probe_rare_op_or_value" in said
+    assert "cannot tell 2 of 2 strict conditions from a record-surface heuristic" in said
+    # 4 discordant pairs one way: p = 2 * 0.5**4
+    assert f"{low} identity: probe_rare_op_or_value 22/24 vs 18/24 blocks, p 0.12" in said
     assert (
-        "add rerev and revalue to the run's transforms (they break these probes) before "
-        "trusting each condition's score" in said
+        "add revalue and rerev to the run's transforms (they break the probe) before "
+        "trusting each condition's score" in said.lower()
     )
 
 
@@ -355,13 +487,40 @@ def test_the_default_audit_breaks_every_tell_a_probe_exploits():
         assert all(kind in defaults for kind in cls.broken_by if kind != "decoy"), cls.name
 
 
+def test_the_default_audit_is_powered_and_the_paper_pilot_keeps_its_instances(tmp_path: Path):
+    # before: 24 source pairs saw a 20-point difference in joint J with 15 % power (3
+    # comparisons, discordance 0.3); power comes from pairs, not from instances of a pair
+    from audit.cli._run import DEFAULT_TRANSFORMS, PRESET_TRANSFORMS
+    from audit.plan import parse_transforms
+    from audit.scoring import power
+    from histories import PRESETS, generate
+
+    pairs = generate(PRESETS["cca-pilot"])
+    assert len(pairs) == 84
+    assert power(len(pairs), 0.2, 0.3, comparisons=3) >= 0.8
+    # every check still has each transform on every pair
+    counts = {spec.kind: spec.count for spec in parse_transforms(DEFAULT_TRANSFORMS)}
+    assert set(counts) == {
+        "identity", "rename", "permute", "relabel", "rerev", "revalue", "disguise"
+    }  # fmt: skip
+    assert min(counts[kind] for kind in counts if kind != "identity") >= 5
+    # the paper's pilot is run as published unless told otherwise
+    for preset, expected in (("cca-pilot", DEFAULT_TRANSFORMS),
+                             ("cca-pilot-paper", PRESET_TRANSFORMS["cca-pilot-paper"])):  # fmt: skip
+        out = tmp_path / preset
+        result = run("run", "--preset", preset, "--plan-only", "--out", str(out))
+        assert result.exit_code == 0, result.output
+        planned = json.loads((out / "config.json").read_text())["config"]["transforms"]
+        assert ",".join(planned) == expected, preset
+
+
 def test_a_compressor_that_raises_on_the_hard_pairs_gains_nothing(gaming: str, tmp_path: Path):
     # before: its errors left adequacy and collisions, which read 12/12 and 0/12
-    raiser = f"{gaming}:RaiseWhenHard"
+    raiser_spec, raiser = f"{gaming}:RaiseWhenHard", "g_raise_hard"
     out = tmp_path / "raise"
-    result = run("run", "--preset", "cca-pilot-paper", "--conditions", raiser,
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions", raiser_spec,
                  "--transforms", "identity", "--workers", "1", "--out", str(out))  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 5, result.output  # a compressor raised: the run failed
     entry = cell(summary_of(out), raiser)
     pairs = entry["source pairs"]
     assert entry["outcomes (reads)"]["error"] == 72  # 12 of 24 pairs raise
@@ -369,7 +528,7 @@ def test_a_compressor_that_raises_on_the_hard_pairs_gains_nothing(gaming: str, t
     assert pairs["collision"] == {"k": 12, "k_high": 12, "n": 24}
     assert pairs["joint_J"]["n"] == 24
     assert "collision" not in entry["reads"]  # two memories, not one read: no read count
-    assert "each counts against it (scored 0, no adequate memory, a collision)" in " ".join(
+    assert "each scored 0 and counted against it, never as a smaller n" in " ".join(
         result.output.split()
     )
 
@@ -390,15 +549,15 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
     named = set(selection["best_by_current"]) | set(selection["best_by_reveal"])
     assert named <= {"frontier_latest", "frontier_alpha"}
     assert "frontier_latest (archive)" not in result.output
-    assert "full (archive)" in result.output
+    assert "ceiling: full" in result.output  # the best archive, a row of the verdicts
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_alpha"}  # the best strict condition
     assert set(comparisons["reference"]) == {"from the data"}  # chosen after the run
     md = (out / "report" / "report.md").read_text()
-    assert "Ceiling at 1200 B: **full**" in md
+    assert "| **ceiling: full** | 24/24 " in md  # a row of the verdicts table
     assert "chosen from the data: post hoc" in " ".join(md.split())
-    assert "Floor (best probe) at 1200 B: **probe_shortest**" in md
+    assert "| **floor: probe_shortest** |" in md
 
 
 def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
@@ -457,6 +616,9 @@ def test_a_reversal_of_a_pair_or_two_is_within_noise():
     assert inversion["reveal_p"] == 1.0
     assert inversion["within_noise"]
     assert warning["within_noise"]
+    said = selection_text(warning)  # the console's and the report's one text
+    assert "Within noise" in said
+    assert "p 1, uncorrected" in said
     # a: current 24/24, reveal 0/24; b: current 12/24, reveal 12/24: both differences hold
     far = normalize(pd.DataFrame(
         _reads("a", [1] * 24, [0] * 24) + _reads("b", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
@@ -468,6 +630,79 @@ def test_a_reversal_of_a_pair_or_two_is_within_noise():
     assert not inversion["within_noise"]
     assert not warning["within_noise"]
     assert warning["misleading_reveal_p"] == {"a": {"b": pytest.approx(2 * 0.5**12)}}
+    assert "noise" not in selection_text(warning)  # a significant p stands alone
+
+
+def test_a_reversal_is_not_significant_only_where_its_p_says_so():
+    """Issue 28: the selection warning said "none is significant" beside an uncorrected
+    p of 0.0078. Each reversal of the report's box names, as not significant, exactly
+    the accuracies whose own p is at least 0.05, and shows both ps."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from audit.reportdata._glance import _noise_note
+    from audit.scoring import ALPHA
+
+    @given(st.floats(0, 1), st.floats(0, 1), st.booleans())
+    def check(now: float, later: float, within: bool) -> None:
+        text = _noise_note({"current_p": now, "reveal_p": later, "within_noise": within})
+        assert f"exact McNemar p {now:.2g} now, {later:.2g} after the reveal, uncorrected" in text
+        named = text.split("not significant ", 1)[1].split(" (", 1)[0] if within else ""
+        assert ("now" in named.split(" or ")) == (within and now >= ALPHA), text
+        assert ("after the reveal" in named.split(" or ")) == (within and later >= ALPHA), text
+
+    check()
+
+
+def _kind(rows: list[dict], kind: str) -> list[dict]:
+    return [{**row, "kind": kind} for row in rows]
+
+
+def test_a_verdict_answers_each_question_from_the_scores():
+    """keeps is joint J; flattered needs 20+ points of current over joint J and a
+    significant McNemar; beats floor? is the floor check (no probe: it says so)."""
+    from audit.scoring import floor_findings, verdicts
+
+    rows = (
+        _reads("flattered", [1] * 24, [1] * 2 + [0] * 22)  # 24/24 now, 2/24 later
+        + _reads("honest", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
+        + _reads("close", [1] * 5 + [0] * 19, [1] * 2 + [0] * 22)  # 13 points: not flattered
+        + _reads("perfect", [1] * 24, [1] * 24)
+    )
+    alone = score_results(normalize(pd.DataFrame(rows)))
+    found = {v.condition: v for v in verdicts(alone, floor_findings(alone))}
+    assert found["flattered"].keeps() == "2/24 [0.02, 0.26]"
+    assert found["flattered"].flattered
+    assert found["flattered"].flatter_p < 0.05
+    assert found["flattered"].cells()["flattered"] == "yes: 24/24"
+    assert not found["honest"].flattered
+    assert found["honest"].flatter_p is None
+    assert not found["close"].flattered
+    assert found["close"].flatter_p is None
+    assert {v.floor for v in found.values()} == {"no probe"}
+    # every built-in probe at 12/24: perfect beats them (12 pairs only it passes), honest
+    # ties them; the floor is all of them: beating one is "1/10 probes", not "yes"
+    from audit.scoring._verdicts import builtin_probes
+
+    def probe(name: str) -> list[dict]:
+        return _kind(_reads(name, [1] * 12 + [0] * 12, [0] * 12 + [1] * 12), "probe")
+
+    probed = score_results(normalize(pd.DataFrame(
+        rows + [r for name in sorted(builtin_probes()) for r in probe(name)]
+    )))  # fmt: skip
+    found = {v.condition: v for v in verdicts(probed, floor_findings(probed))}
+    assert found["perfect"].floor == "yes"
+    assert found["honest"].floor == "no"
+    assert found["probe_lowrev"].cells()["floor"] == "-"  # the floor itself
+    one = score_results(normalize(pd.DataFrame(rows + probe("probe_lowrev"))))
+    found = {v.condition: v for v in verdicts(one, floor_findings(one))}
+    assert found["perfect"].floor == f"1/{len(builtin_probes())} probes"
+    # the selection text says "within noise" only where no p beside it is significant
+    (warning,) = selection_warnings(probed)
+    text = selection_text(warning)
+    assert "uncorrected" in text
+    if warning["within_noise"]:
+        assert all(float(p) >= 0.05 for p in re.findall(r"p (\d\.\d+(?:e-\d+)?)", text))
 
 
 # ---------------------------------------------------------------- tests of the gap
@@ -538,10 +773,10 @@ def test_replication_across_generation_seeds(tmp_path: Path):
         seed_summary = summary_of(out / f"seed-{seed}")
         assert per_seed[seed] == {
             "k": cell(seed_summary, "frontier")["source pairs"]["joint_J"]["k"],
-            "n": 24,
+            "n": 84,
         }
     pooled = frontier["joint_J"]["pooled"]
-    assert (pooled["k"], pooled["n"]) == (per_seed["1"]["k"] + per_seed["2"]["k"], 48)
+    assert (pooled["k"], pooled["n"]) == (per_seed["1"]["k"] + per_seed["2"]["k"], 168)
     assert 0 <= frontier["joint_J"]["heterogeneity_p"] <= 1
     # the two seeds' datasets differ: other histories under the same ids
     one = (out / "seed-1" / "config.json").read_text()
@@ -563,11 +798,21 @@ def test_compare_pairs_histories_by_content_not_by_id(tmp_path: Path):
     assert run("run", "--preset", "cca-pilot", *common, "--out", str(tmp_path / "a")).exit_code == 0
     assert run("run", "--preset", "cca-pilot", *common, "--seeds", "5,6",
                "--out", str(tmp_path / "other")).exit_code == 0  # fmt: skip
-    shutil.copytree(tmp_path / "a", tmp_path / "a-again")
+    # the same command again: another run of the same pairs (a copy is refused: one run id)
+    assert (
+        run("run", "--preset", "cca-pilot", *common, "--out", str(tmp_path / "a-again")).exit_code
+        == 0
+    )
     same = run("compare", str(tmp_path / "a"), str(tmp_path / "a-again"), "--out",
                str(tmp_path / "cmp-same"))  # fmt: skip
     assert same.exit_code == 0, same.output
-    assert pd.read_csv(tmp_path / "cmp-same" / "compare.csv")["n_pairs"].tolist() == [24]
+    assert pd.read_csv(tmp_path / "cmp-same" / "compare.csv")["n_pairs"].tolist() == [84]
+    # each system's verdict in its own run, the text of its run's summary.json
+    own = pd.read_csv(tmp_path / "cmp-same" / "systems.csv")
+    (verdict,) = json.loads((tmp_path / "a" / "summary.json").read_text())["verdicts"]
+    expected = f"{verdict['keeps_k']}/{verdict['n']} [{verdict['keeps_low']:.2f}"
+    assert own["own_keeps"].str.startswith(expected).all(), own["own_keeps"]
+    assert set(own["own_floor"]) == {"no probe"}  # frontier alone: nothing to beat
     other = run("compare", str(tmp_path / "a"), str(tmp_path / "other" / "seed-5"), "--out",
                 str(tmp_path / "cmp-other"))  # fmt: skip
     # rollback-0000 of seed 0 and of seed 5 are different histories: nothing is shared,
@@ -603,6 +848,294 @@ def test_csv_of_results_never_loses_the_kind_of_a_condition(tmp_path: Path):
     out = tmp_path / "k"
     assert run("run", "--preset", "cca-pilot", "--conditions", "full,probe_newest",
                "--transforms", "identity", "--quiet", "--out", str(out)).exit_code == 0  # fmt: skip
-    with (out / "results.csv").open(newline="") as handle:
+    with result_csv(out).open(newline="") as handle:
         kinds = {(r["condition"], r["kind"]) for r in csv.DictReader(handle)}
     assert kinds == {("full", "archive"), ("probe_newest", "probe")}
+
+
+# ------------------------------------------------ the floor check is a test
+
+
+def _joint(condition: str, kind: str, passes: dict[str, list[int]], reader: str = "exact"):
+    """Rows of one condition whose joint J passes (1) or fails (0) per source pair and
+    transform (one instance each; current and override always right)."""
+    rows = []
+    for transform, values in passes.items():
+        for index, value in enumerate(values):
+            for variant in ("A", "B"):
+                for branch, right in (("current", 1), ("reveal", value), ("override", 1)):
+                    rows.append({
+                        "pair_id": f"p{index}" + ("" if transform == "identity" else
+                                                  f"~{transform}"),
+                        "source_pair_id": f"p{index}", "family": "f", "variant": variant,
+                        "branch": branch, "repeat": 0, "budget": 1200, "condition": condition,
+                        "kind": kind, "transform": transform, "reader": reader,
+                        "outcome": "pass" if right else "wrong_log", "correct": right,
+                    })  # fmt: skip
+    return rows
+
+
+def _floor(*conditions: list[dict]) -> dict[str, dict]:
+    from audit.scoring._summary import summary_of as summarize_scores
+
+    frame = normalize(pd.DataFrame([row for rows in conditions for row in rows]))
+    summary = summarize_scores(score_results(frame), {}, len(frame), 24)
+    return {m["condition"]: m for m in summary["probe_matches"]}
+
+
+def test_beating_a_probe_under_one_transform_is_not_escaping_the_floor():
+    # the methods review's case: the probe beats the condition at identity (13 vs 11 of
+    # 24), the condition beats it under rename; before, one transform sufficed to escape
+    below = _joint("c", "strict", {"identity": [1] * 11 + [0] * 13, "rename": [1] * 24})
+    probe = _joint("probe_lowrev", "probe", {"identity": [1] * 13 + [0] * 11, "rename": [0] * 24})
+    found = _floor(below, probe)["c"]
+    identity, rename = found["tests"]
+    assert (identity["transform"], identity["probe"], identity["beats"]) == (
+        "identity", "probe_lowrev", False)  # fmt: skip
+    assert identity["delta"] == pytest.approx(-2 / 24, abs=1e-4)
+    assert rename["beats"]  # 24 discordant pairs one way: p = 2 * 0.5**24
+    assert rename["p"] == pytest.approx(2 * 0.5**24)
+    assert [p["probe"] for p in found["probes"]] == ["probe_lowrev"]
+    assert found["missing_transforms"] == ["rerev"]
+
+
+def test_a_condition_above_the_probe_but_not_significantly_is_flagged():
+    # 14 vs 12 of 24 under both transforms: above, within noise
+    above = _joint("c", "strict", {t: [1] * 14 + [0] * 10 for t in ("identity", "rename")})
+    probe = _joint("probe_x", "probe", {t: [0] * 2 + [1] * 12 + [0] * 10
+                                         for t in ("identity", "rename")})  # fmt: skip
+    found = _floor(above, probe)["c"]
+    assert all(t["delta"] > 0 and not t["beats"] for t in found["tests"])
+    assert found["probes"] == [{"probe": "probe_x", "heuristic": "shortcut", "exploits": "",
+                                "broken_by": []}]  # fmt: skip
+
+
+def test_the_floor_check_is_an_intersection_union_test_at_0_05():
+    # 6 discordant pairs one way under each of two transforms: p = 1/32 each. The claim
+    # "beats it under every transform" holds only if each test rejects: at 0.05 each,
+    # with no correction (Berger 1982). Holm over its own tests (1/16 here) made the
+    # verdict depend on its other tests: a condition whose other p-values were tiny
+    # passed a weak identity test that a condition with larger ones failed
+    six = [1] * 6 + [0] * 18
+    nothing = {"identity": [0] * 24, "rename": [0] * 24}
+    assert _floor(_joint("c", "strict", {"identity": six, "rename": six}),
+                  _joint("probe_x", "probe", nothing)) == {}  # fmt: skip
+    five = [1] * 5 + [0] * 19  # p = 1/16 at identity: not beaten, however strong rename is
+    found = _floor(_joint("c", "strict", {"identity": five, "rename": [1] * 24}),
+                   _joint("probe_x", "probe", nothing))["c"]  # fmt: skip
+    assert [t["beats"] for t in found["tests"]] == [False, True]
+    assert found["tests"][0]["p"] == pytest.approx(1 / 16)
+
+
+def test_every_probe_is_the_floor_not_the_best_one_by_rate():
+    # an adversary's plugin probe, better by rate than the real probes but beaten by its
+    # author's compressor, made it "beat the floor": it was tested against the best
+    # probe by rate only. 18 of 24 against probe_a's 12 (6 pairs one way: p 1/32) and
+    # probe_b's 11 (13 against 6: p 0.17)
+    cond = _joint("c", "strict", {"identity": [1] * 18 + [0] * 6})
+    best = _joint("probe_a", "probe", {"identity": [1] * 12 + [0] * 12})
+    other = _joint("probe_b", "probe", {"identity": [1] * 5 + [0] * 13 + [1] * 6})
+    assert _floor(cond, best) == {}
+    found = _floor(cond, best, other)["c"]
+    (test,) = found["tests"]
+    assert (test["probe"], test["beats"]) == ("probe_b", False)
+    assert test["p"] == pytest.approx(0.167, abs=1e-3)
+
+
+def test_a_monte_carlo_sign_flip_p_is_never_zero():
+    # every one of 40 differences the same way: no sampled assignment reaches it, and a
+    # p of 0 (printed "< 1e-15") claimed what 10,000 draws cannot show
+    p = sign_flip_p([0.5] * 40, resamples=10_000)
+    assert p == pytest.approx(1 / 10_001)
+
+
+def test_a_condition_that_beats_the_best_probe_everywhere_is_not_flagged():
+    # two probes: the best under each transform is the one compared; 20 vs 4 of 24
+    good = _joint("c", "strict", {t: [1] * 20 + [0] * 4 for t in ("identity", "permute")})
+    first = _joint("probe_a", "probe", {"identity": [0] * 20 + [1] * 4, "permute": [0] * 24})
+    second = _joint("probe_b", "probe", {"identity": [0] * 24, "permute": [0] * 20 + [1] * 4})
+    assert _floor(good, first, second) == {}
+    # a condition that passes nothing needs no probe to be doubted
+    assert _floor(_joint("c", "strict", {"identity": [0] * 24}), first) == {}
+
+
+def test_a_conditions_floor_flag_does_not_depend_on_the_other_conditions():
+    # Holm across the whole run made a condition's flag depend on what else was in the
+    # run (a held-out compressor was flagged beside two others, not when run alone)
+    seven = [1] * 7 + [0] * 17  # 7 discordant pairs one way: p = 1/64
+    nothing = {"identity": [0] * 24, "rename": [0] * 24}
+    alone = _floor(
+        _joint("c", "strict", {"identity": seven, "rename": seven}),
+        _joint("probe_x", "probe", nothing),
+    )
+    beside = _floor(
+        _joint("c", "strict", {"identity": seven, "rename": seven}),
+        _joint("d", "strict", {"identity": seven, "rename": seven}),
+        _joint("e", "strict", {"identity": seven, "rename": seven}),
+        _joint("probe_x", "probe", nothing),
+    )
+    assert alone == {}
+    assert beside == {}
+
+
+# ------------------------------------------------ an adversary's second review
+
+ADVERSARY = r'''
+import hashlib
+from compressors import ChatUnavailableError, Compressor, Stream, pack_positions
+from histories import PRESETS, generate, transform
+
+PAIRS = PRESETS["cca-pilot"].model_copy(update={"pairs_per_family": 1})
+
+
+def _task_lines():
+    """The task records of the public data and of its transformed instances, as
+    published: the generator's seed and the audit's default transform seed, 0."""
+    lines = set()
+    for pair in generate(PAIRS):
+        for instance in [pair, *transform(pair, "disguise", 2, seed=0)]:
+            keys = set(instance.task_keys) | set(instance.query)
+            for record in instance.all_records():
+                if getattr(record, "key", None) in keys:
+                    lines.add(record.canonical_line)
+    return lines
+
+
+class Remember(Compressor):
+    """Resolves nothing: keeps the records it remembers from the public data."""
+
+    name = "remember"
+    TABLE = _task_lines()
+
+    def update(self, memory, chunk, query_keys, budget):
+        stream = Stream.of(memory, chunk)
+        order = sorted(range(len(stream)), key=lambda p: (stream.lines[p] not in self.TABLE, -p))
+        return stream.dump(pack_positions(order, stream.sizes, budget))
+
+
+class NoCollide(Compressor):
+    """tail, plus one junk record that differs between the variants."""
+
+    name = "no_collide"
+
+    def update(self, memory, chunk, query_keys, budget):
+        stream = Stream.of(memory, chunk)
+        seen = hashlib.sha256("".join(stream.lines).encode()).hexdigest()[:8]
+        newest = [p for p in range(len(stream) - 1, -1, -1)
+                  if getattr(stream.records[p], "key", None) != "zz_junk"]
+        kept = stream.dump(pack_positions(newest, stream.sizes, budget - 80, contiguous=True))
+        junk = '{"id":"zz' + seen + '","op":"set","key":"zz_junk","value":"' + seen + '","rev":1}'
+        return (kept + "\n" + junk) if kept else junk
+
+
+class PleadOutage(Compressor):
+    """Says it is "unavailable" wherever it would answer wrong: NA instead of 0."""
+
+    name = "plead_outage"
+
+    def update(self, memory, chunk, query_keys, budget):
+        if len(chunk.records) < 3:  # a future's chunk
+            raise ChatUnavailableError("the memory service is down")
+        stream = Stream.of(memory, chunk)
+        return stream.dump(pack_positions(range(len(stream) - 1, -1, -1), stream.sizes, budget))
+'''
+
+
+@pytest.fixture
+def adversary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "adversary_plugin.py").write_text(ADVERSARY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "adversary_plugin", raising=False)
+    return "adversary_plugin"
+
+
+def _one_pair_a_family(tmp_path: Path) -> str:
+    result = run("generate", "--preset", "cca-pilot", "--pairs-per-family", "1", "--out",
+                 str(tmp_path / "pairs"))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return str(tmp_path / "pairs" / "pairs.jsonl")
+
+
+def test_a_memory_of_the_public_transforms_is_blind_under_a_drawn_seed(
+    adversary: str, tmp_path: Path
+):
+    # the transform seed was 0 by default, so every transformed instance was as public
+    # as the data: a table of the task records of the default instances scored 84/84
+    # under every transform and "beat the floor". The seed is now drawn for each run
+    pairs = _one_pair_a_family(tmp_path)
+    scores = {}
+    for name, seed in (("public", ["--seed", "0"]), ("drawn", [])):
+        out = tmp_path / name
+        result = run("run", "--pairs", pairs, "--conditions", f"{adversary}:Remember",
+                     "--transforms", "identity,disguise:2", "--workers", "1", "--quiet",
+                     "--out", str(out), *seed)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        config = json.loads((out / "config.json").read_text())["config"]
+        scores[name] = (config["seed"], cell(summary_of(out), "remember", "disguise"))
+    assert scores["public"][0] == 0
+    assert scores["drawn"][0] != 0
+    public, drawn = (s[1]["blocks"]["joint_J"] for s in scores.values())
+    assert public["n"] == drawn["n"] == 12
+    assert public["k"] >= 10, public  # remembered
+    assert drawn["k"] <= 3, drawn  # blind
+    # the same --out again resumes with the seed it drew, not a new one
+    result = run("run", "--pairs", pairs, "--conditions", f"{adversary}:Remember",
+                 "--transforms", "identity,disguise:2", "--workers", "1", "--quiet",
+                 "--out", str(tmp_path / "drawn"))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (
+        json.loads((tmp_path / "drawn" / "config.json").read_text())["config"]["seed"]
+        == (scores["drawn"][0])
+    )
+
+
+def test_junk_that_tells_the_variants_apart_is_still_a_collision(adversary: str, tmp_path: Path):
+    # collisions were byte identity: one junk record holding a hash of what was seen
+    # made every memory pair differ, and collisions fell from 12/84 to 0/84
+    pairs = _one_pair_a_family(tmp_path)
+    out = tmp_path / "run"
+    result = run("run", "--pairs", pairs, "--conditions", f"tail,{adversary}:NoCollide",
+                 "--transforms", "identity", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = summary_of(out)
+    tail, junk = (cell(summary, c)["source pairs"]["collision"] for c in ("tail", "no_collide"))
+    assert tail["k"] > 0
+    assert junk["k"] >= tail["k"] - 1, (tail, junk)
+
+
+def test_an_in_process_compressor_cannot_plead_an_outage(adversary: str, tmp_path: Path):
+    # an external system's outage is NA (bounds); a plugin that raised the same error
+    # wherever it would answer wrong took those reads out of its score (70..78/84)
+    pairs = _one_pair_a_family(tmp_path)
+    out = tmp_path / "run"
+    result = run("run", "--pairs", pairs, "--conditions", f"{adversary}:PleadOutage",
+                 "--transforms", "identity", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 5, result.output  # a compressor that raised
+    frame = pd.read_parquet(out / "results.parquet")
+    assert (frame["outcome"] == "error").all()
+    assert frame["correct"].eq(0).all()
+    assert "the memory service is down" in result.output
+
+
+def test_a_condition_may_not_take_a_built_in_name(adversary: str, tmp_path: Path):
+    # compare pairs conditions by label: `name=frontier_alpha` on a plugin was reported
+    # as frontier_alpha +0.60 against the default run, with no warning
+    for spec in (f"{adversary}:Remember:name=frontier_alpha", "cmd:name=tail,run=cat"):
+        result = run("run", "--conditions", spec, "--transforms", "identity", "--quiet",
+                     "--out", str(tmp_path / "x"))  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert "a built-in condition's name" in result.output
+
+
+def test_flattered_is_each_conditions_own_answer():
+    # flattered? was Holm-corrected across the run's verdicts: p 0.043 alone gave yes,
+    # beside a second borderline condition no
+    from audit.scoring import floor_findings, verdicts
+
+    borderline = _reads("b", [1] * 10 + [0] * 14, [1] * 4 + [0] * 20)  # 6 one way: p 1/32
+    other = _reads("c", [1] * 10 + [0] * 14, [1] * 4 + [0] * 20)
+    for rows in (borderline, borderline + other):
+        scores = score_results(normalize(pd.DataFrame(rows)))
+        found = {v.condition: v for v in verdicts(scores, floor_findings(scores))}
+        assert found["b"].flattered
+        assert found["b"].flatter_p == pytest.approx(1 / 32)

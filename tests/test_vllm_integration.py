@@ -35,6 +35,7 @@ from typer.testing import CliRunner
 from audit.backends import load_config, open_backend
 from audit.cli import app
 from compressors import ChatMessage, ChatRequest
+from tests._rows import result_csv
 from tests._system import missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,7 +220,7 @@ def _write_config(tmp_path: Path, server: VllmServer) -> Path:
 
 
 def _rows(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "results.csv").open(newline="") as handle:
+    with result_csv(run_dir).open(newline="") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -263,7 +264,9 @@ def test_vllm_cpu_backend_end_to_end(vllm_server: VllmServer, tmp_path: Path) ->
     result = runner.invoke(app, ["run", *RUN_ARGS, "--config", str(config), "--out", str(first)])
     assert result.exit_code == 0, result.output
     reader_rows = [r for r in _rows(first) if r["reader"] == "vllm"]
-    assert len(reader_rows) == 6, reader_rows
+    # frontier's six reads, and full's: every LLM reader reads the whole history first
+    assert len(reader_rows) == 12, reader_rows
+    assert {r["condition"] for r in reader_rows} == {"frontier", "full"}, reader_rows
     assert all(SERVED in r["reader_model"] for r in reader_rows), reader_rows
     costs = json.loads((first / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
     assert costs["sent"] > 0, costs
@@ -274,7 +277,7 @@ def test_vllm_cpu_backend_end_to_end(vllm_server: VllmServer, tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     costs = json.loads((second / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
     assert costs["sent"] == 0, costs
-    assert len([r for r in _rows(second) if r["reader"] == "vllm"]) == 6
+    assert len([r for r in _rows(second) if r["reader"] == "vllm"]) == 12
 
 
 BATCH_TIMEOUT_S = 900
@@ -298,7 +301,8 @@ def test_a_batch_round_trip_through_vllm_run_batch_completes_a_run_sending_nothi
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["batch", "export", str(run_dir), "--config", str(config)])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("round 1: 6 requests (0 writer"), result.output
+    # frontier's six reads and full's (the reader's check): one round
+    assert result.output.startswith("round 1: 12 requests (0 writer"), result.output
     assert "this is the last round" in result.output, result.output
     requests, answers = run_dir / "batch" / "round-001.jsonl", tmp_path / "answers.jsonl"
 
@@ -306,19 +310,19 @@ def test_a_batch_round_trip_through_vllm_run_batch_completes_a_run_sending_nothi
     batch = subprocess.run(
         [vllm_env.python, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(requests),
          "-o", str(answers), "--model", vllm_env.model, "--served-model-name", SERVED,
-         "--enforce-eager", "--max-model-len", "2048", "--dtype", "float32"],
+         "--enforce-eager", "--max-model-len", str(MAX_MODEL_LEN), "--dtype", "float32"],
         capture_output=True, text=True, env=_server_env(), timeout=BATCH_TIMEOUT_S,
         check=False,
     )  # fmt: skip
-    print(f"\n[vllm] run_batch of 6 requests: {time.monotonic() - started:.1f}s")
+    print(f"\n[vllm] run_batch of 12 requests: {time.monotonic() - started:.1f}s")
     assert batch.returncode == 0, (batch.stdout + batch.stderr)[-6000:]
     lines = [json.loads(line) for line in answers.read_text().splitlines()]
-    assert len(lines) == 6
+    assert len(lines) == 12
     assert all(line["response"]["status_code"] == 200 for line in lines), lines
 
     result = runner.invoke(app, ["batch", "import", str(answers), "--config", str(config)])
     assert result.exit_code == 0, result.output
-    assert "6 answers imported" in result.output, result.output
+    assert "12 answers imported" in result.output, result.output
     result = runner.invoke(app, ["batch", "export", str(run_dir), "--config", str(config)])
     assert result.output.startswith("nothing to export"), result.output
 
@@ -327,9 +331,9 @@ def test_a_batch_round_trip_through_vllm_run_batch_completes_a_run_sending_nothi
     costs = json.loads((run_dir / "costs.json").read_text())["invocations"][-1]["llm"]["reader"]
     assert costs["sent"] == 0, costs
     assert costs["attempts"] == 0, costs
-    assert costs["cache_hits"] == 6, costs
+    assert costs["cache_hits"] == 12, costs
     reader_rows = [r for r in _rows(run_dir) if r["reader"] == "vllm"]
-    assert len(reader_rows) == 6, reader_rows
+    assert len(reader_rows) == 12, reader_rows
     assert all(r["reader_model"] == SERVED for r in reader_rows), reader_rows
     assert all(r["cache_hit"] == "1" for r in reader_rows), reader_rows
 

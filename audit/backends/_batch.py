@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -272,12 +273,30 @@ def import_output(path: Path, cache: ResponseCache, scrub: Scrub) -> tuple[int, 
         if line.response is None:
             refused[line.key] = line.refused or "no answer"
             continue
+        if not same_model(request.model, line.response.model):
+            shown = repr(line.response.model)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise OutputFileError(
+                f"{where}: answered by model {shown}, not {request.model!r}, the model the "
+                "request was exported for: its answers would be cached as that model's "
+                "(export again with the backend's model set to the one that answers)"
+            )
         answered.add(line.key)
         answers.append((request, to_cache(line.response)))
     for request, response in answers:
         cache.put(request, response)
     cache.settle_pending(sorted(answered), refused)
     return len(answers), len(refused), already
+
+
+def same_model(requested: str, answered: str | None) -> bool:
+    """Whether an answer's model is the requested one: the same id, or a dated snapshot
+    of it as providers name them (``gpt-4o`` answered by ``gpt-4o-2024-08-06``).  An
+    answer naming no model cannot be told apart and is taken as the requested one's."""
+    if not answered or answered == requested:
+        return True
+    suffix = answered.removeprefix(requested + "-")
+    return suffix != answered and bool(re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", suffix))
 
 
 def read_output(path: Path, scrub: Scrub = _unscrubbed) -> Iterator[tuple[int, BatchAnswer]]:

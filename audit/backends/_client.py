@@ -111,6 +111,9 @@ class ClientStats:
 
     requests: int = 0
     """``chat()`` calls."""
+    answered: int = 0
+    """``chat()`` calls that returned (by the server, the cache or a twin; NA included):
+    with ``requests``, what is still queued or in flight."""
     cache_hits: int = 0
     """Answered from the cache: not sent."""
     deduplicated: int = 0
@@ -400,6 +403,11 @@ class BackendClient:
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Answer ``request``: in-flight twin, cache, or server (see the module docstring)."""
+        answer = await self._answer(request)
+        self.stats.answered += 1
+        return answer
+
+    async def _answer(self, request: ChatRequest) -> ChatResponse:
         if not self._started:
             await self.start()
         stats = self.stats

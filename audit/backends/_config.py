@@ -517,6 +517,8 @@ def load_config(
         if not toml.is_file():
             raise BackendConfigError("configuration file not found", source=str(toml))
     dotenv = Path(env_file) if env_file is not None and Path(env_file).is_file() else None
+    if dotenv is not None:
+        _check_text(dotenv)
     source = str(toml) if toml is not None else "the built-in defaults (no audit.toml)"
     _check_variable_names(dotenv, environ)
     try:
@@ -539,6 +541,21 @@ def load_config(
 
 
 TOO_DEEP = "nested too deeply to read (arrays or tables hundreds of levels deep)"
+
+
+def _check_text(dotenv: Path) -> None:
+    """A ``.env`` that is not UTF-8 is one line naming it and the byte (python-dotenv
+    would raise a UnicodeDecodeError)."""
+    try:
+        dotenv.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BackendConfigError(
+            f"not UTF-8 text (byte {error.start + 1}: {error.reason})", source=str(dotenv)
+        ) from None
+    except OSError as error:
+        raise BackendConfigError(
+            f"cannot be read ({error.strerror or error})", source=str(dotenv)
+        ) from None
 
 
 def _too_deep(toml: Path | None, dotenv: Path | None) -> BackendConfigError:

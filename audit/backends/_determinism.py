@@ -9,8 +9,18 @@ prefix, like the audit's reader prompts, so prefix reuse has something to reuse.
 
 The figure is a property of the server and its configuration as much as of the model, so
 ``audit run`` measures it for every LLM backend it uses and records it in ``config.json``;
-``audit backends check`` prints it.  No response cache is involved: the two passes differ
-in ``repeat`` (part of the cache key, never of the request body), so the client sends both.
+``audit backends check`` prints it.  No response cache is involved: the client's cache is
+set aside while the probe runs (an answer from it measures nothing, and its time would
+say nothing of the server's pace), and the two passes differ in ``repeat`` (part of the
+cache key, never of the request body), so the client sends both.
+
+Its size is proportionate to what the server can do wrong.  A server that may answer
+several requests at once gets 16 requests (batching noise needs company to show); one the
+client sends one request at a time (the embedded model's one slot, ``max_concurrency =
+1``) cannot batch, so only what an earlier request left behind (a reused prompt cache)
+can change an answer, and 4 requests in another order show it: on the embedded model with
+its prompt cache on, 2 of the 4 differ (docs/backends.md).  On two loaded cores each
+request of the embedded model takes seconds: 8 sent instead of 32 is minutes saved.
 """
 
 from __future__ import annotations
@@ -18,12 +28,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from compressors import ChatClient, ChatMessage, ChatRequest, ChatResponse
 
 PROBE_REQUESTS = 16
-"""The probe's size: 16 requests, 32 sent."""
+"""The probe's size for a server that may batch: 16 requests, 32 sent."""
+SERIAL_PROBE_REQUESTS = 4
+"""The probe's size for a client that sends one request at a time: 4 requests, 8 sent."""
 
 PROBE_MAX_TOKENS = 48
 
@@ -99,29 +112,60 @@ def _answer(response: ChatResponse) -> tuple[str | None, str | None, str | None]
     return (response.content, response.reasoning, response.finish_reason)
 
 
+def probe_size(client: ChatClient) -> int:
+    """How many requests the probe sends twice to ``client``'s server: 4 when the client
+    sends one request at a time to one URL (a one-slot server cannot batch), else 16."""
+    backend = getattr(client, "backend", None)
+    urls = getattr(client, "base_urls", ())
+    serial = getattr(backend, "max_concurrency", None) == 1 and len(urls) == 1
+    return SERIAL_PROBE_REQUESTS if serial else PROBE_REQUESTS
+
+
 async def measure_determinism(
-    client: ChatClient, count: int = PROBE_REQUESTS, *, seed: int = 0
+    client: ChatClient,
+    count: int | None = None,
+    *,
+    seed: int = 0,
+    answered: Callable[[], object] | None = None,
 ) -> DeterminismResult:
-    """Send ``count`` probe requests one at a time, then all at once shuffled; compare.
+    """Send ``count`` probe requests (default ``probe_size``) one at a time, then all at
+    once shuffled; compare.  ``answered()`` hears each of the ``2 * count`` answers
+    arrive, for a progress display.
 
     The client's counters (``stats``, when it has them) are left as they were: the
-    probe is not part of the audit's requests or costs.
+    probe is not part of the audit's requests or costs; and its response cache
+    (``cache``, when it has one) is set aside: every probe request goes to the server.
     """
     stats = getattr(client, "stats", None)
     saved = copy.deepcopy(stats)
+    cache = getattr(client, "cache", None)
+    if cache is not None:
+        client.cache = None  # type: ignore[attr-defined]
     try:
-        return await _measure(client, count, seed)
+        return await _measure(client, probe_size(client) if count is None else count, seed,
+                              answered)  # fmt: skip
     finally:
         if saved is not None:
             client.stats = saved  # type: ignore[attr-defined]
+        if cache is not None:
+            client.cache = cache  # type: ignore[attr-defined]
 
 
-async def _measure(client: ChatClient, count: int, seed: int) -> DeterminismResult:
+async def _measure(
+    client: ChatClient, count: int, seed: int, answered: Callable[[], object] | None
+) -> DeterminismResult:
     requests = probe_requests(count)
-    sequential = [await client.chat(_pass(r, 1)) for r in requests]
+
+    async def ask(request: ChatRequest) -> ChatResponse:
+        response = await client.chat(request)
+        if answered is not None:
+            answered()
+        return response
+
+    sequential = [await ask(_pass(r, 1)) for r in requests]
     order = list(range(count))
     random.Random(seed).shuffle(order)
-    shuffled = await asyncio.gather(*(client.chat(_pass(requests[i], 2)) for i in order))
+    shuffled = await asyncio.gather(*(ask(_pass(requests[i], 2)) for i in order))
     concurrent: list[ChatResponse | None] = [None] * count
     for position, index in enumerate(order):
         concurrent[index] = shuffled[position]

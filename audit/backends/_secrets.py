@@ -11,12 +11,18 @@ of the text that is also one of the key's covers exactly the text that lies insi
 as a trie (one branch per distinct next character), so a scan costs about one step per
 character of the text whatever the key's length: never quadratic in the answer.
 
+A server may also send the key back encoded: the same windows are taken of its hex
+(both cases) and of its base64 (standard and URL-safe, at each of the three
+alignments a key inside a longer string can have, e.g. ``Basic`` credentials or a
+base64 of ``Bearer <key>``), so those are masked too.
+
 ``has_control_characters`` is the header check: a key with CR, LF or another control
 character would be refused by aiohttp at the first request (or split the header).
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -46,6 +52,19 @@ def _trie_pattern(words: Iterable[str]) -> str:
     return emit(trie)
 
 
+def encodings(secret: str) -> list[str]:
+    """The forms a key may come back in: itself, its hex, and the characters of its
+    base64 that the key alone sets, at each alignment (URL-safe too)."""
+    raw = secret.encode("utf-8")
+    forms = [secret, raw.hex(), raw.hex().upper()]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        for offset in range(3):
+            encoded = encode(b"\0" * offset + raw).decode("ascii").rstrip("=")
+            whole = len(raw) + offset - (len(raw) + offset) % 3  # bytes in whole groups
+            forms.append(encoded[4 if offset else 0 : whole // 3 * 4])
+    return [form for form in forms if form]
+
+
 class Scrubber:
     """``scrubber(text)``: ``text`` with the secret and each 8+ character piece of it
     replaced by ``***``.  An empty secret scrubs nothing."""
@@ -57,7 +76,9 @@ class Scrubber:
         self._pattern: re.Pattern[str] | None = None
         if len(self._secret) >= FRAGMENT:
             windows = {
-                self._secret[i : i + FRAGMENT] for i in range(len(self._secret) - FRAGMENT + 1)
+                form[i : i + FRAGMENT]
+                for form in encodings(self._secret)
+                for i in range(len(form) - FRAGMENT + 1)
             }
             self._pattern = re.compile(_trie_pattern(windows))
 

@@ -28,12 +28,14 @@ from audit.cli._common import (
     silence_stdout,
     stdout_closed,
 )
+from audit.cli._export import export_command
 from audit.cli._generate import generate, list_families, pairs_app
 from audit.cli._plugins import list_compressors, new_compressor
 from audit.cli._power import power_command
 from audit.cli._report import compare_command, report_command
 from audit.cli._resume import resume_command
 from audit.cli._run import run_audit
+from audit.cli._runs import runs_app
 from audit.errors import Terminated
 
 app = new_app(
@@ -69,6 +71,7 @@ app.command("run")(run_audit)
 app.command("resume")(resume_command)
 app.command("report")(report_command)
 app.command("compare")(compare_command)
+app.command("export")(export_command)
 app.command("generate")(generate)
 app.command("families")(list_families)
 app.command("power")(power_command)
@@ -78,6 +81,7 @@ app.command("new-compressor")(new_compressor)
 app.add_typer(backends_app, name="backends")
 app.add_typer(cache_app, name="cache")
 app.add_typer(batch_app, name="batch")
+app.add_typer(runs_app, name="runs")
 
 
 _SIGNALLED: list[int] = []
@@ -85,9 +89,23 @@ _SIGNALLED: list[int] = []
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM ends the command like Ctrl-C does: a run records why it stopped."""
+    """SIGTERM ends the command like Ctrl-C does: a run records why it stopped.  While
+    an event loop runs (the LLM stage) the signal is raised by the loop itself, between
+    callbacks: raised here it would end whichever task happened to run (an HTTP write),
+    which then printed its traceback as an exception never retrieved."""
     _SIGNALLED.append(signum)
-    raise Terminated(signum)
+    asyncio = sys.modules.get("asyncio")  # not imported: no loop can be running
+    try:
+        loop = asyncio.get_running_loop() if asyncio is not None else None
+    except RuntimeError:
+        loop = None
+    if loop is None:
+        raise Terminated(signum)
+    loop.call_soon_threadsafe(_raise, Terminated(signum))
+
+
+def _raise(error: BaseException) -> None:
+    raise error
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from audit.cli._common import fail, new_app
+from audit.cli._common import fail, new_app, terminal_text
 
 if TYPE_CHECKING:  # imported where used: aiohttp and friends cost half a second at start-up
     from audit.backends import BackendsConfig, ResponseCache
@@ -58,9 +58,10 @@ def list_backends(config: ConfigOption = None, env_file: EnvFileOption = Path(".
         model = backend.model or (
             "SmolLM2-135M-Instruct-Q4_1" if backend.kind == "local" else "(the one served)"
         )
-        typer.echo(
+        line = (
             f"{name:<{width}}  {backend.kind:<6}  {'+'.join(backend.roles):<13}  {model}  @ {where}"
         )
+        typer.echo(terminal_text(line))  # audit.toml's text, never acted on by the terminal
 
 
 @backends_app.command("check")
@@ -110,7 +111,7 @@ def check(
                     err=True,
                 )
             for result in await check_backend(chosen, settings, determinism=determinism):
-                typer.echo(result.line())
+                typer.echo(terminal_text(result.line()))
                 ok = ok and result.ok
         return ok
 
@@ -152,9 +153,9 @@ def cache_stats(cache: CacheOption = None, config: ConfigOption = None) -> None:
         f"newest {_when(stats.newest)}"
     )
     for model, (entries, hits) in stats.by_model.items():
-        typer.echo(f"  model {model}: {entries} entries, {hits} hits")
+        typer.echo(terminal_text(f"  model {model}: {entries} entries, {hits} hits"))
     for tag, entries in stats.by_tag.items():
-        typer.echo(f"  tag {tag or '(none)'}: {entries} entries")
+        typer.echo(terminal_text(f"  tag {tag or '(none)'}: {entries} entries"))
 
 
 @cache_app.command("explain")
@@ -179,7 +180,7 @@ def cache_explain(
         return
     for explanation in explanations:
         for line in explanation.lines():
-            typer.echo(line)
+            typer.echo(terminal_text(line))
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")

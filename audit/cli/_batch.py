@@ -87,7 +87,8 @@ def import_batch(
     """Load a batch output file's answers into the response cache, each under its
     custom_id (the key of a request `audit batch export` wrote). A line that is not an
     output line, or that answers a request never exported, stops the import: nothing
-    is stored. Every configured backend's API key is scrubbed from what is stored."""
+    is stored, and so does an answer from a model other than the one its request was
+    exported for. Every configured backend's API key is scrubbed from what is stored."""
     from audit.backends import ResponseCache, key_scrubber
     from audit.engine.batch import import_answers
 

@@ -41,7 +41,8 @@ DeterminismOption = Annotated[
     typer.Option(
         "--determinism/--no-determinism",
         help="Before LLM reads: measure each backend's determinism (16 fixed requests sent "
-        "twice) and record it in config.json (the lowest of every invocation stays).",
+        "twice; 4 to a one-slot server such as the embedded model) and record it in "
+        "config.json (the lowest of every invocation stays).",
     ),
 ]
 
@@ -67,6 +68,15 @@ QuietOption = Annotated[
         "--quiet",
         help="No progress display (per stage: bars on a terminal; in a log, a line every "
         "30 s while a stage runs).",
+    ),
+]
+
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        help="After the verdicts, every score by metric and transform, the floor check's "
+        "tests and the equivariance notes (summary.json and the report hold them too).",
     ),
 ]
 
@@ -157,19 +167,22 @@ class GuardedGroup(TyperGroup):
                 formatter.write_dl(rows)
 
 
-def echo_fitted(text: str, indent: int = 2) -> None:
+def echo_fitted(text: str, indent: int = 2, err: bool = False) -> None:
     """A line of plain output wrapped to the terminal (80 columns when piped), later
-    lines indented by ``indent``; paths and hyphenated words are never split."""
+    lines indented by ``indent``; paths and hyphenated words are never split; ``err``:
+    on stderr (a warning, the ``stopped:`` message)."""
     width = max(40, shutil.get_terminal_size((80, 24)).columns)
-    typer.echo(
-        textwrap.fill(
-            terminal_text(text),
-            width=width,
-            subsequent_indent=" " * indent,
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
+    # a command in backquotes stays on one line, to be copied whole (terminal_text has
+    # escaped every control character, so NUL marks a kept space)
+    kept = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), terminal_text(text))
+    filled = textwrap.fill(
+        kept,
+        width=width,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
     )
+    typer.echo(filled.replace("\0", " "), err=err)
 
 
 def plural(count: int, noun: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -33,18 +34,34 @@ from rich.table import Table
 from rich.text import Text
 
 from audit.cli._common import silence_stdout, terminal_text
-from audit.engine import RequestTally, RunProgress, Stage, Tallies
-from audit.scoring import article, grouped_matches, listed, probe_advice
+from audit.cli._labels import fitting_aliases
+from audit.engine import RequestEstimate, RequestTally, RunProgress, Stage, Tallies
+from audit.scoring import (
+    VERDICT_COLUMNS,
+    VERDICT_LEGEND,
+    FloorFinding,
+    FloorMessage,
+    ReaderCheck,
+    Verdict,
+    VerdictRow,
+    WriterCheck,
+    floor_message,
+    listed,
+    selection_text,
+    verdict_rows,
+)
 from compressors import BASELINES
+from histories import WRONG_ANSWERS
 
 STAGE_NAMES: dict[Stage, tuple[str, str]] = {
     "deterministic": ("deterministic", "jobs"),
+    "probe": ("determinism probe", "requests"),
     "llm": ("LLM stage", "units"),
 }
 """A stage's name and what it counts, in the words of the manifest and docs/reliability.md:
 a job is one source pair (every condition, budget and transform of it); an LLM unit is
 one condition written over one pair instance at one budget and repeat, then read on
-every branch."""
+every branch; the determinism probe counts its requests (docs/backends.md)."""
 
 LOG_EVERY_S = 30.0
 """Without a terminal (a log file, CI), a line at most this often while a stage runs."""
@@ -62,20 +79,35 @@ def describe_tallies(tallies: list[RequestTally], seconds: float) -> str:
     return "; ".join(parts)
 
 
+def describe_requests(
+    tallies: Tallies | None,
+    estimate: RequestEstimate | None,
+    seconds: float,
+    finished: bool = False,
+) -> list[str]:
+    """The LLM stage's lines under its bar: the requests so far, then what is left."""
+    found = tallies() if tallies is not None else []
+    lines = [describe_tallies(found, seconds)] if found else []
+    if estimate is not None and estimate.requests:
+        lines.append(estimate.left(sum(t.answered for t in found), seconds, finished))
+    return lines
+
+
 class _StageBars(Progress):
-    """Progress bars, with the LLM stage's request tallies on a line of their own (so the
-    bars fit an 80-column terminal)."""
+    """Progress bars, with the LLM stage's request tallies and what is left on lines of
+    their own (so the bars fit an 80-column terminal)."""
 
     tallies: Tallies | None = None
+    estimate: RequestEstimate | None = None
     llm_task: TaskID | None = None
 
     def get_renderables(self) -> Iterable[RenderableType]:
         yield self.make_tasks_table(self.tasks)
-        if self.tallies is not None and self.llm_task is not None:
-            elapsed = self._tasks[self.llm_task].elapsed or 0.0
-            text = describe_tallies(self.tallies(), elapsed)
-            if text:
-                yield Text("  " + text, overflow="fold")
+        if self.llm_task is not None:
+            task = self._tasks[self.llm_task]
+            elapsed = task.elapsed or 0.0
+            for line in describe_requests(self.tallies, self.estimate, elapsed, task.finished):
+                yield Text("  " + line, overflow="fold")
 
 
 class ConsoleProgress:
@@ -90,7 +122,7 @@ class ConsoleProgress:
         self._bars: _StageBars | None = None
         self._tasks: dict[Stage, TaskID] = {}
         self._plain: dict[Stage, list[Any]] = {}
-        """Without a terminal: each stage's [total, start time, tallies, done]."""
+        """Without a terminal: each stage's [total, start time, tallies, done, estimate]."""
         self._active: Stage | None = None
         self._last_line = 0.0
         self._stop = threading.Event()
@@ -107,7 +139,7 @@ class ConsoleProgress:
                 TextColumn("eta"),
                 TimeRemainingColumn(),
                 console=self.console,
-                transient=True,
+                transient=False,  # the last state of each stage stays on the terminal
             )
             self._bars.__enter__()
         elif self.log_every_s > 0:
@@ -122,17 +154,29 @@ class ConsoleProgress:
         if self._bars is not None:
             self._bars.__exit__(None, None, None)
 
-    def begin(self, stage: Stage, done: int, total: int, tallies: Tallies | None = None) -> None:
+    def begin(
+        self,
+        stage: Stage,
+        done: int,
+        total: int,
+        tallies: Tallies | None = None,
+        estimate: RequestEstimate | None = None,
+    ) -> None:
         name, unit = STAGE_NAMES[stage]
         if self._bars is not None:
             task = self._bars.add_task(name, total=total, completed=done, unit=unit)
             self._tasks[stage] = task
             if stage == "llm":
                 self._bars.tallies, self._bars.llm_task = tallies, task
+                self._bars.estimate = estimate
             return
-        self._plain[stage] = [total, time.monotonic(), tallies, done]
+        self._plain[stage] = [total, time.monotonic(), tallies, done, estimate]
         self._active = stage
         self._last_line = time.monotonic()
+
+    def note(self, text: str) -> None:
+        """A step's status line, at once: above the bars on a terminal, else a log line."""
+        self.console.print(text, highlight=False, markup=False, soft_wrap=not self.terminal)
 
     def advance(self, stage: Stage, done: int) -> None:
         if self._bars is not None:
@@ -156,18 +200,19 @@ class ConsoleProgress:
             stage = self._active
             if stage is None:
                 continue
-            total, _, _, done = self._plain[stage]
+            total, _, _, done, _ = self._plain[stage]
             if done < total and time.monotonic() - self._last_line >= self.log_every_s:
                 self._line(stage)
 
     def _line(self, stage: Stage) -> None:
-        total, started, tallies, done = self._plain[stage]
+        total, started, tallies, done, estimate = self._plain[stage]
         now = time.monotonic()
         self._last_line = now
         name, unit = STAGE_NAMES[stage]
         line = f"{name}: {done}/{total} {unit}, {now - started:.0f} s"
-        if tallies is not None:
-            line += "; " + describe_tallies(tallies(), now - started)
+        requests = describe_requests(tallies, estimate, now - started, done >= total)
+        if requests:
+            line += "; " + "; ".join(requests)
         self.console.print(line, highlight=False, soft_wrap=True)
 
 
@@ -242,8 +287,9 @@ def missing_baselines(summary: dict[str, Any], entries: list[dict[str, Any]]) ->
 EXACT_LEGEND = (
     "(source pairs with both variants right: current = now, reveal = after the reveal "
     "future, joint J = on both futures; late-ref = the memory still answers a late "
-    "reference; collided = the two variants' memories are identical, a failure for a "
-    "strict memory; an archive re-reads the raw history, so its collisions cost nothing)"
+    "reference; collided = the two variants' memories are identical, or read the same "
+    "after the reveal, a failure for a strict memory; an archive re-reads the raw "
+    "history, so its collisions cost nothing)"
 )
 
 
@@ -272,9 +318,9 @@ def best_lines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> list[s
         if "probe" in tops and "strict" in tops and tops["probe"] > tops["strict"]:
             lines.append(
                 f"note: at {budget} B the floor is above the best at identity, where a "
-                "probe wins on the task's surface alone; the shortcut check compares them "
-                "under every transform (which breaks that surface) and names each "
-                "condition that never does better"
+                "probe wins on the task's surface alone; the floor check names each "
+                "condition that does not beat the best probe significantly under every "
+                "transform"
             )
     return lines
 
@@ -284,11 +330,12 @@ TableMaker = Callable[[bool, dict[str, str] | None], Table]
 
 
 def _print_fitting(
-    console: Console, make: TableMaker, conditions: list[str], left_out: str
+    console: Console, make: TableMaker, conditions: list[str], left_out: str | None
 ) -> None:
     """The full table when the terminal holds it; else the compact one, with short
     aliases for long condition names if even that is too wide (names and denominators
-    are never cut), and a line saying where the left-out columns are."""
+    are never cut), and a line saying where the left-out columns are (``None``: the
+    compact table leaves none out)."""
     unbounded = console.options.update_width(100_000)  # a measurement is clamped to it
 
     def fits(table: Table) -> bool:
@@ -301,23 +348,13 @@ def _print_fitting(
     aliases: dict[str, str] = {}
     compact = make(True, None)
     if not fits(compact):
-        aliases = _aliases(conditions)
+        aliases = fitting_aliases(conditions, lambda some: fits(make(True, some)))
         compact = make(True, aliases)
     console.print(compact)
     for name, alias in aliases.items():
         console.print(f"{alias} = {name}", highlight=False, soft_wrap=True)
-    console.print(f"(at {console.width} columns: {left_out} in summary.json and the report)")
-
-
-ALIAS_LONGER_THAN = 16
-"""A condition name longer than this gets a short alias when the table does not fit."""
-
-
-def _aliases(names: list[str]) -> dict[str, str]:
-    """Short names (``c1``, ``c2``...) for the long condition names, so a narrow terminal
-    shows every column whole; the names themselves are printed under the table."""
-    long = [n for n in dict.fromkeys(names) if len(n) > ALIAS_LONGER_THAN]
-    return {name: f"c{index}" for index, name in enumerate(long, start=1)}
+    if left_out:
+        console.print(f"(at {console.width} columns: {left_out} in summary.json and the report)")
 
 
 def _exact_table(
@@ -329,10 +366,11 @@ def _exact_table(
     transforms = list(dict.fromkeys(e["transform"] for e in entries))
     others = [] if compact else [t for t in transforms if t != "identity"]
     budgets = {e["budget"] for e in entries}
+    at = f"at {', '.join(str(b) for b in sorted(budgets))} B"
     title = (
-        "Exact reader, all families, k/n source pairs at identity"
+        f"Exact reader {at}, all families, k/n source pairs at identity"
         if compact
-        else "Exact reader, all families: k/n source pairs at identity; "
+        else f"Exact reader {at}, all families: k/n source pairs at identity; "
         "under a transform, k/n blocks (every renamed or permuted instance)"
     )
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact)
@@ -392,12 +430,19 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
     stage = summary.get("run", {}).get("config", {}).get("llm")
     if not rows or not stage:
         return
+    _print_readers(console, summary)
     _print_fitting(
         console,
         lambda compact, aliases: _llm_table(rows, compact, aliases),
         [e["condition"] for e in rows],
         "lenient scores, override and outcomes are",
     )
+    console.print(llm_stage_line(stage))
+
+
+def llm_stage_line(stage: dict[str, Any]) -> str:
+    """What the LLM stage read and with which models (the embedded one named as the
+    pipeline check it is): printed with or without ``--verbose``."""
     models = ", ".join(
         f"{role} {stage.get(role)} = {stage.get(role + '_model') or 'unknown model'}"
         for role in ("writer", "reader")
@@ -413,7 +458,21 @@ def _print_llm(console: Console, summary: dict[str, Any]) -> None:
             " The embedded model is tiny and answers poorly; a real audit points --config "
             "at a vLLM server."
         )
-    console.print(line)
+    return line
+
+
+def _print_readers(console: Console, summary: dict[str, Any]) -> None:
+    """A reader that failed its check on ``full``, and a writer no valid reader can
+    read (``ReaderCheck``, ``WriterCheck``: the report's texts too)."""
+    for entry in summary.get("readers", []):
+        check = ReaderCheck.model_validate(entry)
+        if check.verdict:
+            _warn(console, f" (reader {check.reader}): {check.verdict}: {check.text()}; its "
+                           "rows below are marked and rank nothing.")  # fmt: skip
+    for entry in summary.get("writers", []):
+        writer = WriterCheck.model_validate(entry)
+        _warn(console, f" ({writer.condition} at {writer.budget} B): {writer.verdict}: "
+                       f"{writer.text()}.")  # fmt: skip
 
 
 def _llm_table(
@@ -425,6 +484,8 @@ def _llm_table(
     }
     if compact:
         title = "LLM reader on the LLM sample, k/n source pairs, strict"
+        if not varying["budget"]:
+            title = title.replace("LLM sample", f"LLM sample at {rows[0]['budget']} B")
         if not varying["reader"]:
             title += f" ({readers[0]})"
         columns = ["condition", *(c for c in ("budget", "transform", "reader") if varying[c]),
@@ -433,11 +494,13 @@ def _llm_table(
         title = "LLM reader on the LLM sample: k/n source pairs, strict (lenient in brackets)"
         columns = ["condition", "budget", "transform", "reader", "current", "reveal",
                    "override", "joint J", "outcomes (reads)"]  # fmt: skip
+    if any(e.get("not_a_verdict") for e in rows):
+        columns.append("verdict")
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact)
     for column in columns:
-        left = column in ("condition", "transform", "reader", "outcomes (reads)")
+        left = column in ("condition", "transform", "reader", "outcomes (reads)", "verdict")
         table.add_column(column, justify="left" if left else "right",
-                         no_wrap=column != "outcomes (reads)")  # fmt: skip
+                         no_wrap=column not in ("outcomes (reads)", "verdict"))  # fmt: skip
     for e in rows:
         pairs = e["source pairs"]
 
@@ -455,13 +518,63 @@ def _llm_table(
             "outcomes (reads)": ", ".join(
                 f"{k} {v}" for k, v in sorted(e["outcomes (reads)"].items())
             ),
+            "verdict": "not a verdict" if e.get("not_a_verdict") else "",
         }  # fmt: skip
         table.add_row(*(values[column] for column in columns))
     return table
 
 
-def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
-    """A false order-invariance claim as a warning; spelling dependence as one note."""
+def _print_wrong_answers(console: Console, summary: dict[str, Any]) -> None:
+    """``--verbose``: the wrong reads at identity by what their answer is (summary.json's
+    ``wrong answers (reads)``; the classes that occur, in precedence order)."""
+    rows = [
+        e for e in summary["scores"]
+        if e["family"] == "all" and e["transform"] == "identity" and "wrong answers (reads)" in e
+    ]  # fmt: skip
+    present: list[str] = [
+        w for w in WRONG_ANSWERS if any(e["wrong answers (reads)"].get(w) for e in rows)
+    ]
+    if not present:
+        return
+    _print_fitting(
+        console,
+        lambda compact, aliases: _wrong_table(rows, present, compact, aliases),
+        [e["condition"] for e in rows],
+        None,  # compact only packs the columns closer
+    )
+
+
+def _wrong_table(
+    rows: list[dict[str, Any]], present: list[str], compact: bool, aliases: dict[str, str] | None
+) -> Table:
+    several = {name: len({e[name] for e in rows}) > 1 for name in ("budget", "reader")}
+    table = Table(
+        title="Wrong reads at identity, by what the answer is (reads; docs/method.md)",
+        box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact,
+    )  # fmt: skip
+    keys = ["condition", *(name for name in ("budget", "reader") if several[name])]
+    for key in keys:
+        table.add_column(key, justify="right" if key == "budget" else "left", no_wrap=True)
+    table.add_column("wrong", justify="right")
+    for name in present:
+        table.add_column(name.replace("_", "\n"), justify="right")
+    for e in rows:
+        found = e["wrong answers (reads)"]
+        names = {"condition": (aliases or {}).get(e["condition"], e["condition"]),
+                 "budget": str(e["budget"]), "reader": e["reader"]}  # fmt: skip
+        table.add_row(
+            *(names[key] for key in keys),
+            str(sum(found.values())),
+            *(str(found.get(name, 0)) for name in present),
+        )
+    return table
+
+
+def _print_equivariance(
+    console: Console, alerts: list[dict[str, Any]], spelling: bool = True
+) -> None:
+    """A false order-invariance claim as a warning; spelling dependence as one note
+    (``spelling``: ``--verbose``)."""
     for alert in alerts:
         if alert["check"] != "order":
             continue
@@ -472,6 +585,8 @@ def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
             f"{alert['k']}/{alert['n']} source pairs ({alert['reads_k']}/{alert['reads_n']} "
             "reads): the claim is false.",
         )
+    if not spelling:
+        return
     spelled = [
         f"{a['condition']} {a['k']}/{a['n']}"
         + (f" at {a['budget']} B" if len({b["budget"] for b in alerts}) > 1 else "")
@@ -485,58 +600,17 @@ def _print_equivariance(console: Console, alerts: list[dict[str, Any]]) -> None:
         )
 
 
-def _print_probe_matches(console: Console, matches: list[dict[str, Any]]) -> None:
-    """Conditions no better than a shortcut probe: one warning per reader and budget.
-    One matched condition reads as one sentence; several read as one sentence, a line
-    per condition naming its probes, and one line saying what each probe exploits (the
-    default audit's five matched conditions used to be five near-identical paragraphs)."""
-    by_where: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for group in grouped_matches(matches):
-        by_where.setdefault((group["reader"], group["budget"]), []).append(group)
-    for (reader, budget), groups in by_where.items():
+def _print_probe_matches(console: Console, summary: dict[str, Any]) -> None:
+    """Conditions this audit cannot tell from the probe floor (``floor_message``, the
+    report's text too): one warning per reader and budget, then a line per condition
+    saying where it did not beat the best probe."""
+    for (reader, budget), message in _floor_messages(summary).items():
         who = "" if reader == "exact" else f" (reader {reader})"
-        transforms = ", ".join(groups[0]["transforms"])
-        kinds = listed(list(dict.fromkeys(h for g in groups for h in g["heuristics"])), "or")
-        if len(groups) == 1:
-            found = groups[0]["matches"]
-            probes = ", ".join(
-                m["probe"] + (f" (it exploits {m['exploits']})" if m.get("exploits") else "")
-                for m in found
-            )
-            advice = (
-                groups[0]["advice"] if found[0].get("advice") else "add a transform that breaks it"
-            )
-            one = len(found) == 1
-            _warn(
-                console,
-                f"{who}: this audit cannot tell {groups[0]['condition']} "
-                f"from {article(kinds)} {kinds} heuristic at {budget} B: "
-                f"{'the probe' if one else 'the probes'} {probes} "
-                f"{'does' if one else 'each do'} at least as well on joint J under every transform "
-                f"({transforms}); {advice}.",
-            )
-            continue
-        matched = list({m["probe"]: m for g in groups for m in g["matches"]}.values())
-        advice = probe_advice("each condition", matched, groups[0]["transforms"])
-        _warn(
-            console,
-            f"{who}: this audit cannot tell {len(groups)} conditions "
-            f"from {article(kinds)} {kinds} heuristic at {budget} B: probes that know nothing "
-            f"of semantics do at least as well on joint J under every transform ({transforms}); "
-            f"{advice}.",
-        )
-        width = max(len(g["condition"]) for g in groups)
-        for group in groups:
-            console.print(
-                f"  {group['condition']:<{width}}  "
-                + ", ".join(m["probe"] for m in group["matches"]),
-                highlight=False,
-            )
-        exploits = "; ".join(
-            f"{m['probe']} exploits {m['exploits']}" for m in matched if m.get("exploits")
-        )
-        if exploits:
-            console.print(Padding(Text(f"({exploits})"), (0, 0, 0, 2)))
+        _warn(console, f"{who}: {message.headline[0].lower()}{message.headline[1:]} at "
+                       f"{budget} B. {message.body}")  # fmt: skip
+        width = max(len(name) for name, _ in message.items)
+        for name, where in message.items:  # wrapped under the name, never cut
+            console.print(Padding(Text(f"{name:<{width}}  {where}", overflow="fold"), (0, 0, 0, 2)))
 
 
 class _RunConsole(Console):
@@ -575,44 +649,133 @@ def displayable(value: Any) -> Any:
     return value
 
 
-def print_summary(summary: dict[str, Any], run_dir: Path, seconds: float) -> None:
+def _print_verdicts(console: Console, summary: dict[str, Any]) -> None:
+    """The answer first: per reader and budget, one line per strict condition (keeps,
+    beats floor?, collides, flattered?: ``Verdict.cells``, the report's texts too),
+    then the ceiling (the best archive) and the floor (the best probe), after the
+    legend that says what the words mean."""
+    found = [Verdict.model_validate(v) for v in summary.get("verdicts", [])]
+    if not found:
+        return
+    for line in _wrapped(VERDICT_LEGEND, console.width):
+        console.print(line, soft_wrap=True)
+    groups: dict[tuple[str, int], list[Verdict]] = {}
+    for verdict in found:
+        groups.setdefault((verdict.reader, verdict.budget), []).append(verdict)
+    for (reader, budget), here in groups.items():
+        pairs = max(v.n for v in here)
+        console.print(
+            f"Verdicts at {budget} B, {'exact reader' if reader == 'exact' else reader}, "
+            f"{pairs} source pair{'' if pairs == 1 else 's'}:",
+            soft_wrap=True,
+        )
+        _print_verdict_rows(console, verdict_rows(here))
+
+
+def _print_verdict_rows(console: Console, shown: list[VerdictRow]) -> None:
+    """Aligned verdict lines under a header of the answers' titles; a name too long for
+    the terminal gets a line of its own, its answers on the next."""
+    rows = [(row.label, row.cells, row.remark) for row in shown]
+    keys = [key for key, _ in VERDICT_COLUMNS]
+    widths = {
+        key: max(len(title), *(len(cells.get(key, "")) for _, cells, _ in rows))
+        for key, title in VERDICT_COLUMNS
+    }
+    name_width = max(len("condition"), *(len(name) for name, _, _ in rows))
+    answers_width = sum(widths.values()) + 2 * (len(keys) - 1)
+    own_line = 2 + name_width + 2 + answers_width > console.width
+    if own_line:
+        name_width = 2
+
+    def line(name: str, cells: dict[str, str], remark: str) -> str:
+        if remark:
+            text = f"{cells['keeps']:<{widths['keeps']}}  {remark}"
+        else:
+            text = "  ".join(f"{cells[k]:<{widths[k]}}" for k in keys)
+        if own_line:
+            return f"    {text}".rstrip()
+        return f"  {name:<{name_width}}  {text}".rstrip()
+
+    titles = dict(VERDICT_COLUMNS)
+    console.print(line("condition", titles, ""), soft_wrap=True)
+    for name, cells, remark in rows:
+        if own_line:  # a name wider than the terminal (a cmd: path) folds, never overflows
+            for part in textwrap.wrap(name, console.width - 2, break_on_hyphens=False,
+                                      subsequent_indent="  "):  # fmt: skip
+                console.print(f"  {part}", soft_wrap=True)
+        console.print(line(name, cells, remark), soft_wrap=True)
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width=max(40, width), break_long_words=False,
+                         break_on_hyphens=False)  # fmt: skip
+
+
+def _print_floor_headlines(console: Console, summary: dict[str, Any]) -> None:
+    """The floor check's headline alone, one line per reader and budget (``--verbose``
+    and the report give its rule and every condition's tests)."""
+    for (reader, budget), message in _floor_messages(summary).items():
+        who = "" if reader == "exact" else f" (reader {reader})"
+        _warn(console, f"{who}: {message.headline[0].lower()}{message.headline[1:]} at "
+                       f"{budget} B (--verbose: its tests).")  # fmt: skip
+
+
+def _floor_messages(summary: dict[str, Any]) -> dict[tuple[str, int], FloorMessage]:
+    """The floor check's text (``floor_message``) per reader and budget."""
+    by_where: dict[tuple[str, int], list[FloorFinding]] = {}
+    for entry in summary.get("probe_matches", []):
+        finding = FloorFinding.model_validate(entry)
+        by_where.setdefault((finding.reader, finding.budget), []).append(finding)
+    kinds = summary.get("kinds", {})
+    out = {}
+    for (reader, budget), findings in by_where.items():
+        strict = {
+            e["condition"] for e in summary["scores"]
+            if (e["reader"], e["budget"]) == (reader, budget)
+            and kinds.get(e["condition"], "strict") == "strict"
+        }  # fmt: skip
+        out[(reader, budget)] = floor_message(findings, len(strict))
+    return out
+
+
+def print_summary(
+    summary: dict[str, Any], run_dir: Path, seconds: float, verbose: bool = False
+) -> None:
+    """The run's answer: the verdicts first, then what needs a warning; ``verbose``
+    adds the tables by metric and transform and the floor check's every test."""
     console = plain_console()
     summary = displayable(summary)
     run_dir = Path(terminal_text(str(run_dir)))
-    _print_exact(console, summary)
-    _print_llm(console, summary)
-    _print_probe_matches(console, summary.get("probe_matches", []))
-    _print_equivariance(console, summary.get("equivariance_alerts", []))
+    _print_verdicts(console, summary)
+    if verbose:
+        _print_exact(console, summary)
+        _print_llm(console, summary)
+        _print_wrong_answers(console, summary)
+        _print_probe_matches(console, summary)
+        _print_equivariance(console, summary.get("equivariance_alerts", []))
+    else:
+        _print_readers(console, summary)
+        stage = summary.get("run", {}).get("config", {}).get("llm")
+        if stage and _cells(summary, exact=False):
+            console.print(llm_stage_line(stage))
+        _print_floor_headlines(console, summary)
+        _print_equivariance(console, summary.get("equivariance_alerts", []), spelling=False)
+        entries = _cells(summary, exact=True)
+        missing = missing_baselines(summary, entries) if entries else ""
+        if missing:
+            console.print(missing)
     for flag in summary["selection"]:
         if flag["warn"] and flag["misleading"]:
             who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"
-            noise = (
-                " Within noise: no such difference is significant by an exact McNemar test "
-                "on these source pairs."
-                if flag.get("within_noise")
-                else ""
-            )
-            _warn(
-                console,
-                f"{who}: at {flag['budget']} B, current accuracy ranks "
-                f"{', '.join(flag['best_by_current'])} best, but reveal accuracy ranks "
-                f"{', '.join(flag['best_by_reveal'])} best: current accuracy would pick "
-                f"{', '.join(flag['misleading'])}.{noise}",
-            )
-    raised = sum(
-        e["outcomes (reads)"].get("error", 0) for e in summary["scores"] if e["family"] == "all"
-    )
-    if raised:
-        _warn(
-            console,
-            ": each counts against it (scored 0, no adequate memory, a collision), never as "
-            f"a smaller n; the tracebacks are in {run_dir}/run.log",
-            label=f"{raised} reads failed because a compressor raised",
-            style="bold red",
-        )
+            _warn(console, f"{who}: {selection_text(flag)}")
+    written = [n for n in ("results.parquet", "results.csv") if (run_dir / n).exists()]
+    seed = summary.get("run", {}).get("config", {}).get("seed")
     console.print(
         f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "
-        f"{seconds:.1f} s; results in {run_dir}/ (results.csv, results.parquet, summary.json)"
+        f"{seconds:.1f} s"
+        + ("" if seed is None else f" (transform seed {seed})")
+        + f"; results in {run_dir}/ ({', '.join(written)}, summary.json)"
+        + ("" if verbose else "; --verbose: every score by metric and transform")
     )
 
 

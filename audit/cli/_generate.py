@@ -22,6 +22,16 @@ from histories import (
     resolve_families,
     write_files_atomically,
 )
+from histories.natural import (
+    NATURAL_PRESETS,
+    PRESET_NAMES,
+    SOURCES,
+    NaturalSourceError,
+    derive,
+    manifest_bytes,
+    natural_pairs,
+    preset_bytes,
+)
 
 pairs_app = new_app("pairs", "Inspect and check pair files.")
 
@@ -30,9 +40,28 @@ def generate(
     out: Annotated[
         Path, typer.Option("--out", help="Directory for pairs.jsonl and manifest.json.")
     ],
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[FILE]",
+            help="The source file of --source (multiwoz: a MultiWOZ 2.x JSON or zip).",
+        ),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="Derive natural pairs from real data instead: "
+            + ", ".join(f"{name} ({summary})" for name, summary in SOURCES.items())
+            + "."
+        ),
+    ] = None,
     preset: Annotated[
         str | None,
-        typer.Option(help=f"Named configuration: {', '.join(PRESETS)} (or give --families)."),
+        typer.Option(
+            help=f"Named configuration: {', '.join(PRESET_NAMES)} (or give --families; "
+            "natural: a seeded sample of the MultiWOZ, tau2 airline and retail, and tzdata "
+            "packs, as `audit run --preset natural` runs it)."
+        ),
     ] = None,
     families: Annotated[
         str | None,
@@ -72,15 +101,40 @@ def generate(
         str | None,
         typer.Option(
             help="Distractor kinds: mixed (every record kind), plain (sets only) or task-like "
-            "(every kind, revisions and values drawn like the task's)."
+            "(decoy drafts the families build as they build the task)."
         ),
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Processes to build pairs with.")] = 1,
     force: Annotated[bool, typer.Option(help="Replace an existing, different dataset.")] = False,
 ) -> None:
     """Generate verified paired histories into OUT (pairs.jsonl + manifest.json)."""
+    if source is not None:
+        synthetic_only = {
+            "--preset": preset, "--families": families, "--pairs-per-family": pairs_per_family,
+            "--distractors": distractors, "--render": render, "--labels": labels,
+            "--distractor-mix": distractor_mix,
+        }  # fmt: skip
+        given = [name for name, value in synthetic_only.items() if value is not None]
+        if given:
+            fail(f"--source derives natural pairs: {', '.join(given)} applies to synthetic ones")
+        _generate_natural(source, file, out, seed or 0, chunk_size or 8, force)
+        return
+    if file is not None:
+        fail(f"FILE ({file}) is the source file of --source: give --source NAME")
     if preset is not None and families is not None:
         fail("give --preset or --families, not both")
+    if preset in NATURAL_PRESETS:
+        synthetic = {
+            "--pairs-per-family": pairs_per_family, "--distractors": distractors,
+            "--chunk-size": chunk_size, "--render": render, "--labels": labels,
+            "--distractor-mix": distractor_mix,
+        }  # fmt: skip
+        given = [option for option, value in synthetic.items() if value is not None]
+        if given:
+            fail(f"--preset {preset} samples natural packs: {', '.join(given)} applies to "
+                 "generated pairs")  # fmt: skip
+        _generate_preset(preset, seed, out, force)
+        return
     overrides = {
         name: value
         for name, value in {
@@ -96,7 +150,7 @@ def generate(
     }
     if preset is not None:
         if preset not in PRESETS:
-            fail(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+            fail(f"unknown preset {preset!r}; known: {', '.join(PRESET_NAMES)}")
         base = PRESETS[preset].model_dump()
     elif families is not None:
         base = {"families": resolve_families(families)}  # UnknownFamilyError: one line
@@ -123,6 +177,63 @@ def generate(
     write_files_atomically(out, {PAIRS_FILE: body, MANIFEST_FILE: manifest})
     _print_summary(config, lines, preset)
     echo_fitted(f"wrote {out / PAIRS_FILE} and {out / MANIFEST_FILE}")
+
+
+def _generate_natural(
+    source: str, file: Path | None, out: Path, seed: int, chunk_size: int, force: bool
+) -> None:
+    """``--source``: a pack's verified pairs, and a manifest that counts every skip."""
+    try:
+        dataset = derive(source, file, seed, chunk_size)
+    except NaturalSourceError as error:
+        fail(str(error))
+    body, manifest = manifest_bytes(dataset, seed, chunk_size)
+    if not dataset.pairs:
+        where = file if file is not None else source
+        fail(f"{where}: no usable pair in the source ({_skips(dataset.skipped)})", code=1)
+    _write_dataset(out, body, manifest, force)
+    echo_fitted(
+        f"{len(dataset.pairs)} verified pairs ({source}: {dataset.source_version}; seed {seed}; "
+        f"chunk size {chunk_size})"
+    )
+    if dataset.skipped:
+        echo_fitted(f"skipped: {_skips(dataset.skipped)}")
+    echo_fitted(f"wrote {out / PAIRS_FILE} and {out / MANIFEST_FILE}")
+
+
+def _generate_preset(name: str, seed: int | None, out: Path, force: bool) -> None:
+    """``--preset natural``: exactly the pairs ``audit run --preset natural`` runs."""
+    preset = NATURAL_PRESETS[name]
+    if seed is not None:
+        preset = preset.model_copy(update={"seed": seed})
+    try:
+        pairs = natural_pairs(preset)
+    except NaturalSourceError as error:
+        fail(str(error), code=1)
+    body, manifest = preset_bytes(name, preset, pairs)
+    _write_dataset(out, body, manifest, force)
+    counts = Counter(pair.family for pair in pairs)
+    echo_fitted(
+        f"{len(pairs)} verified pairs ({name}; sample seed {preset.seed}: "
+        + ", ".join(f"{family} {count}" for family, count in counts.items())
+        + ")"
+    )
+    echo_fitted(f"wrote {out / PAIRS_FILE} and {out / MANIFEST_FILE}")
+
+
+def _write_dataset(out: Path, body: bytes, manifest: bytes, force: bool) -> None:
+    """Write a dataset, leaving an identical one as it is and refusing a different one."""
+    existing = out / PAIRS_FILE
+    if existing.exists() and not force:
+        if existing.read_bytes() == body and (out / MANIFEST_FILE).exists():
+            echo_fitted(f"{out} already holds this exact dataset (unchanged)")
+            raise typer.Exit(0)
+        fail(f"{out} already holds a different dataset; use --force to replace it")
+    write_files_atomically(out, {PAIRS_FILE: body, MANIFEST_FILE: manifest})
+
+
+def _skips(skipped: Counter[str]) -> str:
+    return "; ".join(f"{count} {reason}" for reason, count in sorted(skipped.items())) or "none"
 
 
 def _print_summary(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import math
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -66,6 +67,12 @@ def report_command(
         paths = write_document(build_report(run, options), target)
     pages = [p for p in paths if p.suffix == ".html"]
     drill_down = len(pages) - 1
+    if not drill_down:  # say why on stderr too, not only inside the HTML
+        from audit.rundir import load_source_pairs
+
+        why = load_source_pairs(run).note
+        if why is not None:
+            typer.echo(terminal_text(f"warning: {run_dir}: {why}"), err=True)
     echo_fitted(
         f"wrote {target / 'report.html'}"
         + (f" (+{plural(drill_down, 'drill-down page')})" if drill_down else "")
@@ -88,26 +95,70 @@ def compare_command(
     ] = None,
     reference: Annotated[
         str | None,
-        typer.Option(help="Compare every system with this condition of the baseline run."),
+        typer.Option(
+            help="Compare every system with this condition of the baseline run. Default: "
+            "each with the same condition of the baseline, and a condition in one run only "
+            "with the other run's best strict condition."
+        ),
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            metavar="NAME",
+            help="Compare only these conditions (a label or a spec; repeat it or give a "
+            "comma list).",
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the cluster bootstrap.")] = 0,
     resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
+    transfer: Annotated[
+        bool,
+        typer.Option(
+            "--transfer",
+            help="The transfer test: does the first run's verdict (synthetic pairs) hold on "
+            "the second's (other pairs: --preset natural)? Joint J side by side, Kendall's "
+            "tau of the rankings, the conditions that do not hold.",
+        ),
+    ] = False,
 ) -> None:
-    """Compare conditions and backends across runs on their shared pairs (paired deltas)."""
-    from audit.reportdata import Options, build_compare
+    """Compare conditions and backends across runs on their shared pairs (paired deltas);
+    with --transfer, a synthetic run's verdict against a natural run's."""
+    from audit.plan import split_conditions
+    from audit.reportdata import Options, build_compare, unknown_names
     from audit.rundir import load_run
     from reports import write_document
 
+    names = tuple(name for item in only or [] for name in split_conditions(item))
+    if transfer:
+        if len(run_dirs) != 2:
+            fail("--transfer compares two runs: SYNTHETIC_RUN NATURAL_RUN")
+        if reference is not None or names:
+            fail("--transfer compares each condition with itself: give no --reference or --only")
     if len(run_dirs) < 2:
         fail("give at least two run directories")
     resolved = [path.resolve() for path in run_dirs]
     if len(set(resolved)) != len(resolved):
         fail("a run directory is given twice: compare different runs")
     runs = [load_run(path) for path in run_dirs]  # RunDataError: one line
-    if reference is not None and reference not in set(runs[0].results["condition"].astype(str)):
+    first_of: dict[str, Path] = {}
+    for run in runs:  # a copied directory is the same run: its deltas would all be zero
+        run_id = run.config_file.run_id if run.config_file is not None else None
+        if run_id is not None and first_of.setdefault(run_id, run.path) != run.path:
+            fail(
+                f"{first_of[run_id]} and {run.path} hold the same run (run id {run_id}): one "
+                "is a copy of the other; compare different runs"
+            )
+    if transfer:
+        _transfer(runs, out, Options(seed=seed, resamples=resamples))
+        return
+    if reference is not None and unknown_names(runs[:1], [reference]):
         fail(f"--reference: no condition {reference!r} in the baseline run {run_dirs[0]}")
+    for name in unknown_names(runs, names):
+        fail(f"--only: no condition {name!r} in any of the runs")
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-    data = build_compare(runs, Options(seed=seed, resamples=resamples, reference=reference))
+    options = Options(seed=seed, resamples=resamples, reference=reference, only=names)
+    data = build_compare(runs, options)
     with writable_target(target):
         paths = write_document(data, target)
     tables = sum(p.suffix == ".csv" for p in paths)
@@ -129,16 +180,62 @@ def compare_command(
     exit_if_not_whole(runs)
 
 
+def _transfer(runs: Sequence[RunData], out: Path | None, options: Any) -> None:
+    """``audit compare SYNTHETIC NATURAL --transfer``: the document, and its answer."""
+    from audit.reportdata import build_transfer
+    from reports import Table, write_document
+
+    target = out or Path("runs") / f"transfer-{time.strftime('%Y%m%d-%H%M%S')}"
+    document = build_transfer(runs[0], runs[1], options)
+    with writable_target(target):
+        paths = write_document(document, target)
+    warn_if_not_whole(runs)
+    tables = {
+        block.id: block.data
+        for section in document.sections
+        for block in section.blocks
+        if isinstance(block, Table)
+    }
+    if tables["transfer-table"].empty:
+        fail("the runs share no condition at the same budget and reader: nothing to compare")
+    for _, row in tables["transfer-rank-table"].iterrows():
+        echo_fitted(
+            f"Kendall's tau, {row['scope']} ({row['conditions']}; {row['reader']}, "
+            f"{row['budget']} B): {row['tau']:+.2f} [{row['tau_low']:+.2f}, "
+            f"{row['tau_high']:+.2f}] (bootstrap over source pairs)"
+        )
+    table = tables["transfer-table"]
+    broken = table[~table["holds"]]
+    echo_fitted(
+        f"{len(broken)} of {len(table)} conditions' synthetic joint J does not hold on "
+        "the second run's pairs (Fisher exact, Holm p < 0.05)" + (":" if len(broken) else "")
+    )
+    for _, row in broken.iterrows():
+        echo_fitted(
+            f"  {row['label']}: {row['synthetic_rate']:.2f} -> {row['natural_rate']:.2f} "
+            f"p={format_p(row['p_holm'])}",
+            indent=4,
+        )
+    echo_fitted(
+        f"wrote {target / 'transfer.html'}, transfer.md and "
+        f"{plural(sum(p.suffix == '.csv' for p in paths), 'CSV table')}"
+    )
+    exit_if_not_whole(runs)
+
+
 SHOWN_COMPARISONS = 8
-"""Paired differences printed by ``audit compare``: significant ones first, then the
-largest; the rest are in compare.html."""
+"""Paired differences printed by ``audit compare``, in the document's order (a system in
+one run first); the rest, and every system with the same result in both runs, are in
+compare.html."""
 
 
 def print_comparisons(document: Document, reference: str | None) -> tuple[int, int]:
-    """The comparison's answer in the terminal: how many paired differences, how many
-    significant after Holm, the first few, each with its interval and Holm p, and the
-    systems left uncompared.  Returns (source pairs shared by every run, comparisons)."""
-    from audit.reportdata import uncompared
+    """The comparison's answer in the terminal: the key of the run labels, how many
+    comparisons and how many significant after Holm, the first few (a system in one run
+    first), each with its interval and Holm p, the systems with the same result in
+    both runs on one line, and the systems left uncompared.  Returns (source pairs
+    shared by every run, comparisons)."""
+    from audit.reportdata import answer_text, same_text, uncompared
     from reports import Table
 
     tables = {
@@ -147,6 +244,9 @@ def print_comparisons(document: Document, reference: str | None) -> tuple[int, i
         for block in section.blocks
         if isinstance(block, Table)
     }
+    runs = tables["runs-table"]
+    for label, path, first in zip(runs["label"], runs["path"], runs["baseline"], strict=True):
+        echo_fitted(f"{label}{' (baseline)' if first else ''}: {path}")
     systems = tables.get("systems-table")
     shared = int(systems["joint_J_n"].max()) if systems is not None and len(systems) else 0
     if systems is None or not shared:
@@ -154,8 +254,11 @@ def print_comparisons(document: Document, reference: str | None) -> tuple[int, i
     table = tables.get("comparisons-table")
     compared = 0 if table is None else len(table)
     if table is not None and compared:
-        _print_differences(table, shared)
-    runs = tables["runs-table"]
+        echo_fitted(f"{shared} shared source pairs. {answer_text(table)}")
+        _print_differences(table)
+        same = same_text(table)
+        if same:
+            echo_fitted(same)
     baseline = str(runs.loc[runs["baseline"].astype(bool), "label"].iloc[0])
     left = uncompared(systems, table if table is not None else systems.iloc[0:0], baseline)
     if left:
@@ -171,29 +274,47 @@ def print_comparisons(document: Document, reference: str | None) -> tuple[int, i
     return shared, compared
 
 
-def _print_differences(table: Any, shared: int) -> None:
-    """Every paired difference (the first few), significant ones first, then the largest."""
-    significant = int(table["significant"].sum())
+def _print_differences(table: Any) -> None:
+    """The comparisons that are not the same in both runs, under a line that says why
+    each two were compared; in each group, significant ones first, then the largest."""
+    from audit.reportdata import SAME_GROUP
+
+    shown = table[table["group"] < SAME_GROUP]
+    if shown.empty:
+        return
+    several = table["budget"].nunique() > 1
+    shown = shown.assign(size=shown["delta"].abs()).sort_values(
+        ["group", "significant", "size"], ascending=[True, False, False], kind="stable"
+    )
+    head = shown.head(SHOWN_COMPARISONS)
+    names = [
+        f"{row['b']} - {row['a']}" + (f" at {int(row['budget'])} B" if several else "")
+        for _, row in head.iterrows()
+    ]
+    numbers = [
+        f"{format_delta(row['delta'], row['delta_low'], row['delta_high'])}  "
+        f"p{'' if format_p(row['p_holm']).startswith('<') else '='}{format_p(row['p_holm'])}"
+        + (f" [{row['verdict']}]" if row.get("verdict") else "")
+        for _, row in head.iterrows()
+    ]
+    width = max(len(name) for name in names)
+    room = shutil.get_terminal_size((80, 24)).columns - 4 - max(len(n) for n in numbers)
     echo_fitted(
-        f"{plural(len(table), 'paired difference')} on {shared} shared source pairs; "
-        f"{significant or 'none'} significant after Holm "
-        "(second minus first in joint J, 95 % Newcombe interval, p after Holm)"
+        "Joint J, second minus first [95 % interval], Holm p"
+        + ("; * significant after Holm:" if shown["significant"].any() else ":")
     )
-    order = table.assign(size=table["delta"].abs()).sort_values(
-        ["significant", "size"], ascending=[False, False], kind="stable"
-    )
-    for _, row in order.head(SHOWN_COMPARISONS).iterrows():
+    why = None
+    for name, number, (_, row) in zip(names, numbers, head.iterrows(), strict=True):
+        if row["why"] != why:
+            why = row["why"]
+            echo_fitted(f"{str(why)[0].upper()}{str(why)[1:]}:")
         mark = "*" if row["significant"] else " "
         echo_fitted(
-            f"{mark} {row['b']} - {row['a']} at {int(row['budget'])} B: "
-            f"{format_delta(row['delta'], row['delta_low'], row['delta_high'])} "
-            f"p={format_p(row['p_holm'])}",
+            f"{mark} {name:<{width}}  {number}" if width <= room else f"{mark} {name}: {number}",
             indent=4,
         )
-    if len(table) > SHOWN_COMPARISONS:
-        echo_fitted(f"  ... {len(table) - SHOWN_COMPARISONS} more in compare.html")
-    if significant:
-        typer.echo("  * significant after Holm")
+    if len(shown) > SHOWN_COMPARISONS:
+        echo_fitted(f"  ... {len(shown) - SHOWN_COMPARISONS} more in compare.html")
 
 
 def format_p(p: float) -> str:
@@ -229,9 +350,9 @@ def writable_target(target: Path) -> Iterator[None]:
 def warn_if_not_whole(runs: Sequence[RunData]) -> None:
     """Say on stderr what is wrong with each run that is not whole, before anything
     else is printed (the README promises it first)."""
-    for run in runs:
+    for run in runs:  # wrapped at the terminal, later lines indented
         for problem in run.integrity.problems(str(run.path)):
-            typer.echo(terminal_text(f"warning: {run.path}: {problem}"), err=True)
+            echo_fitted(f"warning: {run.path}: {problem}", err=True)
 
 
 def exit_if_not_whole(runs: Sequence[RunData]) -> None:

@@ -19,6 +19,7 @@ from audit.cli._common import (
     ExecutorOption,
     QuietOption,
     RayAddressOption,
+    VerboseOption,
     WorkersOption,
 )
 from audit.errors import RunDirectoryError
@@ -30,6 +31,7 @@ def resume_command(
     ],
     workers: WorkersOption = DEFAULT_WORKERS,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     config_file: Annotated[
         Path | None,
         typer.Option("--config", help="Backends TOML for an LLM stage (default: ./audit.toml)."),
@@ -55,11 +57,14 @@ def resume_command(
         check_executor,
         execute_and_print,
         load_backends,
+        withhold_keys,
     )
     from audit.rundir import read_config_file, rebuild_pairs
 
     chosen = check_executor(executor, ray_address)
-    invocation = Invocation(chosen, ray_address, retry_na=retry_na, determinism=determinism)
+    invocation = Invocation(
+        chosen, ray_address, retry_na=retry_na, determinism=determinism, verbose=verbose
+    )
     config = read_config_file(run_dir)  # RunDataError: one line naming the file
     plan = config.config
     try:
@@ -69,13 +74,19 @@ def resume_command(
             f"{run_dir}: the run's pairs cannot be rebuilt from config.json ({error})"
         ) from None
     if digest != plan.pairs_sha256:
+        restore = (
+            "install the tzdata package the run derived its pairs from"
+            if "natural" in plan.pairs
+            else "restore the pair file"
+        )
         raise RunDirectoryError(
             f"{run_dir}: the pairs config.json names have changed since the run began "
             f"(sha256 {digest[:12]}, the run's {plan.pairs_sha256[:12]}): resuming would mix "
-            "two datasets; restore the pair file or start a new run"
+            f"two datasets; {restore} or start a new run"
         )
     opener = None
     if plan.llm is not None:
         backends = load_backends(config_file, plan.llm.writer, plan.llm.reader)
         opener = backend_opener(backends, plan.llm.writer, plan.llm.reader)
+    withhold_keys(plan, config_file)
     execute_and_print(run_dir, plan, pairs, workers, quiet, opener, invocation)

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -18,11 +19,13 @@ from audit.cli._common import (
     ExecutorOption,
     QuietOption,
     RayAddressOption,
+    VerboseOption,
     WorkersOption,
+    echo_fitted,
     fail,
     terminal_text,
 )
-from audit.errors import PlanError
+from audit.errors import MemoryAuditError, PlanError
 from audit.plan import (
     PROMPT_LAYOUT,
     LLMStagePlan,
@@ -33,7 +36,8 @@ from audit.plan import (
     parse_transforms,
 )
 from compressors import ConditionSpec, build, deterministic_builtins, parse_spec
-from histories import PRESETS, Pair
+from histories import Pair, transform_usage
+from histories.natural import PRESET_NAMES
 
 EXECUTORS = ("local", "ray")
 Executor = Literal["local", "ray"]
@@ -50,6 +54,10 @@ class Invocation:
     """When resuming: ask again for LLM reads that an outage left NA."""
     determinism: bool = True
     """Measure each LLM backend's determinism before its reads."""
+    csv: bool = False
+    """Write results.csv too (a resume keeps writing it once a run has one)."""
+    verbose: bool = False
+    """Print every score after the verdicts (``--verbose``)."""
 
 
 def check_executor(executor: str, ray_address: str | None) -> Executor:
@@ -61,7 +69,27 @@ def check_executor(executor: str, ray_address: str | None) -> Executor:
     return cast(Executor, executor)
 
 
-DEFAULT_TRANSFORMS = "identity,rename:40,permute:40,relabel:40,rerev:10,revalue:10"
+DEFAULT_TRANSFORMS = "identity,rename:5,permute:5,relabel:5,rerev:10,revalue:10,disguise:5"
+"""The default audit's instances.  Power comes from independent source pairs, not from
+more instances of one pair: the default pilot has 84 pairs (83 % power for a 20-point
+paired difference at discordance 0.3, 3 comparisons) with 41 instances each, about the
+reads of the paper pilot's 24 pairs x 141.  ``disguise`` rewrites every part of a
+record at once: a table remembered from the public data survives each other one."""
+PRESET_TRANSFORMS = {
+    "cca-pilot-paper": "identity,rename:40,permute:40,relabel:40,rerev:10,revalue:10",
+    "natural": "identity,rename:5,permute:5,relabel:5,rerev:10,disguise:5,entity:5",
+}
+"""A preset's own default instances: the paper's pilot keeps the ones its results were
+published with, so its runs stay byte-identical; the natural preset runs the default's
+that apply to natural data (not revalue: a record's text states its values), and in
+revalue's place entity, which redraws values the source's own ontology gives."""
+
+
+def _spaced(transforms: str) -> str:
+    """A transform list as help text: a space after each comma, so it wraps between items."""
+    return transforms.replace(",", ", ")
+
+
 DEFAULT_LLM_TRANSFORMS = "identity,relabel:1"
 """The LLM stage's instances: each sampled pair as it is and relabelled once, so LLM
 writers and readers face the same naming check as the deterministic stage."""
@@ -74,7 +102,8 @@ def run_audit(
     preset: Annotated[
         str | None,
         typer.Option(
-            help=f"Generate the pairs of a preset: {', '.join(PRESETS)} (default: cca-pilot)."
+            help=f"Generate the pairs of a preset: {', '.join(PRESET_NAMES)} (default: "
+            "cca-pilot; natural: the MultiWOZ, tau2 airline and retail, and tzdata packs)."
         ),
     ] = None,
     pairs: Annotated[
@@ -90,16 +119,25 @@ def run_audit(
         ),
     ] = None,
     transforms: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="identity, rename:K, permute:K, relabel:K, decoy:K, rerev:K, revalue:K, "
-            "rechunk:K (comma list)."
+            help=f"{transform_usage()} "
+            f"(comma list; default {_spaced(DEFAULT_TRANSFORMS)}; with "
+            f"--preset cca-pilot-paper {_spaced(PRESET_TRANSFORMS['cca-pilot-paper'])}; "
+            f"with --preset natural {_spaced(PRESET_TRANSFORMS['natural'])})."
         ),
-    ] = DEFAULT_TRANSFORMS,
+    ] = None,
     budget: Annotated[
         str, typer.Option(help="Memory budgets in UTF-8 bytes (comma list).")
     ] = "1200",
-    seed: Annotated[int, typer.Option(help="Seed of the transforms.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed of the transforms (default: drawn at random for each new run and "
+            "recorded in config.json, so no compressor can know the transformed instances "
+            "in advance; the same --out reuses it; cca-pilot-paper: 0, the paper's)."
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Run directory (default: runs/<timestamp>).")
     ] = None,
@@ -108,6 +146,7 @@ def run_audit(
     ] = None,
     workers: WorkersOption = DEFAULT_WORKERS,
     quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     reader: Annotated[
         str | None, typer.Option(help="Backend for the LLM reader (local, or one in --config).")
     ] = None,
@@ -165,13 +204,25 @@ def run_audit(
         ),
     ] = True,
     determinism: DeterminismOption = True,
+    csv: Annotated[
+        bool,
+        typer.Option(
+            "--csv",
+            help="Also write results.csv (one row per read, memories by sha256) beside "
+            "results.parquet; `audit export RUN --csv` writes it later.",
+        ),
+    ] = False,
 ) -> None:
     """Audit memory conditions on paired histories: exact reader, plus LLMs if asked.
 
-    With no options this is the default audit: the cca-pilot pairs, every deterministic
-    condition and shortcut probe under identity + 40 renamings + 40 permutations + 40
-    relabellings + 10 revision remaps + 10 value redraws, read by the exact
-    interpreter (seconds, no model).  LLM reads are an opt-in: --reader local and
+    With no options this is the default audit: the 84 cca-pilot pairs, every
+    deterministic condition and shortcut probe under identity + 5 renamings + 5
+    permutations + 5 relabellings + 10 revision remaps + 10 value redraws + 5 disguises,
+    read by the exact interpreter (about 50 CPU seconds, no model; cca-pilot-paper keeps
+    40 renamings, permutations and relabellings).  --preset natural runs the same
+    conditions over 75 pairs each of the MultiWOZ, tau2 airline, tau2 retail and tzdata
+    packs (entity renamings in place of value redraws, which do not apply to natural
+    pairs).  LLM reads are an opt-in: --reader local and
     --writer local for the embedded model, --config for vLLM.
     """
     from audit.cli._console import print_replication
@@ -188,6 +239,9 @@ def run_audit(
     if out is not None and name is not None:
         fail("give --out or --name, not both")
     chosen = check_executor(executor, ray_address)
+    if transforms is None:
+        named = (preset or "cca-pilot") if pairs is None else None
+        transforms = PRESET_TRANSFORMS.get(named or "", DEFAULT_TRANSFORMS)
     transform_specs = parse_transforms(transforms)
     budgets = parse_budgets(budget)
     specs = (
@@ -204,6 +258,8 @@ def run_audit(
                 "--writer and --reader (local is the embedded model)"
             )
     versions = {label: compressor.label for label, compressor in built.items()}
+    if reference is not None:  # a condition by its label, or by its spec as written
+        reference = {spec.spec: spec.label for spec in specs}.get(reference, reference)
     if reference is not None and reference not in versions:
         raise PlanError(
             f"--reference: {reference!r} is not one of the run's conditions ({', '.join(versions)})"
@@ -213,9 +269,10 @@ def run_audit(
     if pairs is not None and seeds is not None:
         fail("--seeds generates a dataset per seed: give a --preset, not --pairs")
     preset_name = preset or "cca-pilot"
-    if pairs is None and preset_name not in PRESETS:
-        fail(f"unknown preset {preset_name!r}; known: {', '.join(PRESETS)}")
+    if pairs is None and preset_name not in PRESET_NAMES:
+        fail(f"unknown preset {preset_name!r}; known: {', '.join(PRESET_NAMES)}")
     root = out or (named_run_dir(name) if name is not None else default_run_dir())
+    seed = transform_seed(seed, root, preset_name if pairs is None else None, seeds is not None)
     summaries: dict[int, dict[str, Any]] = {}
     for generation_seed in generation_seeds:
         if pairs is not None:
@@ -227,12 +284,40 @@ def run_audit(
             run_dir, source, pair_list, digest, specs, versions, budgets,
             transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
             repeats, llm_sample, llm_conditions, schema, llm_transforms,
-            Invocation(chosen, ray_address, plan_only, retry_na, determinism),
+            Invocation(chosen, ray_address, plan_only, retry_na, determinism, csv, verbose),
+            raising_exits=seeds is None,
         )  # fmt: skip
         if generation_seed is not None:
             summaries[generation_seed] = summary
     if summaries and not plan_only:
         print_replication(write_replication(root, summaries), root)
+        if any(summary.get("compressor_errors") for summary in summaries.values()):
+            from audit.rundir import EXIT_COMPRESSOR_RAISED
+
+            raise typer.Exit(EXIT_COMPRESSOR_RAISED)
+
+
+def transform_seed(given: int | None, root: Path, preset: str | None, replicated: bool) -> int:
+    """``--seed``, else the seed a run already in ``root`` recorded (re-running the same
+    command resumes it), else 0 for the paper's pilot, else drawn at random: a fixed
+    public seed makes every transformed instance public, and a compressor that
+    remembered them scored 84/84 under every transform (docs/method.md)."""
+    if given is not None:
+        return given
+    from audit.rundir import CONFIG_FILE, read_config_file
+
+    recorded = sorted(root.glob(f"seed-*/{CONFIG_FILE}")) if replicated else [root / CONFIG_FILE]
+    for path in recorded:
+        if path.exists():
+            try:
+                return read_config_file(path.parent).config.seed
+            except MemoryAuditError:
+                break  # a damaged or foreign directory: the run refuses it, with its reason
+    if preset == "cca-pilot-paper":
+        return 0
+    import secrets
+
+    return secrets.randbelow(2**31)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -281,6 +366,7 @@ def _run_one(
     schema: bool,
     llm_transforms: str,
     invocation: Invocation,
+    raising_exits: bool = True,
 ) -> dict[str, Any]:
     """One run directory: its plan, its execution, its summary printed."""
     llm_stage, open_llm = _llm_stage_options(
@@ -315,7 +401,29 @@ def _run_one(
             "a batch"
         )
         return {}
-    return execute_and_print(run_dir, plan, pair_list, workers, quiet, open_llm, invocation)
+    withhold_keys(plan, config_file)
+    return execute_and_print(
+        run_dir, plan, pair_list, workers, quiet, open_llm, invocation, raising_exits
+    )
+
+
+EXTERNAL = frozenset({"cmd", "http"})
+"""The conditions that hand the audit's data to a system outside it."""
+
+
+def withhold_keys(plan: RunPlan, config_file: Path | None) -> None:
+    """Before an external system (``cmd:``, ``http:``) runs: every API key the backends
+    configuration names is kept out of its environment (unless its ``env=`` passes it)
+    and scrubbed from what it says, as a server's answers are (docs/adapters.md)."""
+    specs = [*plan.conditions, *(plan.llm.conditions if plan.llm is not None else [])]
+    if not any(spec.target in EXTERNAL for spec in specs):
+        return
+    from audit.backends import key_scrubber, load_config
+    from compressors.adapters.command import withhold
+
+    backends = load_config(config_file)  # BackendError: one line
+    names = {b.api_key_env for b in backends.backends.values() if b.api_key_env is not None}
+    withhold(names, key_scrubber(backends))
 
 
 def execute_and_print(
@@ -326,13 +434,16 @@ def execute_and_print(
     quiet: bool,
     open_llm: BackendOpener | None,
     invocation: Invocation,
+    raising_exits: bool = True,
 ) -> dict[str, Any]:
     """Run or resume ``plan`` in ``run_dir`` and print its summary; exit 3 when the run
-    ends incomplete (LLM reads NA for want of a server)."""
+    ends incomplete (LLM reads NA for want of a server), else 5 when a compressor raised
+    (``raising_exits``; a replication exits after its last seed)."""
     from audit.backends import BackendStartError
     from audit.cli._console import print_summary, run_progress
+    from audit.cli._errors import error_block
     from audit.engine import execute
-    from audit.rundir import EXIT_INCOMPLETE, read_manifest
+    from audit.rundir import EXIT_COMPRESSOR_RAISED, EXIT_INCOMPLETE, read_manifest
 
     def run(opener: BackendOpener | None, measure: bool) -> dict[str, Any]:
         with run_progress(enabled=not quiet) as progress:
@@ -340,6 +451,7 @@ def execute_and_print(
                 run_dir, plan, pair_list, workers=workers, progress=progress,
                 open_clients=opener, retry_na=invocation.retry_na, measure_backends=measure,
                 executor=invocation.executor, ray_address=invocation.ray_address,
+                csv=invocation.csv,
             )  # fmt: skip
 
     started = time.perf_counter()
@@ -347,7 +459,7 @@ def execute_and_print(
         summary = run(open_llm, invocation.determinism)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (audit.errors.Terminated)
         if (run_dir / "manifest.json").exists():
-            typer.echo(
+            echo_fitted(
                 f"stopped: what finished is kept in {run_dir}; `audit resume {run_dir}` "
                 "finishes the run",
                 err=True,
@@ -367,14 +479,16 @@ def execute_and_print(
     if _did_nothing(run_dir):
         typer.echo(f"complete: nothing to do; every job of {run_dir} was already finished")
     else:
-        print_summary(summary, run_dir, time.perf_counter() - started)
+        print_summary(summary, run_dir, time.perf_counter() - started, invocation.verbose)
+    for line in error_block(summary, run_dir):  # a compressor raised: its first error
+        typer.echo(line, err=True)
     manifest = read_manifest(run_dir)
     if manifest is not None and (manifest.na_units or manifest.na_jobs):
         held = [
             *([f"{manifest.na_jobs} job(s)"] if manifest.na_jobs else []),
             *([f"{manifest.na_units} LLM unit(s)"] if manifest.na_units else []),
         ]
-        typer.echo(
+        echo_fitted(
             f"warning: {' and '.join(held)} hold reads that are NA for want of a server or "
             "of an external memory system's answer (their scores are bounds): "
             f"`audit resume {run_dir}` asks again",
@@ -383,6 +497,8 @@ def execute_and_print(
         raise typer.Exit(EXIT_INCOMPLETE)
     for line in next_steps(run_dir, plan):
         typer.echo(terminal_text(line))
+    if raising_exits and summary.get("compressor_errors"):
+        raise typer.Exit(EXIT_COMPRESSOR_RAISED)
     return summary
 
 
@@ -407,8 +523,9 @@ def next_steps(run_dir: Path, plan: RunPlan) -> list[str]:
     ]
     if plan.llm is None:
         lines += [
-            "      LLM reads: add --reader local (the embedded model; minutes on a",
-            "      CPU), or --config audit.toml for a vLLM server",
+            "      LLM reads (the embedded 135M model checks the pipeline; vLLM: --config):",
+            "      audit run --transforms identity --reader local --llm-sample 1 \\",
+            "        --repeats 1 --llm-transforms identity --llm-conditions full",
         ]
     return lines
 
@@ -441,6 +558,12 @@ def _llm_stage_options(
         specs = [s for s in specs if classes[s.label].uses_llm]
     if not specs:
         fail("--llm-conditions: nothing to run with the given --reader/--writer")
+    from audit.scoring import READER_CONTROL
+
+    if reader is not None and not any(spec.target == READER_CONTROL for spec in specs):
+        # every LLM reader reads the whole history first: below READ_THRESHOLD of the
+        # exact reader there, its scores are no verdict (docs/method.md)
+        specs += parse_conditions(READER_CONTROL, "--llm-conditions")
     backends = load_backends(config_file, writer, reader)
     from audit.engine.clients import declared_model
 
@@ -485,12 +608,12 @@ class BackendOpener:
     reader: str | None
     check_reachable: bool = True
 
-    def __call__(self) -> Any:
+    def __call__(self, status: Callable[[str], object] | None = None) -> Any:
         from audit.engine.clients import open_clients
 
         return open_clients(
             self.backends, self.writer, self.reader, self.backends.resolved_cache_path(),
-            check_reachable=self.check_reachable,
+            check_reachable=self.check_reachable, status=status,
         )  # fmt: skip
 
 

@@ -10,29 +10,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
-import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from audit.engine._exact import memory_records
-from audit.engine._rows import Gold, JobRows, golds_of
+from audit.engine._rows import (
+    AnswerMemo,
+    Gold,
+    JobRows,
+    error_cause,
+    golds_of,
+    source_file,
+)
 from audit.engine._streaming import (
     UpdateMemo,
+    UpdateRaised,
     VariantPlan,
     plan_variant,
-    share_identical_records,
     stream_variant,
 )
 from audit.plan import Cell, TransformSpec
-from compressors import ChatUnavailableError, Compressor, build, dump, load
+from compressors import ChatUnavailableError, Compressor, build, load
 from histories import (
     BRANCHES,
+    FUTURES,
+    TRANSFORMS,
     VARIANTS,
     Branch,
     LogIndex,
     Pair,
-    Record,
     RenderParseError,
     VariantName,
     rename_record,
@@ -41,18 +47,45 @@ from histories import (
 
 
 def rename_memory(
-    memory: str, mapping: Mapping[str, str], renamed: Mapping[int, Record] | None = None
+    memory: str, mapping: Mapping[str, str], renamed: Mapping[str, str] | None = None
 ) -> str | None:
     """rename(C(H)): the memory's records relabelled; None if it is not a record log.
 
-    ``renamed`` maps id(source record) -> its renamed record (from the transformed
-    pair): a memory that kept whole records then reuses them instead of renaming again.
+    ``renamed`` maps a source record's canonical line to its counterpart's in the
+    transformed pair (matched by record id through ``mapping``, so a transform that
+    also reorders, redraws values or revisions is followed): a memory that kept whole
+    records gets those counterparts. Keyed by text, never by object identity, so the
+    answer does not depend on what a parse cache happens to hold.
     """
     try:
-        renamed = renamed or {}
-        return dump(renamed.get(id(r)) or rename_record(r, mapping) for r in load(memory))
-    except (RenderParseError, KeyError):
+        records = load(memory)
+    except RenderParseError:
         return None
+    found = renamed or {}
+    try:
+        return "\n".join(
+            found.get(record.canonical_line) or rename_record(record, mapping).canonical_line
+            for record in records
+        )
+    except KeyError:
+        return None
+
+
+def counterparts(source: Pair, instance: Pair) -> dict[str, str]:
+    """Each source record's canonical line -> its transformed counterpart's, matched by
+    id within each variant's prefix and each future (a variant may hold its own record
+    under an id the other variant also uses)."""
+    mapping = instance.transform.mapping if instance.transform else {}
+    sections = [(source.prefix(v), instance.prefix(v)) for v in VARIANTS]
+    sections += [(source.future(f), instance.future(f)) for f in FUTURES]
+    out = {}
+    for old, new in sections:
+        by_id = {record.id: record for record in new}
+        for record in old:
+            found = by_id.get(mapping.get(record.id, record.id))
+            if found is not None:
+                out[record.canonical_line] = found.canonical_line
+    return out
 
 
 def instances(pair: Pair, transforms: Sequence[TransformSpec], seed: int) -> list[Pair]:
@@ -94,16 +127,29 @@ class _Reads:
         return found
 
 
-def _same_records(identity: str, memory: str, renamed: Mapping[int, Record]) -> bool:
-    """Whether ``memory`` holds exactly the renamed counterparts of ``identity``'s
-    records, as the very objects (a cheap sufficient test for rename(C(H)) == C(rename(H)))."""
-    try:
-        source, target = load(identity), load(memory)
-    except RenderParseError:
-        return False
-    return len(source) == len(target) and all(
-        map(operator.is_, map(renamed.get, map(id, source)), target)
-    )
+EXTERNAL_SYSTEMS = frozenset({"cmd", "http"})
+"""Condition targets that run a system outside the audit, which can have an outage."""
+
+
+def _raised(
+    rows: JobRows,
+    compressor: Compressor,
+    label: str,
+    budget: int,
+    pair: Pair,
+    golds: Mapping[tuple[VariantName, Branch], Gold],
+    error: BaseException,
+) -> None:
+    """Every read of the instance failed because the compressor raised (the stream says
+    where: UpdateRaised; an archive's recall raises unwrapped)."""
+    site = error if isinstance(error, UpdateRaised) else None
+    raised = site.error if site is not None else error
+    shared = rows.shared(pair, label, compressor, budget, reader="exact")
+    cause = error_cause(raised)
+    rows.failed(shared, golds, cause, outcome="error", correct=0)
+    failed = len(VARIANTS) * len(BRANCHES)  # both variants stream together: all fail
+    rows.raised(label, "deterministic", raised, cause, pair, site, failed,
+                source_file(compressor))  # fmt: skip
 
 
 def run_job(
@@ -116,18 +162,13 @@ def run_job(
     """Every (condition, budget) x transformed instance x variant x branch of one pair."""
     rows = JobRows(key)
     pairs = instances(pair, transforms, seed)
-    for instance in pairs:
-        if instance is not pair:  # ours to change; the caller's pair is left alone
-            share_identical_records(instance)
-    source_records = list(pair.all_records())
     correspondence = {
-        instance.pair_id: {
-            id(old): new for old, new in zip(source_records, instance.all_records(), strict=True)
-        }
+        instance.pair_id: counterparts(pair, instance)
         for instance in pairs
         if instance.transform is not None and instance.transform.mapping
     }
     reads = _Reads()
+    classes = AnswerMemo()  # each wrong answer classed once for every cell
     golds = {instance.pair_id: golds_of(instance) for instance in pairs}
     plans = {
         instance.pair_id: {variant: plan_variant(instance, variant) for variant in VARIANTS}
@@ -135,13 +176,32 @@ def run_job(
     }
     for spec, budget in cells:
         compressor = build(spec)
+        # an outage is NA only where a system outside the audit can have one (cmd:, http:):
+        # an in-process compressor that says it is "unavailable" raised (it could turn
+        # every read it would fail into NA, out of its score)
+        external = spec.target in EXTERNAL_SYSTEMS
         identity: dict[tuple[str, str], str] = {}
-        for instance in pairs:
-            _run_instance(
-                rows, compressor, spec.label, budget, instance, identity, reads,
-                golds[instance.pair_id], plans[instance.pair_id],
-                correspondence.get(instance.pair_id),
-            )  # fmt: skip
+        cell = JobRows(key, classes=classes)  # kept once the compressor's finish says it held
+        try:
+            for instance in pairs:
+                _run_instance(
+                    cell, compressor, spec.label, budget, instance, identity, reads,
+                    golds[instance.pair_id], plans[instance.pair_id],
+                    correspondence.get(instance.pair_id), external,
+                )  # fmt: skip
+        finally:
+            try:
+                compressor.finish()
+            except ChatUnavailableError as error:  # a broken protocol: the whole cell is NA
+                if not external:
+                    raise
+                cell = JobRows(key, classes=classes)
+                cell.log.lines.append(f"{spec.label} on {pair.pair_id}: unavailable: {error}")
+                for instance in pairs:
+                    shared = cell.shared(instance, spec.label, compressor, budget, reader="exact")
+                    cell.failed(shared, golds[instance.pair_id], f"unavailable: {error}",
+                                outcome="na", correct=None)  # fmt: skip
+        rows.extend(cell)
     return rows
 
 
@@ -155,7 +215,8 @@ def _run_instance(
     reads: _Reads,
     golds: Mapping[tuple[VariantName, Branch], Gold],
     plans: Mapping[VariantName, VariantPlan],
-    renamed: Mapping[int, Record] | None = None,
+    renamed: Mapping[str, str] | None = None,
+    external: bool = False,
 ) -> None:
     memo: UpdateMemo = {}
     try:
@@ -163,31 +224,32 @@ def _run_instance(
             v: stream_variant(compressor, pair, v, budget, memo, plans[v]) for v in VARIANTS
         }
     except ChatUnavailableError as error:  # infrastructure (an external system): NA
-        rows.log.append(f"{label} on {pair.pair_id}: unavailable: {error}")
+        if not external:
+            _raised(rows, compressor, label, budget, pair, golds, error)
+            return
+        rows.log.lines.append(f"{label} on {pair.pair_id}: unavailable: {error}")
         shared = rows.shared(pair, label, compressor, budget, reader="exact")
         rows.failed(shared, golds, f"unavailable: {error}", outcome="na", correct=None)
         return
-    except (Exception, SystemExit):  # a plugin that exits is a compressor that raised
-        trace = traceback.format_exc()
-        rows.log.append(f"{label} on {pair.pair_id}: compressor raised\n{trace}")
-        shared = rows.shared(pair, label, compressor, budget, reader="exact")
-        rows.failed(shared, golds, trace.strip().splitlines()[-1], outcome="error", correct=0)
+    except (Exception, SystemExit) as error:  # a plugin that exits is a compressor that raised
+        _raised(rows, compressor, label, budget, pair, golds, error)
         return
-    collision = int(streamed["A"].memories["current"] == streamed["B"].memories["current"])
+    same_memory = streamed["A"].memories["current"] == streamed["B"].memories["current"]
+    revealed: list[Any] = []
     query = tuple(pair.query)
     identity_instance = pair.transform is None
     mapping = pair.transform.mapping if pair.transform else None
-    check_order = (
-        compressor.order_invariant
-        and pair.transform is not None
-        and (pair.transform.kind == "permute")
-    )
+    declared = TRANSFORMS[pair.transform.kind] if pair.transform else None
+    reorders = declared is not None and declared.reorders
+    check_order = compressor.order_invariant and declared is not None and declared.order_only
     values: list[list[Any]] = []
     for variant in VARIANTS:
         for branch in BRANCHES:
             memory = streamed[variant].memories[branch]
             gold, gold_json = golds[(variant, branch)]
             answer, complete = reads.read(memory, query)
+            if branch == "reveal":
+                revealed.append(answer)
             if answer is None:
                 outcome, adequate, answer_json = "unparsed", None, None
             elif answer == gold:
@@ -206,12 +268,11 @@ def _run_instance(
                 source = identity[(variant, branch)]
                 equivariant = int(sorted(memory.split("\n")) == sorted(source.split("\n")))
             elif mapping and (variant, branch) in identity:
-                source = identity[(variant, branch)]
-                if renamed is not None and _same_records(source, memory, renamed):
-                    equivariant = 1
-                else:
-                    expected = rename_memory(source, mapping, renamed)
-                    equivariant = None if expected is None else int(expected == memory)
+                expected = rename_memory(identity[(variant, branch)], mapping, renamed)
+                if expected is not None and reorders:  # arrival order is the transform's
+                    equivariant = int(sorted(expected.split("\n")) == sorted(memory.split("\n")))
+                elif expected is not None:
+                    equivariant = int(expected == memory)
             values.append(
                 [
                     variant,
@@ -226,8 +287,13 @@ def _run_instance(
                     answer_json,
                     gold_json,
                     None,
+                    None,
                 ]
             )  # fmt: skip (READ order)
+    # collided: one memory for both histories, or one answer to both after the reveal
+    # (their right answers differ, so one is wrong): junk bytes that make two memories
+    # differ without telling them apart do not escape it
+    collision = int(same_memory or (revealed[0] is not None and revealed[0] == revealed[1]))
     rows.add(
         rows.shared(pair, label, compressor, budget, reader="exact", collision=collision), values
     )

@@ -37,7 +37,7 @@ from histories import PUBLIC_SEMANTICS
 
 READER_OUTCOMES: tuple[Outcome, ...] = (
     "na", "unparsed", "wrong_log", "pass", "wrapper_only", "reader_error", "writer_truncated",
-    "writer_empty",
+    "writer_empty", "writer_echo",
 )  # fmt: skip
 """The outcomes an LLM read can have (``rundir.OUTCOMES`` says what each means)."""
 

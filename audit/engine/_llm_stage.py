@@ -14,8 +14,10 @@ path: the prefix's updates, then its future's): ``writer_finish_reason`` of the
 update that decided it (the first that failed, else the last), and reasoning and
 content tokens and reasoning characters summed over the path.  A memory whose path
 holds an answer cut off at the token limit (``writer_truncated``) or an empty answer
-(``writer_empty``) is the compressor's failure: every read of it gets that outcome,
-scored 0 and never counted as a wrong log, and the LLM reader is not asked.
+(``writer_empty``), or a memory that repeats its prompt's instructions instead of
+keeping the history (``writer_echo``: ``echoes``), is the compressor's failure: every
+read of it gets that outcome, scored 0 and never counted as a wrong log, and the LLM
+reader is not asked.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import traceback
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,10 +34,17 @@ import pyarrow as pa
 
 from audit.engine._exact import read_exact
 from audit.engine._llm_reader import judge, reader_request
-from audit.engine._rows import JobRows, golds_of, sha256
-from audit.engine._streaming import Streamed, VariantPlan, astream_variant, plan_variant
+from audit.engine._rows import JobRows, error_cause, golds_of, sha256, source_file
+from audit.engine._streaming import (
+    Streamed,
+    UpdateRaised,
+    VariantPlan,
+    astream_variant,
+    plan_variant,
+)
 from audit.plan import LLMStagePlan, cells_of
 from audit.rundir import RunStore, table_from_bytes
+from audit.scoring import READER_CONTROL
 from compressors import (
     ChatClient,
     ChatRequest,
@@ -90,8 +99,12 @@ def plan_units(
     units = []
     for source in sample_pairs(pairs, stage.sample):
         for spec in stage.transforms:
-            for pair in transform(source, spec.kind, spec.count, seed):
-                text = pair.to_json()
+            for instance in transform(source, spec.kind, spec.count, seed):
+                text = instance.to_json()
+                # streamed as a pairs file gives it, like the deterministic stage's:
+                # the generator's own objects tell its task records from its
+                # distractors (which fields were set, the order they were made in)
+                pair = Pair.model_validate_json(text)
                 for condition, budget in cells:
                     for repeat in range(stage.repeats):
                         parts = [
@@ -106,7 +119,33 @@ def plan_units(
     return units
 
 
-WriterFailure = Literal["writer_truncated", "writer_empty"]
+WriterFailure = Literal["writer_truncated", "writer_empty", "writer_echo"]
+
+ECHO_SHARE = 0.5
+"""A memory whose 8-word runs are at least this share the prompt's instructions'
+echoes its prompt (``echoes``)."""
+_RUN = 8
+
+
+def _runs(text: str) -> set[tuple[str, ...]]:
+    words = text.split()
+    return {tuple(words[i : i + _RUN]) for i in range(len(words) - _RUN + 1)}
+
+
+def echoes(memory: str, instructions: Collection[str]) -> tuple[int, int]:
+    """(runs of 8 words the memory shares with the instructions, the memory's runs).
+    The instructions are the system messages the writer was sent (its rules and task,
+    never the history it was given): a memory that is mostly their words repeats its
+    prompt (a small model's habit) and keeps nothing a reader could use."""
+    mine = _runs(memory)
+    theirs: set[tuple[str, ...]] = set()
+    for text in instructions:
+        theirs |= _runs(text)
+    return len(mine & theirs), len(mine)
+
+
+def echo_failure(shared: int, runs: int) -> bool:
+    return runs > 0 and shared >= ECHO_SHARE * runs
 
 
 @dataclass
@@ -116,6 +155,8 @@ class WriterLog:
 
     client: ChatClient | None
     updates: list[list[ChatResponse]] = field(default_factory=list)
+    instructions: dict[str, None] = field(default_factory=dict)
+    """The system messages sent, each once, in order (``echoes``)."""
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """The client's answer, kept.  Whatever the client raises (or a non-answer it
@@ -123,6 +164,9 @@ class WriterLog:
         reads are NA, never scored wrong."""
         if self.client is None:
             raise ChatUnavailableError("no writer backend was given (--writer)")
+        for message in request.messages:
+            if message.role == "system":
+                self.instructions.setdefault(message.content, None)
         try:
             response = await self.client.chat(request)
         except Exception as error:
@@ -286,6 +330,10 @@ async def run_unit(
     writer_model = stage.writer_model if compressor.uses_llm else None
     streamed: dict[VariantName, Streamed | str] = {}
     figures: dict[VariantName, dict[Branch, WriterFigures]] = {}
+    instructions: dict[VariantName, list[str]] = {}
+    reader_name = stage.reader or "llm"
+    readers = (["exact"] if compressor.uses_llm else []) + ([reader_name] if reader else [])
+    failures: dict[VariantName, tuple[BaseException, str, UpdateRaised | None]] = {}
 
     async def stream(variant: VariantName) -> None:
         plan = plan_variant(pair, variant)
@@ -298,22 +346,37 @@ async def run_unit(
             )
             if log is not None:
                 figures[variant] = branch_figures(log.updates, plan)
+                instructions[variant] = list(log.instructions)
         except ChatUnavailableError as error:
             streamed[variant] = f"unavailable: {error}"
-        except Exception:
-            trace = traceback.format_exc()
-            rows.log.append(f"{label} on {pair.pair_id} (repeat {unit.repeat}): raised\n{trace}")
-            streamed[variant] = "error: " + trace.strip().splitlines()[-1]
+        except Exception as error:  # the stream says where: UpdateRaised
+            where = error if isinstance(error, UpdateRaised) else None
+            raised = where.error if where is not None else error
+            cause = error_cause(raised)
+            streamed[variant] = "error: " + cause
+            failures[variant] = (raised, cause, where)
 
-    await asyncio.gather(*(stream(v) for v in VARIANTS))
+    try:
+        await asyncio.gather(*(stream(v) for v in VARIANTS))
+    finally:
+        try:
+            if type(compressor).finish is not Compressor.finish:  # no thread for a no-op
+                await asyncio.to_thread(compressor.finish)
+        except ChatUnavailableError as error:  # a broken protocol: the whole unit is NA
+            streamed = {v: f"unavailable: {error}" for v in VARIANTS}
+    for variant in VARIANTS:  # A before B, however their streams interleaved
+        if variant not in failures:
+            continue
+        raised, cause, where = failures[variant]
+        if streamed[variant] == "error: " + cause:  # not NA after all (a broken protocol)
+            reads = len(BRANCHES) * len(readers)
+            rows.raised(label, "llm", raised, cause, pair, where, reads, source_file(compressor))
     a, b = streamed["A"], streamed["B"]
     collision = (
         None
         if isinstance(a, str) or isinstance(b, str)
         else int(a.memories["current"] == b.memories["current"])
     )
-    reader_name = stage.reader or "llm"
-    readers = (["exact"] if compressor.uses_llm else []) + ([reader_name] if reader else [])
     found: dict[tuple[VariantName, Branch, str], list[Any]] = {}
 
     async def read(variant: VariantName, branch: Branch) -> None:
@@ -340,21 +403,30 @@ async def run_unit(
             "overflow": state.overflow[branch], "writer_model": writer_model,
             **(written.columns() if written is not None else {}),
         }  # fmt: skip
-        failure = written.failure if written is not None else None
+        failure: WriterFailure | None = written.failure if written is not None else None
+        error = written.error if written is not None else None
+        if failure is None and variant in instructions:
+            shared, runs = echoes(memory, instructions[variant])
+            if echo_failure(shared, runs):
+                failure = "writer_echo"
+                error = (
+                    f"the LLM writer's memory repeats its prompt's instructions ({shared} of "
+                    f"its {runs} runs of {_RUN} words are theirs)"
+                )
         if compressor.uses_llm:
             found[(variant, branch, "exact")] = rows.read(
                 **common,
                 outcome=failure or exact.outcome,
                 correct=0 if failure else int(exact.outcome == "pass"),
                 answer=None if exact.answer is None else json.dumps(exact.answer),
-                error=written.error if written is not None else None,
+                error=error,
             )
         if reader is None:
             return
         if failure is not None:  # the writer failed: no memory worth asking about
             found[(variant, branch, reader_name)] = rows.read(
                 **common, reader_model=stage.reader_model, outcome=failure, correct=0,
-                correct_lenient=0, error=written.error if written is not None else None,
+                correct_lenient=0, error=error,
             )  # fmt: skip
             return
         request = reader_request(
@@ -364,7 +436,7 @@ async def run_unit(
         try:
             response: ChatResponse | None = await reader.chat(request)
         except Exception as error:  # a client bug must not lose the read: record NA
-            rows.log.append(f"reader failed on {pair.pair_id}: {error!r}")
+            rows.log.lines.append(f"reader failed on {pair.pair_id}: {error!r}")
             response = None
         verdict = judge(response, gold, exact)
         usage = dict(response.usage) if response is not None else {}
@@ -407,6 +479,35 @@ def _reader_error(response: ChatResponse | None) -> str | None:
     return response.error
 
 
+def planned_requests(
+    units: Sequence[Unit], writer: ChatClient | None, reader: ChatClient | None
+) -> tuple[tuple[str, int], ...]:
+    """The requests ``units`` will ask, by role (``RequestEstimate``): an LLM writer one
+    per update of each variant's stream (the prefix's chunks, then every future's), an
+    LLM reader one per read (both variants, every branch).  An upper bound for the
+    built-in writers, which ask once an update: a writer that fails spares the reads of
+    its memory."""
+    writes = reads = 0
+    uses_llm: dict[str, bool] = {}
+    for unit in units:
+        label = unit.condition.label
+        if label not in uses_llm:
+            uses_llm[label] = build(unit.condition).uses_llm
+        if uses_llm[label] and writer is not None:
+            for variant in VARIANTS:
+                prefix, futures = plan_variant(unit.pair, variant)
+                writes += len(prefix) + sum(len(chunks) for chunks in futures.values())
+        if reader is not None:
+            reads += len(VARIANTS) * len(BRANCHES)
+    if writer is not None and writer is reader:
+        return (("writer+reader", writes + reads),)
+    return tuple(
+        (role, count)
+        for role, count, client in (("writer", writes, writer), ("reader", reads, reader))
+        if client is not None
+    )
+
+
 async def run_stage(
     units: Sequence[Unit],
     stage: LLMStagePlan,
@@ -416,11 +517,17 @@ async def run_stage(
     on_done: Callable[[list[str], pa.Table, str], object],
     concurrency: int = 16,
     redo: Collection[str] = (),
+    note: Callable[[str], object] | None = None,
 ) -> None:
     """Run the units not yet in the store (and those in ``redo``: units whose reads an
-    outage left NA, whose new rows replace the old), committing each as it finishes."""
+    outage left NA, whose new rows replace the old), committing each as it finishes.
+
+    The reader's check comes first: the units of ``full`` (docs/method.md, "Can the
+    reader read?") run before any other, so a reader's reading of whole histories is
+    known early; ``note`` hears when that step starts and ends."""
     done = store.finished_jobs()
     todo = [u for u in units if u.key not in done or u.key in redo]
+    check = [u for u in todo if reader is not None and u.condition.target == READER_CONTROL]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(unit: Unit) -> None:
@@ -428,6 +535,17 @@ async def run_stage(
             rows = await run_unit(unit, stage, writer, reader)
         packed = rows.pack()
         if store.add_job(packed, replace=unit.key in redo):
-            on_done(rows.log, table_from_bytes(packed.results), unit.key)
+            on_done(rows.log.lines, table_from_bytes(packed.results), unit.key)
 
-    await asyncio.gather(*(one(u) for u in todo))
+    if check:
+        began = time.monotonic()
+        if note is not None:
+            share = (
+                "the stage's only unit" if len(todo) == 1 else f"{len(check)} of {len(todo)} units"
+            )
+            note(f"reader's check: reading {READER_CONTROL}, the whole history, first ({share})")
+        await asyncio.gather(*(one(u) for u in check))
+        if note is not None:
+            note(f"reader's check: read in {time.monotonic() - began:.0f} s")
+    first = {u.key for u in check}
+    await asyncio.gather(*(one(u) for u in todo if u.key not in first))

@@ -54,6 +54,9 @@ def import_ray() -> Any:
         raise ExecutorError(INSTALL_HINT) from None
 
 
+LOOPBACK = "127.0.0.1"
+
+
 @dataclass(frozen=True)
 class RayCluster:
     """What the driver connected to."""
@@ -82,9 +85,18 @@ def connect(address: str | None, workers: int) -> RayCluster:
                 include_dashboard=False,
                 logging_level=logging.WARNING,
                 log_to_driver=False,
+                _node_ip_address=LOOPBACK,  # a private Ray never listens beyond the machine
             )
         else:
-            context = ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+            # a head on this machine's loopback: the driver must say it is on loopback too,
+            # or Ray looks for a raylet at the machine's outward address and finds none
+            local = target.rsplit(":", 1)[0] in ("127.0.0.1", "localhost")
+            context = ray.init(
+                address=target,
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+                **({"_node_ip_address": LOOPBACK} if local else {}),
+            )
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as error:
         where = target or "a private local instance"
         raise ExecutorError(f"--executor ray: cannot connect to {where} ({error})") from None

@@ -19,24 +19,28 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from compressors import ArchiveCompressor, ChunkView, Compressor
-from histories import BRANCHES, FUTURES, Branch, Pair, Record, VariantName
+from compressors import ArchiveCompressor, ChatUnavailableError, ChunkView, Compressor
+from histories import BRANCHES, FUTURES, Branch, MemoryAuditError, Pair, Record, VariantName
 
 
-def phrasing_seeds(pair: Pair, records: Sequence[Record]) -> tuple[int, ...]:
-    """The phrasing seed of each record of a prose rendering: the record's identity in
-    the source pair (its id there, and the source pair's id), so a record both variants
-    share, and the shared future, read identically in A and B, and a renamed or
-    relabelled pair is worded like its source."""
-    inverse = pair.transform.inverse_mapping() if pair.transform and pair.transform.mapping else {}
-    return tuple(
-        zlib.crc32(f"{pair.source_id}/{inverse.get(r.id, r.id)}".encode()) for r in records
-    )
+def phrasing_seeds(records: Sequence[Record]) -> tuple[int, ...]:
+    """The phrasing seed of each record (prose wording, the chat form's framing): the
+    CRC-32 of its canonical line, nothing else.
+
+    A compressor sees every seed, so a seed may carry nothing the record does not
+    show: not the source pair, the record's place in it, the variant or the
+    transform (a seed that did let a table built from the public generator tell
+    every task record from every distractor under every transform).  Equal records
+    still read the same wherever they are (a record A and B share, the shared
+    future); a renamed record reads as its new content says.
+    """
+    return tuple(zlib.crc32(r.canonical_line.encode()) for r in records)
 
 
 ChunkPlan = tuple[ChunkView, tuple[int, ...], int]
-"""(the chunk as compressors see it, ids of its records, chunk index) of one chunk of
-a stream; one view per chunk of a pair instance, shown to every condition."""
+"""(the chunk as compressors see it, the memo's names of its records, chunk index) of
+one chunk of a stream; one view per chunk of a pair instance, shown to every
+condition."""
 VariantPlan = tuple[list[ChunkPlan], dict[Branch, list[ChunkPlan]]]
 """A variant's prefix chunks, and each future's chunks after them."""
 States = dict[Branch, tuple[str, int]]
@@ -45,20 +49,36 @@ States = dict[Branch, tuple[str, int]]
 
 def plan_variant(pair: Pair, variant: VariantName) -> VariantPlan:
     """The chunks one variant streams: worked out once per pair instance, shared by
-    every condition streaming it."""
+    every condition streaming it.
 
-    def chunk(records: Sequence[Record], index: int) -> ChunkPlan:
-        # per-record seeds for prose phrasings and the chat form's wording (a record
-        # shared by A and B, or renamed, is worded the same), computed on first use
-        view = ChunkView(records, pair.render, partial(phrasing_seeds, pair, records))
-        return (view, tuple(map(id, view.records)), index)
+    Each variant shows its own record objects: a record B shares with A is an equal
+    object, never the same one (shared objects made B's other records the ones
+    allocated apart, which ``id()`` told).  The update memo still serves both: a
+    record of B equal to A's at the same place is named by A's record.
+    """
+
+    def chunk(records: Sequence[Record], index: int, names: Sequence[Record]) -> ChunkPlan:
+        # per-record seeds for prose phrasings and the chat form's wording (each a
+        # function of the record's line alone), computed on first use
+        view = ChunkView(records, pair.render, partial(phrasing_seeds, records))
+        return (view, tuple(map(id, names)), index)
 
     prefix = pair.variants.of(variant).chunks
+    named = prefix if variant == "A" else list(map(_named_by_a, pair.variants.A.chunks, prefix))
     futures: dict[Branch, list[ChunkPlan]] = {
-        future: [chunk(c, len(prefix) + i) for i, c in enumerate(pair.futures.of(future))]
+        future: [chunk(c, len(prefix) + i, c) for i, c in enumerate(pair.futures.of(future))]
         for future in FUTURES
     }
-    return [chunk(c, i) for i, c in enumerate(prefix)], futures
+    return [chunk(c, i, n) for i, (c, n) in enumerate(zip(prefix, named, strict=True))], futures
+
+
+def _named_by_a(chunk_a: Sequence[Record], chunk_b: Sequence[Record]) -> list[Record]:
+    """B's chunk with each record equal to A's at the same place replaced by A's."""
+    names = list(chunk_b)
+    for position, (a, b) in enumerate(zip(chunk_a, chunk_b, strict=False)):
+        if a is b or (type(a) is type(b) and a.canonical_line == b.canonical_line):
+            names[position] = a
+    return names
 
 
 def over_budget(memory: str, budget: int) -> bool:
@@ -92,8 +112,31 @@ def _updates(plan: VariantPlan) -> Generator[Update, Answer, States]:
     return states
 
 
+class UpdateRaised(MemoryAuditError):  # noqa: N818 (it wraps the error that was raised)
+    """A compressor's update raised ``error``: on which variant, stream and chunk.
+
+    Only where it struck is added; the error (with its traceback) is ``error``, and the
+    stages record it as the compressor's (``JobRows.raised``).  An external system's
+    outage (``ChatUnavailableError``) is never wrapped: it is NA.
+    """
+
+    def __init__(
+        self, error: BaseException, variant: VariantName, plan: VariantPlan, chunk: ChunkPlan
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.variant = variant
+        prefix, futures = plan
+        self.branch = "prefix" if any(c is chunk for c in prefix) else next(
+            (future for future, chunks in futures.items() if any(c is chunk for c in chunks)),
+            None,
+        )  # fmt: skip
+        self.chunk = chunk[2]
+        self.records = [record.op for record in chunk[0].records]
+
+
 UpdateMemo = dict[tuple[str, tuple[int, ...], int], Answer]
-"""(memory, ids of the chunk's records, chunk index) -> the update's answer."""
+"""(memory, the memo's names of the chunk's records, chunk index) -> the update's answer."""
 
 
 @dataclass
@@ -136,13 +179,18 @@ def stream_variant(
                 memo[key] = found
         return found
 
-    steps = _updates(plan or plan_variant(pair, variant))
+    plan = plan or plan_variant(pair, variant)
+    steps = _updates(plan)
     try:
         request = next(steps)
         while True:
             request = steps.send(answer(request))
     except StopIteration as stop:
         states: States = stop.value
+    except ChatUnavailableError:
+        raise
+    except (Exception, SystemExit) as error:  # a plugin that exits is one that raised
+        raise UpdateRaised(error, variant, plan, request[1]) from error
     return finish_streams(compressor, pair, variant, budget, states)
 
 
@@ -163,13 +211,18 @@ async def astream_variant(
         new = await compressor.aupdate(memory, view, query, budget, repeat)
         return new, compressor.budgeted and over_budget(new, budget)
 
-    steps = _updates(plan or plan_variant(pair, variant))
+    plan = plan or plan_variant(pair, variant)
+    steps = _updates(plan)
     try:
         request = next(steps)
         while True:
             request = steps.send(await answer(request))
     except StopIteration as stop:
         states: States = stop.value
+    except ChatUnavailableError:
+        raise
+    except (Exception, SystemExit) as error:
+        raise UpdateRaised(error, variant, plan, request[1]) from error
     return finish_streams(compressor, pair, variant, budget, states)
 
 
@@ -199,17 +252,3 @@ def finish_streams(
                 m, o = "", o + 1
         memories[branch], overflows[branch] = m, o
     return Streamed(memories, overflows)
-
-
-def share_identical_records(pair: Pair) -> Pair:
-    """Make B's records that equal A's at the same position the same objects (in place).
-
-    Equal records are indistinguishable to a compressor, so sharing them changes no
-    result; it lets the update memo (keyed by record identity) reuse A's updates for
-    every chunk B shares with A, and the per-record caches serve both variants.
-    """
-    for chunk_a, chunk_b in zip(pair.variants.A.chunks, pair.variants.B.chunks, strict=False):
-        for position, (a, b) in enumerate(zip(chunk_a, chunk_b, strict=False)):
-            if a is not b and type(a) is type(b) and a.__dict__ == b.__dict__:
-                chunk_b[position] = a
-    return pair

@@ -6,7 +6,7 @@ the run at once with one line naming it, instead of turning every read into NA.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -39,12 +39,14 @@ async def open_clients(
     reader: str | None,
     cache_path: Path,
     check_reachable: bool = True,
+    status: Callable[[str], object] | None = None,
 ) -> AsyncIterator[tuple[ChatClient | None, ChatClient | None]]:
     """(writer client, reader client); one cache for both; servers stopped on exit.
 
     ``check_reachable``: a server that does not answer stops the run before any work;
     off only for a run whose every request is known to be answered by the cache (a run
-    completed by batches, ``engine.batch.live_requests``)."""
+    completed by batches, ``engine.batch.live_requests``).  ``status`` hears the steps of
+    opening them (fetching the embedded model, starting its server)."""
     async with AsyncExitStack() as stack:
         cache = stack.enter_context(ResponseCache(cache_path))
         opened: dict[str, ChatClient] = {}
@@ -55,7 +57,7 @@ async def open_clients(
                 continue
             if name not in opened:
                 client = await stack.enter_async_context(
-                    open_backend(name, config, role=role, cache=cache)  # type: ignore[arg-type]
+                    open_backend(name, config, role=role, cache=cache, status=status)  # type: ignore[arg-type]
                 )
                 if check_reachable and config.get(name).kind != "local":  # local: health-checked
                     await ensure_reachable(client)

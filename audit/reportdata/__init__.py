@@ -2,21 +2,34 @@
 
 ``build_report(run)`` turns a loaded run into a ``reports.Document`` (its sections
 are ``_report.SECTIONS``, each module building one); ``build_compare(runs)`` does the
-same for ``audit compare``.  Numbers come from ``audit.scoring``; files from
+same for ``audit compare``, ``build_transfer(synthetic, natural)`` for ``audit compare
+--transfer``.  Numbers come from ``audit.scoring``; files from
 ``audit.rundir``; nothing here computes a score itself.
 """
 
-from audit.reportdata._compare import build_compare, uncompared
-from audit.reportdata._context import Options, ReportContext
+from audit.reportdata._compare import (
+    SAME_GROUP,
+    answer_text,
+    build_compare,
+    same_text,
+    uncompared,
+    unknown_names,
+)
+from audit.reportdata._context import Options
 from audit.reportdata._replication import build_replication
 from audit.reportdata._report import SECTIONS, build_report
+from audit.reportdata._transfer import build_transfer
 
 __all__ = [
+    "SAME_GROUP",
     "SECTIONS",
     "Options",
-    "ReportContext",
+    "answer_text",
     "build_compare",
     "build_replication",
     "build_report",
+    "build_transfer",
+    "same_text",
     "uncompared",
+    "unknown_names",
 ]

@@ -23,8 +23,9 @@ the other way round:
   timeout after retries, or a request the server refused (``na``); not scored;
 * ``compressor_error``: the compressor raised (``error``);
 * ``writer_failed``: an LLM writer's answer on the memory's stream was cut off at its
-  token limit or empty (``writer_truncated``, ``writer_empty``): the compressor
-  failed, and its memory is no evidence either way.
+  token limit or empty, or its memory repeats its prompt (``writer_truncated``,
+  ``writer_empty``, ``writer_echo``): the compressor failed, and its memory is no
+  evidence either way.
 
 The keys stay those of earlier reports (``taxonomy.csv``'s ``cause_<key>`` columns).
 """
@@ -48,7 +49,7 @@ ATTRIBUTIONS = {
     "misread": "retained but misread",
     "wrapper_only": "format failure",
     "undetermined": "undetermined (not a record log)",
-    "writer_failed": "writer cut off or empty",
+    "writer_failed": "writer cut off, empty or echoing",
     "compressor_error": "compressor raised",
     "na": "infrastructure (NA)",
 }
@@ -64,7 +65,7 @@ CAUSE_HELP = {
     "undetermined": "the memory is not a record log (prose): whether it kept the evidence "
     "cannot be told",
     "writer_failed": "an LLM writer's answer on the memory's stream was cut off at its token "
-    "limit or empty",
+    "limit or empty, or its memory repeats its prompt's instructions",
     "compressor_error": "the compressor raised",
     "na": "no answer after retries, or a request the server refused: not scored",
 }
@@ -77,6 +78,7 @@ CAUSE_OF_OUTCOME = {
     "unparsed": "undetermined",
     "writer_truncated": "writer_failed",
     "writer_empty": "writer_failed",
+    "writer_echo": "writer_failed",
     "error": "compressor_error",
     "na": "na",
 }

@@ -1,10 +1,24 @@
-"""``build_compare``: several stored runs compared on their shared source pairs."""
+"""``build_compare``: several stored runs compared on their shared source pairs.
+
+Runs are labelled A, B, C, ... (the first, A, is the baseline), with a key to their
+paths.  A condition is one system whatever its label (``ConditionSpec.system``: a
+renamed ``cmd:`` or a plugin labelled by its class's name pairs across runs).  Each
+system of a later run is compared with the baseline's same system; a system in only
+one run (a user's own compressor) with the other run's best strict condition (or,
+with ``--reference``, every later system with that condition of the baseline).  Rows
+come in the order a user reads them: the later run's own systems first, then the
+baseline's own, then those whose results differ, and last, folded into one line,
+the systems with the same result on every shared pair.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import math
+import string
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -19,11 +33,18 @@ from audit.reportdata._context import Options, pair_bounds, pair_values, proport
 from audit.reportdata._glance import integrity_alert
 from audit.rundir import RunData, load_source_pairs
 from audit.scoring import (
+    VERDICT_COLUMNS,
     PairedTable,
+    Verdict,
     detectable_difference,
+    floor_findings,
     paired_comparison,
     reader_agreement,
+    reader_checks,
     score_results,
+    unreadable,
+    verdicts,
+    writer_checks,
 )
 from compressors import UnknownCompressorError, parse_spec
 from reports import (
@@ -37,22 +58,68 @@ from reports import (
     Inline,
     Paragraph,
     Section,
+    Strong,
     Table,
     Text,
 )
 
+VERDICT_COLUMN = Column(
+    "verdict",
+    "not a verdict?",
+    "text",
+    help="the reader cannot read these histories (its check on full), or no valid reader "
+    "can read the writer's memories: this row says nothing about the memory",
+)
 RunSystem = tuple[str, str, str, int]
 """(run label, reader, condition, budget)."""
 
 
-def _labels(runs: Sequence[RunData]) -> list[str]:
-    labels: list[str] = []
+class Match(StrEnum):
+    """Why two systems are compared (``compare.csv``'s ``match``)."""
+
+    ONLY = "only in one run"
+    """A system in one run alone, against the other run's best strict condition."""
+    REFERENCE = "--reference"
+    SAME = "the same condition"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One comparison: ``system`` minus ``against``, and why these two."""
+
+    against: RunSystem
+    system: RunSystem
+    match: Match
+    why: str
+    group: int
+    """Display order: 0 the later runs' own systems, 1 the baseline's own, 2 against
+    ``--reference``, 3 the same condition (then split: results differ or not)."""
+
+
+def run_labels(count: int) -> list[str]:
+    """Short run labels, A, B, ... (a timestamped directory name made every line wrap)."""
+    letters = string.ascii_uppercase
+    return [letters[i] if i < len(letters) else f"R{i + 1}" for i in range(count)]
+
+
+def condition_systems(run: RunData) -> dict[str, str]:
+    """Each condition label of a run -> its system (``ConditionSpec.system``), from the
+    plan (both stages); a label the plan does not name is parsed as a spec."""
+    plan = run.plan
+    specs = [*plan.conditions, *(plan.llm.conditions if plan.llm else [])] if plan else []
+    named = {spec.label: spec.system for spec in specs}
+    labels = dict.fromkeys([*run.conditions, *run.results["condition"].astype(str)])
+    return {label: named.get(label) or system_name(label) for label in labels}
+
+
+def unknown_names(runs: Sequence[RunData], names: Sequence[str]) -> list[str]:
+    """The names (``--only``, ``--reference``) that are no condition of any run, by
+    label or by system."""
+    known: set[str] = set()
     for run in runs:
-        label = run.label
-        while label in labels:
-            label += "'"
-        labels.append(label)
-    return labels
+        systems = condition_systems(run)
+        known |= set(systems) | set(systems.values())
+    return [name for name in names if name not in known and system_name(name) not in known]
 
 
 def _power_of(row: dict[str, Any], comparisons: int) -> dict[str, Any]:
@@ -82,18 +149,25 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
     """Systems across runs on the source pairs they share (the same histories, by
     content): paired deltas of joint J at identity, every reader with every reader."""
     options = options or Options()
-    labels = _labels(runs)
+    labels = run_labels(len(runs))
     values: dict[RunSystem, dict[str, float]] = {}
     bounds: dict[RunSystem, dict[str, tuple[int, int]]] = {}
     families: dict[str, str] = {}
     order: list[RunSystem] = []
     notes: list[str] = []
+    no_verdict: dict[RunSystem, str] = {}
+    """The "not a verdict" mark of a system (``scoring._readers``)."""
+    answers: dict[RunSystem, Verdict] = {}
+    """Each system's verdict in its own run (``scoring._verdicts``)."""
+    kinds: dict[str, dict[str, str]] = {}
+    systems_of = {lab: condition_systems(run) for lab, run in zip(labels, runs, strict=True)}
     digests = {
         lab: run.raw_config.get("pairs_sha256") for lab, run in zip(labels, runs, strict=True)
     }
     one_dataset = len(set(digests.values())) == 1 and None not in digests.values()
     for label, run in zip(labels, runs, strict=True):
         scores = score_results(run.results, run.conditions)
+        kinds[label] = dict(scores.kinds)
         identities, note = pair_identities(run)
         if note is not None:
             if not one_dataset:
@@ -105,6 +179,20 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
             notes.append(f"{label}: pairs not rebuilt ({note}); paired by id within one dataset")
         for pid, family in scores.families.items():
             families.setdefault(identities.get(pid, pid), family)
+        checks = reader_checks(scores)
+        unread = writer_checks(scores, checks)
+        writers = {(w.condition, w.budget): w.verdict for w in unread}
+        findings = floor_findings(scores, unreadable(checks))
+        for verdict in verdicts(scores, findings, checks, unread):  # the report's verdicts
+            answers[(label, verdict.reader, verdict.condition, verdict.budget)] = verdict
+        for check in checks:
+            if check.verdict:
+                notes.append(f"{label}: reader {check.reader}: {check.verdict} ({check.text()})")
+        marks = {c.reader: c.verdict for c in checks if c.verdict}
+        for reader, condition, budget in scores.systems:
+            mark = marks.get(reader) or writers.get((condition, budget))
+            if mark:
+                no_verdict[(label, reader, condition, budget)] = mark
         per_system = pair_values(scores, "joint_J")
         per_system_bounds = pair_bounds(scores, "joint_J")
         for system in scores.systems:
@@ -125,11 +213,19 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         if values
         else set()
     )
+    context = _Pairing(
+        order, values, shared, systems_of, kinds, no_verdict, runs, labels, options.only
+    )
     systems = []
     for key in order:
         label, reader, condition, budget = key
         shared_bounds = [bounds[key][p] for p in sorted(shared) if p in bounds[key]]
-        row = {"run": label, "reader": reader, "condition": condition, "budget": budget}
+        row = {"run": label, "reader": reader, "condition": condition, "budget": budget,
+               "system": systems_of[label].get(condition, condition),
+               "selected": context.selected(key), "verdict": no_verdict.get(key, "")}  # fmt: skip
+        answer = answers.get(key)
+        cells = answer.cells() if answer is not None else {}
+        row.update({f"own_{k}": cells.get(k, "-") for k, _ in VERDICT_COLUMNS})
         row.update(
             proportion_columns(
                 "joint_J",
@@ -142,53 +238,47 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         )  # the same counting as the report's: NA gives bounds, never a smaller n
         systems.append(row)
     baseline = included[0]
-    rows = []
-    for key in order if shared else []:  # no shared pair: nothing to compare, no test
-        label, reader, condition, budget = key
-        if label == baseline:
-            continue
-        candidates = [  # every reader of the baseline: backends against each other and exact
-            other
-            for other in order
-            if other[0] == baseline
-            and other[3] == budget
-            and system_name(other[2]) == system_name(options.reference or condition)
-        ]
-        for ref in candidates:
-            result = paired_comparison(
-                {p: v for p, v in values[ref].items() if p in shared},
-                {p: v for p, v in values[key].items() if p in shared},
-                families,
-            )
-            row = comparison_row(
-                reader,
-                budget,
-                f"{ref[0]}: {ref[2]} ({ref[1]})",
-                f"{label}: {condition} ({reader})",
-                result,
-            )
-            row.update(
-                run_a=ref[0],
-                run_b=label,
-                condition_a=ref[2],
-                condition_b=condition,
-                reader_a=ref[1],
-                reader_b=reader,
-                label=f"{row['b']} minus {row['a']}",
-            )
-            rows.append(row)
+    planned = context.plan(baseline, options.reference) if shared else []
+    rows: list[dict[str, Any]] = []
+    for plan in planned:  # no shared pair: nothing to compare, no test
+        ref, key = plan.against, plan.system
+        result = paired_comparison(
+            {p: v for p, v in values[ref].items() if p in shared},
+            {p: v for p, v in values[key].items() if p in shared},
+            families,
+        )
+        row = comparison_row(key[1], key[3], _name(ref), _name(key), result)
+        row.update(
+            run_a=ref[0],
+            run_b=key[0],
+            condition_a=ref[2],
+            condition_b=key[2],
+            reader_a=ref[1],
+            reader_b=key[1],
+            label=f"{row['b']} minus {row['a']}",
+            match=plan.match.value,
+            why=plan.why,
+            differs=bool(result.table.only_a or result.table.only_b),
+            group=plan.group if plan.match != Match.SAME else 3,
+            verdict=no_verdict.get(ref) or no_verdict.get(key) or "",
+        )
+        if plan.match == Match.SAME and not row["differs"] and not context.changed(ref, key):
+            row["group"] = SAME_GROUP  # the same result on every shared pair: one line for all
+        rows.append(row)
+    rows.sort(key=lambda row: row["group"])  # stable: plan order within a group
     floors = {lab: _reader_floors(run) for lab, run in zip(labels, runs, strict=True)}
-    for row in rows:  # alpha / m: the minimum detectable difference over the whole table
-        row.update(_power_of(row, len(rows)))
+    tested = sum(1 for row in rows if row["differs"])
+    for row in rows:  # alpha / m: the minimum detectable difference over the tested rows
+        row.update(_power_of(row, max(1, tested)))
         row.update(_noise_of(row, floors))
-    comparisons = with_holm(pd.DataFrame(rows))
+    comparisons = _with_holm(pd.DataFrame(rows))
     if not one_dataset:
         notes.append(
             "the runs were made on different pair sets: they are compared on the pairs whose "
             "histories are identical (matched by content, not by id)"
         )
     notes.append(
-        f"{len(shared)} source pairs shared by all runs; every rate and test below uses only them"
+        f"{len(shared)} source pairs shared by all runs; every rate and test here uses only them"
     )
     left = uncompared(pd.DataFrame(systems), comparisons, baseline)
     unpaired: list[Inline] = []
@@ -204,22 +294,33 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         f"baseline: {baseline}; each system of another run against the baseline's "
         + (f"{options.reference!r}" if options.reference else "same condition")
         + " at the same budget, read by every reader of the baseline (an LLM backend against "
-        "another and against the exact reader); unit: the source pair shared by all runs "
-        "(passes when joint J passes on every block of it at identity); exact McNemar on the "
-        "discordant pairs, Holm-corrected across every comparison in this table; delta "
-        "intervals: Newcombe's for paired proportions; underpowered: the observed difference "
-        "is below what these pairs detect with 80 % power (a miss is not evidence of no "
-        "difference; a significant one is real but its size likely overstated)"
+        "another and against the exact reader)"
+        + (
+            ""
+            if options.reference
+            else "; a condition in one run only, against the other run's best strict "
+            "condition by joint J on the shared pairs (chosen from the data: post hoc)"
+        )
+        + "; unit: the source pair shared by all runs (passes when joint J passes on every "
+        "block of it at identity); exact McNemar on the discordant pairs, Holm-corrected "
+        "across every comparison in this table that has a discordant pair (one without "
+        "cannot reach any level, Tarone's rule)"
+        + (f", --only {', '.join(options.only)}" if options.only else "")
+        + "; delta intervals: Newcombe's for paired proportions; underpowered: the observed "
+        "difference is below what these pairs detect with 80 % power (a miss is not "
+        "evidence of no difference; a significant one is real but its size likely "
+        "overstated)"
     )
     run_rows = [
         {
             "label": lab,
+            "name": run.label,
             "path": str(run.path),
             "created": run.created or "",
             "conditions": ", ".join(run.conditions),
             "budgets": ", ".join(map(str, run.plan.budgets)) if run.plan else "",
             "readers": ", ".join(dict.fromkeys(run.results["reader"].astype(str))),
-            "pairs_sha256": (digests[lab] or "")[:16],
+            "pairs_sha256": (digests[lab] or "")[:12],
             "n_source_pairs": int(run.results["source_pair_id"].nunique()),
             "baseline": lab == baseline,
         }
@@ -234,9 +335,130 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
     )
     alerts = [block for run in runs for block in integrity_alert(run)]
     return _document(
-        labels, pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons,
+        pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons,
         [*notes, *([unpaired] if unpaired else [])], method, alerts, empty,
     )  # fmt: skip
+
+
+def _name(key: RunSystem) -> str:
+    """``B: newest_first``, with its reader where that is an LLM."""
+    return f"{key[0]}: {key[2]}" + ("" if key[1] == "exact" else f" ({key[1]})")
+
+
+def _with_holm(table: pd.DataFrame) -> pd.DataFrame:
+    """Holm over the comparisons with a discordant pair; one without has McNemar p 1 and
+    cannot reach any level (Tarone), so counting it would only weaken the others."""
+    if table.empty:
+        return table
+    tested = with_holm(table[table["differs"]].copy())
+    untested = table[~table["differs"]].copy()
+    untested["p_holm"] = untested["p_value"]
+    untested["significant"] = False
+    untested["power_reading"] = ""
+    return pd.concat([tested, untested]).loc[table.index]
+
+
+@dataclass
+class _Pairing:
+    """What choosing each comparison needs: every system, its pairs and its run's."""
+
+    order: list[RunSystem]
+    values: dict[RunSystem, dict[str, float]]
+    shared: set[str]
+    systems_of: dict[str, dict[str, str]]
+    kinds: dict[str, dict[str, str]]
+    no_verdict: dict[RunSystem, str]
+    runs: Sequence[RunData]
+    labels: list[str]
+    only: tuple[str, ...] = ()
+
+    def identity(self, key: RunSystem) -> tuple[str, int]:
+        """(system, budget): what makes two runs' conditions one."""
+        return self.systems_of[key[0]].get(key[2], key[2]), key[3]
+
+    def passes(self, key: RunSystem) -> float:
+        found = [v for p, v in self.values[key].items() if p in self.shared and v == v]
+        return float(sum(found))
+
+    def best_strict(self, label: str, reader: str, budget: int) -> RunSystem | None:
+        """A run's best strict condition by joint J on the shared pairs at a reader and
+        budget (the first listed of a tie); None: it has none that gives a verdict."""
+        strict = [
+            key
+            for key in self.order
+            if (key[0], key[1], key[3]) == (label, reader, budget)
+            and self.kinds[label].get(key[2], "strict") == "strict"
+            and key not in self.no_verdict
+        ]
+        return max(strict, key=self.passes) if strict else None
+
+    def changed(self, first: RunSystem, second: RunSystem) -> str:
+        """``frontier@1 -> frontier@2`` where the two runs ran other versions of it."""
+        versions = []
+        for key in (first, second):
+            plan = self.runs[self.labels.index(key[0])].plan
+            versions.append(plan.compressor_versions.get(key[2], "") if plan else "")
+        return f"{versions[0]} -> {versions[1]}" if all(versions) and len(set(versions)) > 1 else ""
+
+    def selected(self, key: RunSystem) -> bool:
+        """Whether ``--only`` names the system (by label or spec); True without it."""
+        system = self.identity(key)[0]
+        return not self.only or any(
+            name == key[2] or system_name(name) == system for name in self.only
+        )
+
+    def plan(self, baseline: str, reference: str | None) -> list[Planned]:
+        """Every comparison of a selected system, in display order (``Planned.group``)."""
+        later = [key for key in self.order if key[0] != baseline]
+        first = [key for key in self.order if key[0] == baseline]
+        out: list[Planned] = []
+        reference = None if reference is None else system_name(reference)
+        for key in later:
+            if not self.selected(key):
+                continue
+            if reference is not None:  # every later system against that one
+                for ref in first:
+                    if ref[3] == key[3] and reference in (ref[2], self.identity(ref)[0]):
+                        out.append(Planned(ref, key, Match.REFERENCE, f"--reference {ref[2]}", 2))
+                continue
+            partners = [ref for ref in first if self.identity(ref) == self.identity(key)]
+            for ref in partners:
+                version = self.changed(ref, key)
+                why = "the same condition" + (f"; versions {version}" if version else "")
+                out.append(Planned(ref, key, Match.SAME, why, 3))
+            if not partners:
+                out += self._against_best(key, baseline, 0)
+        if reference is None:  # the baseline's own, against each later run's best
+            for key in first:
+                if not self.selected(key):
+                    continue
+                for label in dict.fromkeys(other[0] for other in later):
+                    if not any(
+                        self.identity(other) == self.identity(key)
+                        for other in later
+                        if other[0] == label
+                    ):
+                        out += self._against_best(key, label, 1)
+        seen: set[frozenset[RunSystem]] = set()
+        unique = []
+        for plan in sorted(out, key=lambda plan: plan.group):  # B's own against A's best,
+            two = frozenset((plan.against, plan.system))  # not A's best against B's again
+            if two not in seen:
+                seen.add(two)
+                unique.append(plan)
+        return unique
+
+    def _against_best(self, key: RunSystem, other: str, group: int) -> list[Planned]:
+        """A system in one run only, against the other run's best strict condition at
+        its budget, read by each of that run's readers."""
+        readers = dict.fromkeys(k[1] for k in self.order if k[0] == other and k[3] == key[3])
+        out = []
+        for reader in readers:
+            best = self.best_strict(other, reader, key[3])
+            if best is not None:
+                why = f"only in {key[0]}, against {other}'s best strict"
+                out.append(Planned(best, key, Match.ONLY, why, group))
+        return out
 
 
 def system_name(condition: str) -> str:
@@ -264,10 +486,12 @@ def uncompared(systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) 
         )
     )  # fmt: skip
     groups: dict[tuple[str, str, int], list[str]] = {}
-    for run, condition, budget, reader in zip(
-        systems["run"], systems["condition"], systems["budget"], systems["reader"], strict=True
-    ):
-        if run != baseline and (run, condition, budget, reader) not in paired:
+    selected = systems["selected"] if "selected" in systems else [True] * len(systems)
+    for run, condition, budget, reader, wanted in zip(
+        systems["run"], systems["condition"], systems["budget"], systems["reader"], selected,
+        strict=True,
+    ):  # fmt: skip
+        if wanted and run != baseline and (run, condition, budget, reader) not in paired:
             groups.setdefault((str(run), str(reader), int(budget)), []).append(str(condition))
     return [
         f"{run} ({reader}, {budget} B): {', '.join(names)}"
@@ -324,17 +548,81 @@ def _noise_notes(
     return notes
 
 
-def _listed(labels: list[str]) -> list[Inline]:
-    """Run labels as code, separated by commas."""
-    out: list[Inline] = []
-    for index, label in enumerate(labels):
-        out += [", "] if index else []
-        out.append(Code(label))
-    return out
+SAME_GROUP = 4
+"""``group`` of a comparison whose two systems passed the same shared pairs."""
+
+
+def answer_text(comparisons: pd.DataFrame) -> str:
+    """The comparison's answer in one sentence (compare.html's first line and the
+    terminal's): how many systems were compared, how many differ significantly."""
+    if comparisons.empty:
+        return "Nothing was compared."
+    shown = comparisons[comparisons["group"] < SAME_GROUP]
+    same = len(comparisons) - len(shown)
+    significant = int(shown["significant"].sum())
+    text = (
+        f"{len(shown)} comparison{'' if len(shown) == 1 else 's'} of joint J on the shared "
+        f"source pairs: {significant or 'none'} significant after Holm (p < 0.05)"
+    )
+    if same:
+        text += f"; {same} the same in both runs on every shared source pair"
+    return text + "."
+
+
+def same_text(comparisons: pd.DataFrame) -> str:
+    """The systems whose result is the same on every shared pair, named once each."""
+    if comparisons.empty:
+        return ""
+    same = comparisons[comparisons["group"] == SAME_GROUP]
+    if same.empty:
+        return ""
+    names = list(
+        dict.fromkeys(
+            str(row["condition_b"])
+            + ("" if row["reader_b"] == "exact" else f" ({row['reader_b']})")
+            + (f" [{row['verdict']}]" if row["verdict"] else "")
+            for _, row in same.iterrows()
+        )
+    )
+    runs = " and ".join(dict.fromkeys([*same["run_a"].astype(str), *same["run_b"].astype(str)]))
+    return (
+        f"The same in {runs} (no shared source pair differs): {', '.join(names)}"
+        + (f" ({len(names)} conditions)" if len(names) > 3 else "")
+        + "; compare.csv has their rows."
+    )
+
+
+def _differences(comparisons: pd.DataFrame, several: bool) -> list[Block]:
+    """compare.html's first table: every comparison but the identical ones, in order."""
+    shown = comparisons[comparisons["group"] < SAME_GROUP].copy()
+    if shown.empty:
+        return []
+    shown["joint_b_k"] = shown["both_pass"] + shown["only_b"]
+    shown["joint_a_k"] = shown["both_pass"] + shown["only_a"]
+    shown["joint_a_n"] = shown["joint_b_n"] = shown["n_pairs"]
+    columns = [
+        Column("b", "compared", "label"),
+        Column("a", "against", "label"),
+        Column("why", "why these two", "text"),
+        *([Column("budget", "budget (B)", "integer")] if several else []),
+        Column("joint_b", "compared: joint J (shared source pairs)", "count"),
+        Column("joint_a", "against: joint J", "count"),
+        Column(
+            "delta",
+            "difference (compared - against)",
+            "signed",
+            interval=("delta_low", "delta_high"),
+            help="difference in joint J pass rate, with a 95 % Newcombe interval for paired data",
+        ),
+        next(c for c in COMPARISON_COLUMNS if c.key == "p_holm"),
+        next(c for c in COMPARISON_COLUMNS if c.key == "significant"),
+        next(c for c in COMPARISON_COLUMNS if c.key == "power_reading"),
+        *([VERDICT_COLUMN] if shown["verdict"].ne("").any() else []),
+    ]
+    return [Table("differences-table", columns, shown)]
 
 
 def _document(
-    labels: list[str],
     runs: pd.DataFrame,
     systems: pd.DataFrame,
     comparisons: pd.DataFrame,
@@ -343,10 +631,13 @@ def _document(
     alerts: Sequence[Block] = (),
     empty: str | None = None,
 ) -> Document:
+    """The answer first (which systems differ, by how much, significant or not), then
+    the detail folded: every comparison, every system, the runs."""
+    several = bool(len(systems)) and systems["budget"].nunique() > 1
+    llm = bool(len(systems)) and systems["reader"].ne("exact").any()
     run_columns = [
         Column("label", "run", "label"),
         Column("baseline", "", "flag", flag_text="baseline"),
-        Column("path", "path", "text"),
         Column("created", "created", "text"),
         Column("conditions", "conditions", "text"),
         Column("budgets", "budgets (B)", "text"),
@@ -358,12 +649,24 @@ def _document(
         Column("run", "run", "label"),
         Column("condition", "condition", "label"),
         Column("budget", "budget (B)", "integer"),
-        Column("reader", "reader", "label"),
+        *([Column("reader", "reader", "label")] if llm else []),
         Column("joint_J", "joint J (shared source pairs)", "proportion"),
+        *(
+            Column(
+                f"own_{key}",
+                f"{title}, in its run",
+                "text",
+                help="the system's verdict on every source pair of its own run "
+                "(audit report's first table)",
+            )
+            for key, title in VERDICT_COLUMNS
+        ),
+        *([VERDICT_COLUMN] if systems.get("verdict", pd.Series(dtype=str)).ne("").any() else []),
     ]
     blocks: list[Any] = [Paragraph(method, muted=True)]
+    first: list[Block] = []
     if comparisons.empty:
-        blocks.append(
+        first.append(
             Paragraph(
                 empty
                 or "No system of a later run matches a baseline system (same condition, "
@@ -371,44 +674,77 @@ def _document(
             )
         )
     else:
-        blocks.append(
+        first.append(Paragraph([Strong(answer_text(comparisons))]))
+        first += _differences(comparisons, several)
+        same = same_text(comparisons)
+        if same:
+            first.append(Paragraph(same))
+        hidden = {"p_value", "min_detectable", *([] if several else ["budget"])}
+        columns = [c for c in COMPARISON_COLUMNS if c.key not in hidden]
+        blocks.append(  # the first screen's table says why each two; this one, how
             Table(
                 "comparisons-table",
-                [*COMPARISON_COLUMNS, *NOISE_COLUMNS],
+                [
+                    *columns,
+                    *(NOISE_COLUMNS if llm else []),
+                    *([VERDICT_COLUMN] if comparisons["verdict"].ne("").any() else []),
+                ],
                 comparisons,
                 csv="compare.csv",
+                caption="Every paired difference, with its 2x2 counts",
+                collapsed=True,
             )
         )
-        blocks.append(
-            Chart(
-                "forest-chart",
-                "forest",
-                comparisons,
-                {
-                    "label": "label",
-                    "value": "delta",
-                    "low": "delta_low",
-                    "high": "delta_high",
-                    "filled": "significant",
-                    "facet": None,
-                    "axis": "difference in joint J pass rate (second minus first), source pairs",
-                },
-                caption="Difference in joint J pass rate on shared source pairs, 95 % "
-                "Newcombe intervals; filled: Holm-corrected exact McNemar p < 0.05.",
+        charted = comparisons[comparisons["group"] < SAME_GROUP]
+        if not charted.empty:
+            blocks.append(
+                Chart(
+                    "forest-chart",
+                    "forest",
+                    charted,
+                    {
+                        "label": "label",
+                        "value": "delta",
+                        "low": "delta_low",
+                        "high": "delta_high",
+                        "filled": "significant",
+                        "facet": None,
+                        "axis": "difference in joint J pass rate (second minus first), "
+                        "source pairs",
+                    },
+                    caption="Difference in joint J pass rate on shared source pairs, 95 % "
+                    "Newcombe intervals; filled: Holm-corrected exact McNemar p < 0.05.",
+                    collapsed=True,
+                )
             )
-        )
+    key: list[tuple[str, Text]] = [
+        (f"{label}{' (baseline)' if baseline else ''}", [Code(str(path))])
+        for label, path, baseline in zip(runs["label"], runs["path"], runs["baseline"], strict=True)
+    ]  # the key of the short run labels (a path, in a table, widened it past the window)
     return Document(
-        title="memory audit: comparison of " + ", ".join(labels),
-        facts=Facts([("runs", _listed(labels))]),
-        summary=[*alerts, Bullets(notes)],
+        title="memory audit: comparison of "
+        + ", ".join(
+            f"{lab} ({name})" for lab, name in zip(runs["label"], runs["name"], strict=True)
+        ),
+        facts=Facts(key),
+        summary=[*alerts, *first, Bullets(notes)],
         sections=[
-            Section("runs", "Runs", [Table("runs-table", run_columns, runs)]),
+            Section("comparisons", "Paired differences", blocks),
             Section(
                 "systems",
                 "Joint J per system on the shared pairs",
-                [Table("systems-table", system_columns, systems, csv="systems.csv")],
+                [
+                    Table(
+                        "systems-table",
+                        system_columns,
+                        systems,
+                        csv="systems.csv",
+                        caption="Every system of every run",
+                        collapsed=True,
+                    )
+                ],
             ),
-            Section("comparisons", "Paired differences", blocks),
+            Section("runs", "Runs", [Table("runs-table", run_columns, runs)]),
         ],
         stem="compare",
     )

@@ -41,11 +41,11 @@ COMPARISON_COLUMNS = [
     ),
     Column(
         "power_reading",
-        "underpowered?",
+        "power",
         "text",
-        help="yes: too few pairs to tell a difference this size from none (a miss is not "
-        "evidence of no difference); size overstated?: significant, but below what these "
-        "pairs detect with 80 % power, so its size is likely an overestimate",
+        help="underpowered: too few pairs to tell a difference this size from none (a miss "
+        "is not evidence of no difference); size likely overstated: significant, but below "
+        "what these pairs detect with 80 % power, so its size is likely an overestimate",
     ),
 ]
 NOISE_COLUMNS = [
@@ -109,7 +109,7 @@ def power_reading(underpowered: bool, significant: bool) -> str:
     study that reaches significance does so with a lucky draw)."""
     if not underpowered:
         return ""
-    return "size overstated?" if significant else "yes"
+    return "size likely overstated" if significant else "underpowered"
 
 
 def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
@@ -121,8 +121,8 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
         blocks.setdefault((reader, budget), []).append(condition)
     planned: list[tuple[str, int, str, str]] = []
     for (reader, budget), names in blocks.items():
-        if len(names) < 2:
-            continue
+        if len(names) < 2 or reader in ctx.unreadable:
+            continue  # a reader that cannot read the histories is compared with nothing
 
         def rate(condition: str, reader: str = reader, budget: int = budget) -> float:
             found = list(values.get((reader, condition, budget), {}).values())

@@ -15,7 +15,22 @@ import numpy as np
 import pandas as pd
 
 from audit.rundir import MemoryStore, RunData, SourcePairs, load_source_pairs
-from audit.scoring import DEFAULT_RESAMPLES, DEFAULT_SEED, IDENTITY, Scores, wilson_arrays
+from audit.scoring import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    IDENTITY,
+    FloorFinding,
+    ReaderCheck,
+    Scores,
+    Verdict,
+    WriterCheck,
+    floor_findings,
+    reader_checks,
+    unreadable,
+    verdicts,
+    wilson_arrays,
+    writer_checks,
+)
 
 System = tuple[str, str, int]
 """(reader, condition, budget)."""
@@ -31,6 +46,9 @@ class Options:
     """Compare every two conditions (instead of each against the reference)."""
     max_pairs: int = 200
     """Source pairs drilled into (failures first); 0 = all."""
+    only: tuple[str, ...] = ()
+    """``audit compare --only``: the conditions (labels or specs) whose comparisons are
+    wanted; empty: every one."""
 
 
 @dataclass
@@ -110,6 +128,43 @@ class ReportContext:
 
     def kind(self, condition: str) -> str:
         return self.scores.kinds.get(condition, "strict")
+
+    @cached_property
+    def reader_checks(self) -> list[ReaderCheck]:
+        """Each LLM reader's check on ``full`` (``scoring._readers``)."""
+        return reader_checks(self.scores)
+
+    @cached_property
+    def unreadable(self) -> list[str]:
+        """The readers whose scores are no verdict: they rank nothing."""
+        return unreadable(self.reader_checks)
+
+    @cached_property
+    def writer_checks(self) -> list[WriterCheck]:
+        return writer_checks(self.scores, self.reader_checks)
+
+    @cached_property
+    def floor_findings(self) -> list[FloorFinding]:
+        """The floor check (``scoring._probes``), run once for the floor box and the
+        verdicts."""
+        return floor_findings(self.scores, self.unreadable)
+
+    @cached_property
+    def verdicts(self) -> list[Verdict]:
+        """Each system's verdict (``scoring._verdicts``): the report's first table."""
+        return verdicts(self.scores, self.floor_findings, self.reader_checks, self.writer_checks)
+
+    def verdict(self, system: System) -> str | None:
+        """The "not a verdict" mark of a system's scores, or None: its reader cannot read
+        the histories, or no valid reader can read its writer's memories."""
+        reader, condition, budget = system
+        for check in self.reader_checks:
+            if check.reader == reader and check.verdict:
+                return check.verdict
+        for writer in self.writer_checks:
+            if (writer.condition, writer.budget) == (condition, budget):
+                return writer.verdict
+        return None
 
     @property
     def several_readers(self) -> bool:

@@ -59,6 +59,9 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
     notes: list[str] = []
     if run.costs is not None:
         for invocation in run.costs.invocations:
+            if invocation.backends_start is not None:
+                start = invocation.backends_start.seconds
+                _add(rows, "LLM backends: start (model, server)", {"seconds": start})
             if invocation.deterministic is not None:
                 stage = invocation.deterministic
                 _add(
@@ -66,6 +69,9 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
                     "compress + exact read (deterministic jobs)",
                     {"units": stage.jobs, "seconds": stage.seconds},
                 )
+            if invocation.probe is not None:
+                probe = invocation.probe
+                _add(rows, "determinism probe", {"sent": probe.requests, "seconds": probe.seconds})
             if invocation.llm is not None:
                 llm = invocation.llm
                 _add(rows, "LLM stage", {"units": llm.units, "seconds": llm.seconds})

@@ -10,14 +10,15 @@ from audit.reportdata._causes import ATTRIBUTIONS, CAUSE_HELP
 from audit.reportdata._context import ReportContext, proportion_columns
 from audit.rundir import OUTCOMES
 from audit.scoring import IDENTITY
+from histories import WRONG_ANSWERS
 from reports import Chart, Column, Paragraph, Section, Table
 
 SYSTEM = ["reader", "condition", "budget"]
 
 
 def failure_frame(ctx: ReportContext) -> pd.DataFrame:
-    """Per system at identity: outcome and cause counts (reads), joint J strict and
-    lenient (source pairs)."""
+    """Per system at identity: outcome, wrong-answer and cause counts (reads), joint J
+    strict and lenient (source pairs)."""
     results = ctx.run.results
     identity = results[results["transform"] == IDENTITY]
     outcomes = identity.groupby([*SYSTEM, "outcome"], observed=True).size()
@@ -33,6 +34,10 @@ def failure_frame(ctx: ReportContext) -> pd.DataFrame:
     outcome_counts: dict[tuple[Any, ...], int] = {
         tuple(cast(tuple[Any, ...], k)): int(v) for k, v in outcomes.items()
     }
+    wrong_counts: dict[tuple[Any, ...], int] = {}
+    if "wrong_answer" in identity:  # not in a run made before the column
+        wrong = identity.groupby([*SYSTEM, "wrong_answer"], observed=True).size()
+        wrong_counts = {tuple(cast(tuple[Any, ...], k)): int(v) for k, v in wrong.items()}
     cause_counts: dict[tuple[Any, ...], int] = {
         tuple(cast(tuple[Any, ...], k)): int(v) for k, v in counted.items()
     }
@@ -43,6 +48,9 @@ def failure_frame(ctx: ReportContext) -> pd.DataFrame:
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
         for outcome in OUTCOMES:
             row[f"outcome_{outcome}"] = outcome_counts.get((reader, condition, budget, outcome), 0)
+        if "wrong_answer" in identity:
+            for name in WRONG_ANSWERS:
+                row[f"wrong_{name}"] = wrong_counts.get((reader, condition, budget, name), 0)
         for cause in ATTRIBUTIONS:
             row[f"cause_{cause}"] = cause_counts.get((reader, condition, budget, cause), 0)
         cell = ctx.identity_cell(system)
@@ -77,7 +85,9 @@ def build(ctx: ReportContext) -> Section:
             "it kept the evidence cannot be told); writer cut off or empty (an LLM writer's "
             "answer was cut off at its token limit or empty: the compressor failed); "
             "compressor raised; infrastructure (NA: no answer after retries, or a request "
-            "the server refused; not scored).",
+            "the server refused; not scored). The wrong: columns say what the answer of "
+            "each wrong read is, whatever its cause (each column's help; docs/method.md, "
+            "Wrong answers).",
             muted=True,
         )
     )
@@ -86,6 +96,12 @@ def build(ctx: ReportContext) -> Section:
         for o in OUTCOMES
         if not frame.empty and frame[f"outcome_{o}"].any()
     ]
+    wrong_columns = [
+        Column(f"wrong_{w}", f"wrong: {w.replace('_', ' ')} (reads)", "integer",
+               help=WRONG_ANSWERS[w])
+        for w in WRONG_ANSWERS
+        if f"wrong_{w}" in frame and frame[f"wrong_{w}"].any()
+    ]  # fmt: skip
     cause_columns = [
         Column(f"cause_{key}", f"{label} (reads)", "integer", help=CAUSE_HELP[key])
         for key, label in ATTRIBUTIONS.items()
@@ -101,6 +117,7 @@ def build(ctx: ReportContext) -> Section:
             else []
         ),
         *outcome_columns,
+        *wrong_columns,
         *cause_columns,
     ]
     blocks.append(Table("taxonomy-table", columns, frame, csv="taxonomy.csv"))

@@ -1,12 +1,13 @@
 """The summary at the top of a report: what to see in ten seconds.
 
 A run that is not whole comes before anything (incomplete: what is missing and how
-to finish it; damaged: which file, and where the results were read from instead).
-Then shortcut findings (a probe that does as well as a condition under every
-transform; a condition that loses under a transform), then where current accuracy
-would pick a different condition than reveal accuracy, then the best strict
-condition per budget with every tie named, the ceiling (archives) and the floor
-(probes), NA, and the run's notes.
+to finish it; damaged: which file, and where the results were read from instead),
+then a reader that cannot read the histories.  Then the verdicts (``Verdict``: one
+row per strict condition, the ceiling and the floor, the console's lines cell for
+cell), shortcut findings (a probe that does as well as a condition under every
+transform; a condition that loses under a transform), where current accuracy would
+pick a different condition than reveal accuracy, the best strict condition per
+budget with every tie named, NA, and the run's notes.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ import pandas as pd
 from audit.reportdata._context import ReportContext, System
 from audit.rundir import RunData
 from audit.scoring import (
-    article,
+    ALPHA,
+    VERDICT_COLUMNS,
+    VERDICT_LEGEND,
+    FloorFinding,
     equivariance_alerts,
-    grouped_matches,
-    listed,
-    probe_advice,
-    probe_matches,
+    floor_message,
+    selection_text,
     selection_warnings,
     shortcut_gaps,
+    verdict_rows,
 )
 from reports import Alert, Block, Bullets, Column, Flag, Strong, Table, with_code
 
@@ -44,59 +47,41 @@ def _where(ctx: ReportContext, reader: str, budget: int) -> str:
 
 
 def _probe_alerts(ctx: ReportContext) -> list[Block]:
-    """Conditions no better than a shortcut probe: one box per reader and budget, one
-    line per condition (its probes, joint J at identity, what to do), so that five
-    conditions matched by three probes read in one glance instead of fifteen boxes."""
-    by_where: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for group in grouped_matches(probe_matches(ctx.scores)):
-        by_where.setdefault((group["reader"], group["budget"]), []).append(group)
+    """Conditions this audit cannot tell from the probe floor: one box per reader and
+    budget, one line per condition (``floor_message``, the console's text too)."""
+    by_where: dict[tuple[str, int], list[FloorFinding]] = {}
+    for finding in ctx.floor_findings:
+        by_where.setdefault((finding.reader, finding.budget), []).append(finding)
     blocks: list[Block] = []
-    for (reader, budget), groups in by_where.items():
-        where = _where(ctx, reader, budget)
+    for (reader, budget), findings in by_where.items():
         strict = [s for s in ctx.scores.contestants() if (s[0], s[2]) == (reader, budget)]
-        kinds = listed(list(dict.fromkeys(h for g in groups for h in g["heuristics"])), "or")
-        if len(groups) == 1:
-            title: Any = [
-                Flag("This audit cannot tell "),
-                Strong(groups[0]["condition"]),
-                Flag(f" from {article(kinds)} {kinds} heuristic"),
-                f" ({where})",
-            ]
-        else:
-            title = [
-                Flag(
-                    f"This audit cannot tell {len(groups)} of {len(strict)} strict "
-                    f"conditions from {article(kinds)} {kinds} heuristic"
-                ),
-                f" ({where})",
-            ]
-        transforms = groups[0]["transforms"]
-        matched = list({m["probe"]: m for g in groups for m in g["matches"]}.values())
-        one = len(groups) == 1
-        advice = probe_advice(groups[0]["condition"] if one else "each matched condition",
-                              matched, transforms)  # fmt: skip
-        legend = "; ".join(
-            m["probe"] + (f" exploits {m['exploits']}" if m["exploits"] else "") for m in matched
-        )
-        probes = "A probe that knows" if len(matched) == 1 else "Probes that know"
-        body = (
-            f"{probes} nothing of semantics ({legend}) did at least as well on joint J "
-            f"(blocks) under every transform of this run ({', '.join(transforms)}). "
-            f"{advice[0].upper()}{advice[1:]}. Joint J at {transforms[0]}, probe vs condition:"
-        )
-        items: list[Any] = [
-            [Strong(group["condition"]), ": " + ", ".join(
-                f"{m['probe']} {m['probe_joint_J'][transforms[0]]:.2f} vs "
-                f"{m['condition_joint_J'][transforms[0]]:.2f}" for m in group["matches"])]
-            for group in groups
-        ]  # fmt: skip
-        blocks.append(Alert("warn", title, body, items))
+        message = floor_message(findings, len(strict))
+        items: list[Any] = [[Strong(name), ": " + where] for name, where in message.items]
+        title: Any = [Flag(message.headline), f" ({_where(ctx, reader, budget)})"]
+        blocks.append(Alert("warn", title, message.body, items))
+    return blocks
+
+
+def reader_alerts(ctx: ReportContext) -> list[Block]:
+    """A reader that cannot read the histories (its check on ``full``) and a writer no
+    valid reader can read: their scores are no verdict, and rank nothing."""
+    blocks: list[Block] = []
+    for check in ctx.reader_checks:
+        if check.verdict:
+            blocks.append(Alert("warn", [Strong(check.reader), ": ", Flag(check.verdict)],
+                                f"{check.text()[0].upper()}{check.text()[1:]}. Its scores "
+                                "are shown marked and take no part in any ranking."))  # fmt: skip
+    for writer in ctx.writer_checks:
+        blocks.append(Alert("warn", [Strong(f"{writer.condition} @ {writer.budget} B"), ": ",
+                                     Flag(writer.verdict)],
+                            f"{writer.text()[0].upper()}{writer.text()[1:]}."))  # fmt: skip
     return blocks
 
 
 def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = _probe_alerts(ctx)
     findings: list[Any] = []
+    spelled: list[dict[str, Any]] = []
     for alert in equivariance_alerts(ctx.scores):
         where = _where(ctx, alert["reader"], alert["budget"])
         if alert["check"] == "order":
@@ -112,13 +97,21 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
                 )
             )  # fmt: skip
         elif alert["kind"] == "strict":
-            findings.append(
-                [Flag("Spelling dependence: "), Strong(ctx.label((alert["reader"],
-                 alert["condition"], alert["budget"]))), " keeps other records when labels "
-                 f"are renamed (equivariance violated under {alert['transform']} on "
-                 f"{alert['k']}/{alert['n']} source pairs): its choices depend on how "
-                 "identifiers are spelled."]
-            )  # fmt: skip
+            spelled.append(alert)
+    if spelled:  # one finding, however many conditions show it
+        several = len({a["transform"] for a in spelled}) > 1
+        named: list[Any] = []
+        for index, alert in enumerate(spelled):
+            label = ctx.label((alert["reader"], alert["condition"], alert["budget"]))
+            named += [", " if index else "", Strong(label),
+                      f" {alert['k']}/{alert['n']}"
+                      + (f" under {alert['transform']}" if several else "")]  # fmt: skip
+        transform = "" if several else f" under {spelled[0]['transform']}"
+        findings.append(
+            [Flag("Spelling dependence: "), "these memories keep other records when labels "
+             f"are renamed (equivariance violated{transform}, source pairs): ", *named,
+             ". Their choices depend on how identifiers are spelled."]
+        )  # fmt: skip
     for gap in shortcut_gaps(ctx.scores, resamples=ctx.options.resamples, seed=ctx.options.seed):
         value, p = gap["reveal_gap_blocks"], gap.get("reveal_gap_p")
         system: System = (gap["reader"], gap["condition"], gap["budget"])
@@ -144,32 +137,33 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
 
 def _selection_alerts(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = []
-    for warning in selection_warnings(ctx.scores):
+    for warning in selection_warnings(ctx.scores, ctx.unreadable):
         if not warning["warn"]:
             continue
+
+        def counts(condition: str, metric: str, warning: dict[str, Any] = warning) -> str:
+            cell = ctx.identity_cell((warning["reader"], condition, warning["budget"]))
+            return (
+                "-" if cell is None else f"{cell[f'{metric}_pairs_k']}/{cell[f'{metric}_pairs_n']}"
+            )
+
         items = [
             f"current prefers {inv['current_prefers']} over {inv['reveal_prefers']} "
-            f"({inv['current'][0]:.2f} vs {inv['current'][1]:.2f}), reveal the opposite "
-            f"({inv['reveal'][0]:.2f} vs {inv['reveal'][1]:.2f})" + _noise_note(inv)
+            f"({counts(inv['current_prefers'], 'current')} vs "
+            f"{counts(inv['reveal_prefers'], 'current')} source pairs), reveal the opposite "
+            f"({counts(inv['current_prefers'], 'reveal')} vs "
+            f"{counts(inv['reveal_prefers'], 'reveal')})" + _noise_note(inv)
             for inv in warning["inversions"][:12]
         ]
         if len(warning["inversions"]) > 12:
             items.append(f"... and {len(warning['inversions']) - 12} more (ranking.csv)")
-        body: list[Any] = [
-            "Current accuracy ranks ", Strong(", ".join(warning["best_by_current"])),
-            " best; reveal accuracy ranks ", Strong(", ".join(warning["best_by_reveal"])),
-            " best (strict conditions; archives and probes are not choices).",
-        ]  # fmt: skip
-        if warning["misleading"]:
-            body += [" Choosing by current accuracy could pick ",
-                     Strong(", ".join(warning["misleading"])),
-                     ", which the reveal future shows to be worse."]  # fmt: skip
         where = _where(ctx, warning["reader"], warning["budget"])
         noise = warning.get("within_noise", False)
-        if noise:
-            body += [" Every reversal here is within noise: none is significant by an exact "
-                     "McNemar test on these source pairs (p < 0.05 on both current and "
-                     "reveal accuracy)."]  # fmt: skip
+        text = selection_text(warning)  # the console's text too
+        body: list[Any] = [
+            text[0].upper() + text[1:],
+            " (Strict conditions only: archives and probes are not choices.)",
+        ]
         title = (
             "Current accuracy would pick a different condition than reveal accuracy"
             if warning["misleading"]
@@ -196,44 +190,45 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
 
 
 def _noise_note(inversion: dict[str, Any]) -> str:
-    """How sure a reversal is: the exact McNemar p on each branch."""
-    ps = [inversion.get("current_p"), inversion.get("reveal_p")]
-    if any(p is None for p in ps):
+    """How sure a reversal is: the exact McNemar p on each branch, uncorrected, and,
+    when it is within noise, on which branch it is not significant (a significant p
+    never stands beside a bare "within noise")."""
+    now, later = inversion.get("current_p"), inversion.get("reveal_p")
+    if now is None or later is None:
         return ""
-    shown = f"McNemar p {ps[0]:.2g} now, {ps[1]:.2g} after the reveal"
-    return f"; within noise ({shown})" if inversion.get("within_noise") else f" ({shown})"
+    shown = f"exact McNemar p {now:.2g} now, {later:.2g} after the reveal, uncorrected"
+    if not inversion.get("within_noise"):
+        return f" ({shown})"
+    weak = [w for w, p in (("now", now), ("after the reveal", later)) if p >= ALPHA]
+    return f"; within noise, not significant {' or '.join(weak)} ({shown})"
 
 
 def _best(ctx: ReportContext) -> list[Any]:
-    """Per (reader, budget): the best strict condition by joint J (every tie named),
-    the ceiling (archives) and the floor (the best probe)."""
+    """Per (reader, budget): the best strict condition by joint J (every tie named; the
+    ceiling and the floor are rows of the verdicts table), and how the comparisons'
+    reference was chosen."""
     lines: list[Any] = []
     groups: dict[tuple[str, int], list[tuple[float, str, dict[str, Any]]]] = {}
     for system in ctx.scores.systems:
+        if system[0] in ctx.unreadable:
+            continue  # no verdict: no best, ceiling or floor
         cell = ctx.identity_cell(system)
         rate = _rate(cell, "joint_J")
         if rate is not None and cell is not None:
             groups.setdefault((system[0], system[2]), []).append((rate, system[1], cell))
     for (reader, budget), entries in groups.items():
-        where = _where(ctx, reader, budget)
-        by_kind: dict[str, list[tuple[float, str, dict[str, Any]]]] = {}
-        for entry in entries:
-            by_kind.setdefault(ctx.kind(entry[1]), []).append(entry)
-        for kind, title in (("strict", "Best joint J"), ("archive", "Ceiling"),
-                            ("probe", "Floor (best probe)")):  # fmt: skip
-            found = by_kind.get(kind)
-            if not found:
-                continue
-            top = max(rate for rate, _, _ in found)
-            winners = [(c, cell) for rate, c, cell in found if rate == top]
-            cell = winners[0][1]
-            tie = f" (a tie of {len(winners)})" if len(winners) > 1 else ""
-            note = {"archive": " (archives re-read the raw history: extra storage)",
-                    "probe": " (a shortcut heuristic)"}.get(kind, "")  # fmt: skip
-            lines.append(
-                [f"{title} at {where}{tie}: ", Strong(", ".join(c for c, _ in winners)),
-                 f", {cell['joint_J_pairs_k']}/{cell['joint_J_pairs_n']} source pairs{note}."]
-            )  # fmt: skip
+        found = [entry for entry in entries if ctx.kind(entry[1]) == "strict"]
+        if not found:  # the ceiling and the floor are rows of the verdicts table
+            continue
+        top = max(rate for rate, _, _ in found)
+        winners = [(c, cell) for rate, c, cell in found if rate == top]
+        cell = winners[0][1]
+        tie = f" (a tie of {len(winners)})" if len(winners) > 1 else ""
+        lines.append(
+            [f"Best joint J at {_where(ctx, reader, budget)}{tie}: ",
+             Strong(", ".join(c for c, _ in winners)),
+             f", {cell['joint_J_pairs_k']}/{cell['joint_J_pairs_n']} source pairs."]
+        )  # fmt: skip
     if len(ctx.scores.systems) > 1:  # how the comparisons' reference was chosen
         sentence = with_code(ctx.reference_sentence())
         lines.append(
@@ -258,9 +253,49 @@ def integrity_alert(run: RunData) -> list[Block]:
     return [Alert("warn", [Flag(title)], "", [with_code(p) for p in problems])]
 
 
+def verdict_table(ctx: ReportContext) -> list[Block]:
+    """The answer first: per reader and budget, a row per strict condition and the
+    ceiling and floor rows (``scoring.verdict_rows``: the console's lines, cell for
+    cell), after the legend that says what the words mean."""
+    groups: dict[tuple[str, int], list[Any]] = {}
+    for verdict in ctx.verdicts:
+        groups.setdefault((verdict.reader, verdict.budget), []).append(verdict)
+    rows = []
+    for (reader, budget), here in groups.items():
+        for row in verdict_rows(here):
+            v = row.verdict
+            rows.append(
+                {"condition": row.label, "reader": reader, "budget": budget, **row.cells,
+                 "note": row.remark.strip("()"), "kind": v.kind, "keeps_k": v.keeps_k,
+                 "keeps_k_high": v.keeps_k_high, "n": v.n, "keeps_low": v.keeps_low,
+                 "keeps_high": v.keeps_high, "flatter_p": v.flatter_p,
+                 "not_a_verdict": v.not_a_verdict or ""}
+            )  # fmt: skip
+    if not rows:
+        return []
+    frame = pd.DataFrame(rows)
+    titles = dict(VERDICT_COLUMNS)
+    columns = [
+        Column("condition", "condition", "label"),
+        *([Column("budget", "budget (B)", "integer")] if len(groups) > 1 else []),
+        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *(Column(key, titles[key], "text") for key, _ in VERDICT_COLUMNS),
+        *([Column("note", "note", "text")] if frame["note"].ne("").any() else []),
+    ]
+    budgets = ", ".join(str(b) for b in sorted({b for _, b in groups}))
+    return [
+        Table(
+            "verdicts-table", columns, frame, csv="verdicts.csv",
+            caption=f"Verdicts at {budgets} B, at identity over all families. {VERDICT_LEGEND}",
+        )
+    ]  # fmt: skip
+
+
 def build(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = [
         *integrity_alert(ctx.run),
+        *reader_alerts(ctx),
+        *verdict_table(ctx),
         *_shortcut_alerts(ctx),
         *_selection_alerts(ctx),
     ]
@@ -282,7 +317,7 @@ def _at(values: Any, index: int) -> float:
 def _ranking_table(ctx: ReportContext) -> Table:
     """Every inversion of current and reveal accuracy, for ranking.csv."""
     rows = []
-    for warning in selection_warnings(ctx.scores):
+    for warning in selection_warnings(ctx.scores, ctx.unreadable):
         for inversion in warning["inversions"] or [{}]:
             rows.append(
                 {

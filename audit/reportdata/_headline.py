@@ -16,7 +16,10 @@ from audit.scoring import (
 )
 from reports import Chart, Column, Section, Table
 
-HEADLINE_METRICS = ("current", "reveal", "override", "joint_J", "adequacy", "collision")
+HEADLINE_METRICS = (
+    "current", "reveal", "override", "joint_J", "adequacy", "late_reference_adequacy",
+    "collision",
+)  # fmt: skip
 
 
 def role(kind: str) -> str:
@@ -41,7 +44,9 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
     for system in ctx.scores.systems:
         cell = ctx.identity_cell(system)
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
-        row["role"] = role(ctx.kind(system[1]))
+        verdict = ctx.verdict(system)
+        row["role"] = "not a verdict" if verdict else role(ctx.kind(system[1]))
+        row["verdict"] = verdict or ""
         for metric in HEADLINE_METRICS:
             row.update(proportion_columns(metric, cell))
         reader, condition, budget = system
@@ -90,15 +95,18 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if table.empty:
         return table
+    ranked = table["verdict"] == ""  # a score that is no verdict ranks nothing
     for metric in ("current", "reveal"):
         table[f"rank_{metric}"] = (
-            table.groupby(["reader", "budget"])[f"{metric}_rate"]
+            table[ranked]
+            .groupby(["reader", "budget"])[f"{metric}_rate"]
             .rank(method="min", ascending=False)
+            .reindex(table.index)
             .fillna(0)
             .astype(int)
         )
     table["rank_differs"] = False
-    for warning in selection_warnings(ctx.scores):
+    for warning in selection_warnings(ctx.scores, ctx.unreadable):
         if not warning["warn"]:
             continue
         involved = set(warning["misleading"]) | {
@@ -118,7 +126,8 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
         for reader, budget in zip(table["reader"], table["budget"], strict=True)
     ]
     table["ranks"] = [
-        f"{a} / {b}" for a, b in zip(table["rank_current"], table["rank_reveal"], strict=True)
+        f"{a} / {b}" if keep else "-"
+        for a, b, keep in zip(table["rank_current"], table["rank_reveal"], ranked, strict=True)
     ]
     return table
 
@@ -134,7 +143,9 @@ def build(ctx: ReportContext) -> Section:
             "role",
             "text",
             help="archives are ceilings (extra storage) and probes the floor (they know "
-            "nothing of semantics): neither is ever the best condition or the reference",
+            "nothing of semantics): neither is ever the best condition or the reference; "
+            "not a verdict: the reader cannot read these histories (its check on full), or "
+            "no valid reader can read the writer's memories: ranked nowhere",
         ),
         Column("budget", "budget (B)", "integer"),
         *([Column("reader", "reader", "label")] if ctx.several_readers else []),
@@ -197,6 +208,14 @@ def build(ctx: ReportContext) -> Section:
             "both variants (no reader involved)",
         ),
         Column(
+            "late_reference_adequacy",
+            "late-ref (source pairs)",
+            "count",  # k/n: its interval is in headline.csv (the table fits 1280 px)
+            help="late-reference adequacy: adequacy on the late-reference family alone, "
+            "whose reveal makes the query copy a key no earlier update touched: the memory "
+            "still answers a late reference",
+        ),
+        Column(
             "collision",
             "collisions (source pairs)",
             "proportion",
@@ -206,12 +225,12 @@ def build(ctx: ReportContext) -> Section:
             "memory_bytes_mean",
             "mean memory (B)",
             "number",
-            digits=1,
+            digits=0,  # whole bytes: a tenth of a byte is noise, and the table fits 1280 px
             interval=("memory_bytes_low", "memory_bytes_high"),
             interval_label="boot",
         ),
         Column("ranks", "rank now / after reveal", "text"),
-        Column("rank_differs", "ranked differently?", "flag", flag_text="yes"),
+        Column("rank_differs", "ranks differ?", "flag", flag_text="yes"),
     ]
     blocks: list[Any] = [
         Table(

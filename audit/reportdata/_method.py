@@ -18,13 +18,13 @@ def build(ctx: ReportContext) -> Section:
                     "instance and repeat of a pair) and reads (one reader's answer on one "
                     "memory). Every header says which. A source pair passes a score when every "
                     "block of it passes; repeats are never folded by majority vote.",
-                    "Intervals: 95 % Wilson (statsmodels) for k/n; cluster bootstrap (boot) for "
+                    "Intervals: 95 % Wilson score for k/n; cluster bootstrap (boot) for "
                     "joint J's mean block rate, mean bytes, block rates and gaps: source pairs "
                     "resampled with replacement, within each family when every family has 10 "
                     f"or more pairs, else all together ({options.resamples} resamples, seed "
                     f"{options.seed}), percentile interval; a zero-width interval over varying "
                     "pairs is flagged. Paired differences: Newcombe's hybrid score interval.",
-                    "Paired tests: exact McNemar (statsmodels) on the source pairs determined "
+                    "Paired tests: exact McNemar (binomial) on the source pairs determined "
                     "in both conditions; Holm correction across every comparison of the table; "
                     "each comparison's minimum detectable difference at 80 % power, and "
                     "'underpowered' where the observed difference is below it.",

@@ -14,9 +14,11 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from histories import WRONG_ANSWERS
+
 Outcome = Literal[
     "pass", "wrong_log", "unparsed", "reader_error", "wrapper_only", "writer_truncated",
-    "writer_empty", "na", "error",
+    "writer_empty", "writer_echo", "na", "error",
 ]  # fmt: skip
 OUTCOMES: dict[Outcome, str] = {
     "pass": "the reader answered right (strict: the exact envelope, a normal stop)",
@@ -28,6 +30,9 @@ OUTCOMES: dict[Outcome, str] = {
     "token limit: the compressor failed (scored 0; not a wrong log)",
     "writer_empty": "an LLM writer answered nothing (empty content) on this memory's stream: "
     "the compressor failed (scored 0; not a wrong log)",
+    "writer_echo": "an LLM writer's memory repeats its prompt's instructions (at least half "
+    "of its runs of 8 words are theirs) instead of keeping the history: the compressor "
+    "failed (scored 0; not a wrong log)",
     "na": "an infrastructure failure after retries, or a request the server refused "
     "(HTTP 400/413/422): not scored",
     "error": "the compressor raised",
@@ -77,6 +82,7 @@ RESULT_COLUMNS = (
     "writer_reasoning_tokens",
     "writer_content_tokens",
     "writer_reasoning_chars",
+    "wrong_answer",
 )
 """Columns of results.csv, one row per read (new columns go at the end)."""
 
@@ -88,14 +94,40 @@ INTEGER_COLUMNS = frozenset(
 )  # fmt: skip
 """Counts and 0/1 scores; empty (None) where not applicable or NA."""
 FLOAT_COLUMNS = frozenset({"latency_s"})
+CODED_COLUMNS: dict[str, pa.Array] = {"wrong_answer": pa.array(list(WRONG_ANSWERS))}
+"""Columns of a small closed vocabulary: an int8 code per row into this dictionary (the
+same in every table), names in results.csv and in a frame."""
 
 RESULT_SCHEMA = pa.schema(
     [
         (name, pa.int64() if name in INTEGER_COLUMNS
-         else pa.float64() if name in FLOAT_COLUMNS else pa.string())
+         else pa.float64() if name in FLOAT_COLUMNS
+         else pa.dictionary(pa.int8(), pa.string()) if name in CODED_COLUMNS
+         else pa.string())
         for name in RESULT_COLUMNS
     ]
 )  # fmt: skip
+
+
+def coded(name: str, values: Sequence[str | None]) -> pa.DictionaryArray:
+    """Names of a ``CODED_COLUMNS`` column -> its codes (a name outside it is a bug)."""
+    import pyarrow.compute as pc
+
+    vocabulary = CODED_COLUMNS[name]
+    names = pa.array(values, pa.string())
+    codes = pc.index_in(names, value_set=vocabulary)
+    if codes.null_count != names.null_count:
+        unknown = {str(v) for v in values if v is not None} - set(vocabulary.to_pylist())
+        raise ValueError(f"not a {name}: {sorted(unknown)}")
+    return pa.DictionaryArray.from_arrays(codes.cast(pa.int8()), vocabulary)
+
+
+def conformed(table: pa.Table) -> pa.Table:
+    """A stored job table of an earlier version of this format, without the columns
+    added since (they come last): those columns empty."""
+    for field in list(STORED_SCHEMA)[table.num_columns :]:
+        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table
 
 
 def results_table(rows: Sequence[Sequence[Any]]) -> pa.Table:
@@ -131,6 +163,13 @@ class ColumnBuilder:
         self.varying_rows.extend(varying)
         self.sizes.append(len(varying))
 
+    def extend(self, other: ColumnBuilder) -> None:
+        """Append another builder's groups (the same columns)."""
+        for column, more in zip(self.shared.values(), other.shared.values(), strict=True):
+            column.extend(more)
+        self.varying_rows.extend(other.varying_rows)
+        self.sizes.extend(other.sizes)
+
     def __len__(self) -> int:
         return len(self.varying_rows)
 
@@ -158,13 +197,73 @@ class ColumnBuilder:
         arrays = []
         for column in RESULT_SCHEMA:
             try:
-                if column.name in varying:
+                if column.name in CODED_COLUMNS:
+                    arrays.append(coded(column.name, varying.get(column.name, [None] * n)))
+                elif column.name in varying:
                     arrays.append(pa.array(varying[column.name], type=column.type))
                 elif column.name in self.shared:
                     once = pa.array(self.shared[column.name], type=column.type)
                     arrays.append(once.take(groups))
                 else:
                     arrays.append(pa.nulls(n, type=column.type))
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as error:
                 raise TypeError(f"results column {column.name}: {error}") from None
         return pa.Table.from_arrays(arrays, schema=RESULT_SCHEMA)
+
+
+REFUSED_PREFIX = "request refused"
+"""How a refused request's error begins: an NA a resume does not retry."""
+
+
+def retryable_na_keys(table: pa.Table) -> set[str]:
+    """Job keys of rows that are NA for want of a server (not a refused request)."""
+    import pyarrow.compute as pc
+
+    if not table.num_rows:
+        return set()
+    error = pc.fill_null(table["error"], "")
+    na = pc.and_(
+        pc.fill_null(pc.equal(table["outcome"], "na"), False),
+        pc.invert(pc.starts_with(error, REFUSED_PREFIX)),
+    )
+    return {str(key) for key in pc.unique(table["job_key"].filter(na)).to_pylist()}
+
+
+MEMORY_ID = "memory_id"
+"""The stored form of ``memory_sha256``: the memory's position in its job's block of
+distinct memories in the store (``store.sqlite``), which keeps each one's sha256."""
+
+STORED_SCHEMA = pa.schema(
+    [
+        pa.field(MEMORY_ID, pa.int32()) if field.name == "memory_sha256" else field
+        for field in RESULT_SCHEMA
+    ]
+)
+"""results.parquet's columns: RESULT_SCHEMA with the 64-character digest, which was
+94 % of the file, as a small integer into the store's memory table."""
+
+
+def stored_table(table: pa.Table, shas: Sequence[str]) -> pa.Table:
+    """A RESULT_SCHEMA table -> STORED_SCHEMA, given its job's distinct memories' shas
+    in block order (every digest in the table must be one of them)."""
+    import pyarrow.compute as pc
+
+    digests = table["memory_sha256"]
+    ids = pc.index_in(digests, value_set=pa.array(list(shas), pa.string())).cast(pa.int32())
+    if ids.null_count != digests.null_count:
+        raise ValueError("a result row names a memory its job did not keep")
+    at = RESULT_SCHEMA.get_field_index("memory_sha256")
+    return table.set_column(at, pa.field(MEMORY_ID, pa.int32()), ids)
+
+
+def result_table(table: pa.Table, shas: Sequence[str] | None) -> pa.Table:
+    """A STORED_SCHEMA table of one job -> RESULT_SCHEMA, the digests looked up in its
+    job's ``shas`` (None: the store could not say, and the digests stay empty)."""
+    at = table.schema.get_field_index(MEMORY_ID)
+    ids = table[MEMORY_ID]
+    digests = (
+        pa.nulls(table.num_rows, pa.string())
+        if shas is None
+        else pa.array(list(shas), pa.string()).take(ids)
+    )
+    return table.set_column(at, pa.field("memory_sha256", pa.string()), digests)

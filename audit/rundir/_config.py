@@ -277,6 +277,8 @@ class ClientCounters(BaseModel):
 
     requests: int = 0
     """Chat calls made by the stage."""
+    answered: int = 0
+    """Of these, answered (by the server, the cache or a twin; NA included)."""
     sent: int = 0
     """Distinct requests that went to a server."""
     cache_hits: int = 0
@@ -309,6 +311,17 @@ class LLMStageCost(BaseModel):
     """One backend serving both roles: its counters, once."""
 
 
+class StepCost(BaseModel):
+    """A step outside the two stages: opening the LLM backends (fetching a model,
+    starting the embedded server), or the determinism probe."""
+
+    model_config = ConfigDict(extra="allow")
+
+    seconds: float = 0.0
+    requests: int = 0
+    """Requests sent to a server (the probe's, both passes; none of the stage's)."""
+
+
 class Invocation(BaseModel):
     """One invocation of ``audit run`` (or ``audit resume``) on the directory."""
 
@@ -321,7 +334,11 @@ class Invocation(BaseModel):
     outcome: str | None = None
     """``finished``, or why it stopped (``interrupted``, ``failed: ...``); None while it
     runs (or when it was killed)."""
+    backends_start: StepCost | None = None
+    """Opening the LLM backends, before the deterministic stage."""
     deterministic: StageCost | None = None
+    probe: StepCost | None = None
+    """The determinism probe, between the deterministic stage and the LLM stage."""
     llm: LLMStageCost | None = None
     backends: dict[str, BackendRecord] = Field(default_factory=dict)
     """The LLM backends this invocation measured before its stage (determinism probe)."""

@@ -35,17 +35,27 @@ from audit.rundir._layout import (
     check_regular,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
+from audit.rundir._results import job_tables, parquet_format, vouched_file, with_digests
 from audit.rundir._store import (
     STORE_FORMAT,
     concat_results,
     connect_read_only,
     job_keys,
-    job_tables,
+    job_shas,
+    pending_table,
     plan_record,
+    retry_keys,
     store_damage,
     store_format,
     stored_plan,
     stored_run_id,
+    vouched_results,
+)
+
+OLDER_LAYOUT = (
+    "a run of an older format (before run-directory format {format}): `audit report` "
+    "reads its result files while they are whole, but its store is not read and it "
+    "cannot be resumed; run the same command again with another --out"
 )
 
 EXIT_INCOMPLETE = 3
@@ -53,8 +63,10 @@ EXIT_INCOMPLETE = 3
 EXIT_DAMAGED = 4
 """Exit status when a result file or the store is damaged (the report is still written
 from what is intact)."""
-REFUSED_PREFIX = "request refused"
-"""How a refused request's error begins: an NA a resume does not retry."""
+EXIT_COMPRESSOR_RAISED = 5
+"""Exit status of ``audit run`` and ``resume`` for a run that finished but in which a
+compressor raised (its reads are scored 0): a CI job must not pass on a broken
+compressor."""
 
 
 @dataclass
@@ -120,7 +132,14 @@ class RunIntegrity:
                     f"INCOMPLETE run: {self.progress()} ({why}); scores cover only the "
                     f"finished part; `audit resume {run}` finishes it"
                 )
-            elif self.state in ("running", "stopped"):
+            elif self.state == "running":
+                found.append(
+                    "INCOMPLETE run: every unit finished, but the run is still running "
+                    "(writing its result files), or it ended without a word before it wrote "
+                    f"them (read from {STORE_FILE}); if nothing runs, `audit resume {run}` "
+                    "writes them"
+                )
+            elif self.state == "stopped":
                 found.append(
                     "INCOMPLETE run: every unit finished, but the run stopped before writing "
                     f"its result files (read from {STORE_FILE}); `audit resume {run}` writes them"
@@ -140,16 +159,6 @@ class RunIntegrity:
         return found
 
 
-def retryable_na_keys(table: pa.Table) -> set[str]:
-    """Job keys of rows that are NA for want of a server (not a refused request)."""
-    if not table.num_rows:
-        return set()
-    frame = table.select(["job_key", "outcome", "error"]).to_pandas()
-    error = frame["error"].fillna("").astype(str)
-    na = (frame["outcome"] == "na") & ~error.str.startswith(REFUSED_PREFIX)
-    return set(frame.loc[na, "job_key"].astype(str))
-
-
 def settled_job_keys(directory: Path, among: set[str]) -> set[str]:
     """The jobs of ``among`` that a run directory's store holds and that a resume would
     not run again (one with reads NA for want of a server is run again), read without
@@ -159,10 +168,7 @@ def settled_job_keys(directory: Path, among: set[str]) -> set[str]:
         return set()
     db = connect_read_only(path)
     try:
-        stored = set(job_keys(db, only=among))
-        if not stored:
-            return set()
-        return stored - retryable_na_keys(concat_results(job_tables(db, only=stored)))
+        return set(job_keys(db, only=among)) - retry_keys(db)
     except sqlite3.OperationalError:  # created, killed before its schema was written
         return set()
     finally:
@@ -190,8 +196,43 @@ def _file_problem(path: Path, manifest: RunManifest) -> str | None:
 
 def _read_file(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
-        return pd.read_parquet(path)
+        if parquet_format(path) is None:  # an older layout: the digests are in the file
+            return pd.read_parquet(path)
+        return _digested_parquet(path)
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+
+
+def _digested_parquet(path: Path) -> pd.DataFrame:
+    """A results.parquet of this format, each memory's sha256 looked up in the store
+    beside it (empty where the store cannot say: the drill-down is then unavailable)."""
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(path)
+    tables = [handle.read_row_group(g) for g in range(handle.num_row_groups)]
+    keyed = [(str(t["job_key"][0]), t) for t in tables if t.num_rows]
+    db = None
+    try:
+        db = connect_read_only(path.parent / STORE_FILE)
+        if store_format(db) != STORE_FORMAT:
+            db.close()
+            db = None
+    except (OSError, sqlite3.Error):
+        db = None
+
+    def shas(key: str) -> list[str] | None:
+        if db is None:
+            return None
+        try:
+            return job_shas(db, key)
+        except (sqlite3.Error, ValueError):
+            return None
+
+    try:
+        table = concat_results(with_digests(keyed, shas))
+    finally:
+        if db is not None:
+            db.close()
+    return cast(pd.DataFrame, table.to_pandas())
 
 
 def _unchecked_file(path: Path, manifest: RunManifest) -> str:
@@ -289,6 +330,8 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
             "the report does not read it"
             if name not in (RESULTS_PARQUET, RESULTS_CSV)
             else f"results read from {integrity.results_from}, which is intact"
+            if integrity.results_from != STORE_FILE
+            else f"only the rows still in {STORE_FILE} are read"
         )
         integrity.damage.append(
             f"{problem}: {instead}; `audit resume {run_dir}` writes the files again"
@@ -327,7 +370,9 @@ def _store_problem(path: Path, manifest: RunManifest) -> str | None:
     try:
         db = connect_read_only(path)
         try:
-            if store_format(db) != STORE_FORMAT:
+            found = store_format(db)
+            older = manifest.format < STORE_FORMAT and found in (4, manifest.format)
+            if found != STORE_FORMAT and not older:  # an older run keeps its older store
                 return f"{STORE_FILE} is not a store of this version"
             owner = stored_run_id(db)
             damage = store_damage(db)
@@ -358,7 +403,7 @@ def _read_store(
         return None
     try:
         if store_format(db) != STORE_FORMAT:
-            integrity.damage.append(f"{STORE_FILE} is not a store of this version")
+            integrity.damage.append(f"{STORE_FILE} is {OLDER_LAYOUT.format(format=STORE_FORMAT)}")
             return None
         damage = store_damage(db)
         if damage is not None:
@@ -380,11 +425,16 @@ def _read_store(
                 f"{STORE_FILE} holds {extra} job(s) this run did not plan (copied in from "
                 "another run?): they are left out"
             )
-        present = set(stored) & wanted
-        integrity.finished_pairs = len(present & set(manifest.planned_jobs))
-        integrity.finished_units = len(present & set(manifest.planned_units))
-        table = concat_results(job_tables(db, planned, wanted))
-        retry = retryable_na_keys(table)
+        table, held = _store_rows(db, run_dir, job_keys(db, planned, wanted))
+        lost = (set(stored) & wanted) - held
+        if lost:
+            integrity.damage.append(
+                f"the rows of {len(lost)} finished job(s) were in a results.parquet that is "
+                f"gone or damaged: they are left out; `audit resume {run_dir}` runs them again"
+            )
+        integrity.finished_pairs = len(held & set(manifest.planned_jobs))
+        integrity.finished_units = len(held & set(manifest.planned_units))
+        retry = retry_keys(db) & held
         integrity.na_units = len(retry & set(manifest.planned_units))
         integrity.na_jobs = len(retry & set(manifest.planned_jobs))
         return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()
@@ -393,6 +443,17 @@ def _read_store(
         return None
     finally:
         db.close()
+
+
+def _store_rows(
+    db: sqlite3.Connection, run_dir: Path, keys: list[str]
+) -> tuple[pa.Table, set[str]]:
+    """The rows of ``keys`` (RESULT_SCHEMA, in that order) from the store's pending rows
+    and the results.parquet it vouches for, and the keys found."""
+    parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
+    found = list(job_tables(keys, lambda key: pending_table(db, key), parquet))
+    held = {key for key, _ in found}
+    return concat_results(with_digests(found, lambda key: job_shas(db, key))), held
 
 
 def _empty() -> pd.DataFrame:
@@ -416,7 +477,9 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
                 raise sqlite3.DatabaseError(damage)
             plan = stored_plan(db)
             keys = job_keys(db)
-            table = concat_results(job_tables(db))
+            if store_format(db) != STORE_FORMAT:
+                raise sqlite3.DatabaseError(OLDER_LAYOUT.format(format=STORE_FORMAT))
+            table, _held = _store_rows(db, run_dir, keys)
         finally:
             db.close()
     except (sqlite3.Error, pa.ArrowException) as error:
@@ -465,8 +528,10 @@ def _legacy_store(path: Path) -> pd.DataFrame:
     db = connect_read_only(path)
     try:
         if store_format(db) == STORE_FORMAT:
-            table = concat_results(job_tables(db))
+            table, _held = _store_rows(db, path.parent, job_keys(db))
             return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
+        if store_format(db) != 1:
+            raise RunDataError(f"{path.name} is {OLDER_LAYOUT.format(format=STORE_FORMAT)}")
         rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
         return pd.DataFrame(rows)  # the first store layout: one JSON row per read
     finally:

@@ -29,20 +29,29 @@ from histories import MemoryAuditError
 
 M = TypeVar("M", bound=BaseModel)
 
+RUN_FORMAT = 5
+"""The format of a run directory, one number for all its files: ``manifest.json``
+records it, ``store.sqlite`` and results.parquet's metadata carry it.  5: results.parquet
+(zstd, one row group per job) is the one copy of the rows, a memory is an integer id
+into the store's memory table, results.csv only on request.  A run of an older format
+is read by `audit report` when its result files are whole, never resumed."""
+
 CONFIG_FILE = "config.json"
 """The resolved run plan, the environment and the creation time."""
 RESULTS_CSV = "results.csv"
-"""One row per read, in plan order (``rundir.RESULT_COLUMNS``)."""
+"""The rows as CSV, only on request (``audit run --csv``, ``audit export RUN --csv``)."""
 RESULTS_PARQUET = "results.parquet"
-"""The same rows, typed."""
+"""One row per read, typed (``rundir.STORED_SCHEMA``), in plan order: the run's results."""
 SUMMARY_FILE = "summary.json"
 """Every score of the run (``audit.scoring``)."""
 STORE_FILE = "store.sqlite"
-"""Finished jobs (results and memories), committed one job per transaction."""
+"""Finished jobs (done marks, memories, rows not yet in results.parquet), one job per
+transaction."""
 COSTS_FILE = "costs.json"
 """Per-stage work of every invocation (jobs, requests, tokens, seconds)."""
 LOG_FILE = "run.log"
-"""Tracebacks of compressors that raised (rewritten from the store at the end)."""
+"""Each distinct compressor error once, with its count and traceback, then the jobs'
+other lines (rewritten from the store at the end, ``_errors.log_text``)."""
 MANIFEST_FILE = "manifest.json"
 """Planned and finished units, the run id, the result files' checksums (``_manifest``)."""
 REPORT_DIR = "report"

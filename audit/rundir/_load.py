@@ -37,7 +37,7 @@ from audit.rundir._layout import (
     read_run_file,
 )
 from audit.rundir._pairs import rebuild_pairs
-from audit.rundir._store import STORE_FORMAT, MemoryBlocks, connect_read_only, store_format
+from audit.rundir._store import MemoryBlocks, connect_read_only, store_format
 from compressors import builtins
 from histories import Pair
 
@@ -303,7 +303,7 @@ class MemoryStore:
         self._blocks: MemoryBlocks | None = None
         if self._db is not None:
             try:
-                if store_format(self._db) == STORE_FORMAT:
+                if (store_format(self._db) or 0) >= 4:  # blocks since format 4
                     self._blocks = MemoryBlocks(self._db)
             except sqlite3.Error:
                 self._blocks = None

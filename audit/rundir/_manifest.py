@@ -20,9 +20,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from audit.rundir._layout import MANIFEST_FILE, open_regular, read_typed, write_atomically
+from audit.rundir._layout import (
+    MANIFEST_FILE,
+    RUN_FORMAT,
+    open_regular,
+    read_typed,
+    write_atomically,
+)
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = RUN_FORMAT
+"""The run directory's one format number, as ``manifest.json`` records it (a manifest
+of format 1 is a run of the layout before format 5)."""
 RunState = Literal["running", "stopped", "complete", "incomplete"]
 """``running``: an invocation started and has not ended (or was killed); ``stopped``:
 it ended on an error (``stopped`` says which); ``complete``: every planned unit is
@@ -62,7 +70,8 @@ class RunManifest(BaseModel):
     rows: int | None = None
     """Rows of results.csv as written by the last finished invocation."""
     files: dict[str, FileRecord] = Field(default_factory=dict)
-    """sha256 and size of results.csv, results.parquet and summary.json."""
+    """sha256 and size of results.parquet and summary.json (and results.csv when the run
+    wrote one)."""
     stopped: str | None = None
     """Why the last invocation stopped early (state ``stopped``)."""
     updated: str = ""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from histories import PRESETS, GenerationConfig, Pair, generate, load_pairs
+from histories.natural import NATURAL_PRESETS, NaturalPreset, natural_pairs
 
 
 def pairs_sha256(pairs: Sequence[Pair]) -> str:
@@ -26,7 +27,16 @@ def pairs_sha256(pairs: Sequence[Pair]) -> str:
 
 def preset_source(name: str, seed: int | None = None) -> tuple[dict[str, Any], list[Pair], str]:
     """A preset's source entry, its pairs and their sha256 (``KeyError`` if unknown);
-    ``seed`` generates the preset's dataset with another seed (a replication)."""
+    ``seed`` generates the preset's dataset with another seed (a replication; for a
+    natural preset, another sample of its packs).  ``NaturalSourceError`` names a
+    natural pack that fails to load."""
+    if name in NATURAL_PRESETS:
+        natural = NATURAL_PRESETS[name]
+        if seed is not None:
+            natural = natural.model_copy(update={"seed": seed})
+        found = natural_pairs(natural)
+        entry = {"preset": name, "natural": natural.model_dump(mode="json")}
+        return entry, found, pairs_sha256(found)
     generation = PRESETS[name]
     if seed is not None:
         generation = generation.model_copy(update={"seed": seed})
@@ -48,11 +58,14 @@ def rebuild_pairs(source: Mapping[str, Any], directory: Path) -> tuple[list[Pair
     """The pairs a recorded source names, and their sha256.
 
     A relative file path is looked up as given, then inside the run directory.
-    Raises ``ValueError`` (a bad generation config or an unknown source form),
-    ``OSError`` or ``histories.PairFileError``.
+    Raises ``ValueError`` (a bad generation config, a natural pack that fails to load
+    or an unknown source form), ``OSError`` or ``histories.PairFileError``.
     """
     if "generation" in source:
         pairs = generate(GenerationConfig.model_validate(source["generation"]))
+        return pairs, pairs_sha256(pairs)
+    if "natural" in source:
+        pairs = natural_pairs(NaturalPreset.model_validate(source["natural"]))
         return pairs, pairs_sha256(pairs)
     if "file" in source:
         path = Path(str(source["file"]))
@@ -60,4 +73,4 @@ def rebuild_pairs(source: Mapping[str, Any], directory: Path) -> tuple[list[Pair
             path = directory / path
         pairs = load_pairs(path)
         return pairs, hashlib.sha256(path.read_bytes()).hexdigest()
-    raise ValueError("the pair source names neither a generation config nor a file")
+    raise ValueError("the pair source names no generation config, natural preset or file")

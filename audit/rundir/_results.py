@@ -1,37 +1,202 @@
-"""Writing a run's result files: results.csv, results.parquet and summary.json.
+"""Writing and reading a run's result files: results.parquet, results.csv, summary.json.
 
-Each is written whole (temporary sibling, then rename): a reader never sees half a
-file, and a failed write leaves the previous version in place.
+results.parquet is the run's one copy of its rows (``STORED_SCHEMA``, zstd): one row
+group per job, in plan order, so it does not depend on which worker finished first
+and a resume that finishes the same plan writes the same bytes.  It is rewritten at
+the end of each invocation by streaming the jobs one at a time: those the previous
+file held (read back by row group) and those waiting in the store, never all at once.
+results.csv is the same rows with the memories' sha256, on request only
+(``write_csv``).  Every file is written whole (temporary sibling, then rename).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from audit.errors import RunDataError
+from audit.rundir._columns import STORED_SCHEMA, conformed, result_table
 from audit.rundir._layout import (
     RESULTS_CSV,
     RESULTS_PARQUET,
+    RUN_FORMAT,
+    STORE_FILE,
     SUMMARY_FILE,
     atomic_path,
+    open_regular,
     write_atomically,
 )
+from audit.rundir._store import (
+    RunStore,
+    connect_read_only,
+    csv_header,
+    csv_rows,
+    job_keys,
+    job_shas,
+    pending_table,
+    store_format,
+    vouched_results,
+)
+
+FORMAT_KEY = b"memory_audit_format"
+"""results.parquet's metadata entry holding the run directory's format."""
 
 
-def write_results(out: Path, table: pa.Table, csv_chunks: Sequence[bytes]) -> None:
-    """results.csv (the header and rows already encoded, in plan order) and
-    results.parquet (when there is a row)."""
-    write_atomically(out / RESULTS_CSV, b"".join(csv_chunks))
-    if table.num_rows:
-        with atomic_path(out / RESULTS_PARQUET) as temp:
-            pq.write_table(table, temp)
+def _writer(path: Path) -> pq.ParquetWriter:
+    schema = STORED_SCHEMA.with_metadata({FORMAT_KEY: str(RUN_FORMAT).encode()})
+    return pq.ParquetWriter(path, schema, compression="zstd", compression_level=3)
 
 
-def write_summary(out: Path, summary: dict[str, Any]) -> None:
+def write_parquet(
+    out: Path, tables: Iterable[pa.Table], vouch: Callable[[str], None] = lambda sha: None
+) -> str:
+    """results.parquet from job tables (STORED_SCHEMA) given one at a time, each its own
+    row group; returns its sha256, which ``vouch`` gets before the file is put in place
+    (the store records it, so a kill right after the rename leaves a file it knows)."""
+    with atomic_path(out / RESULTS_PARQUET) as temp:
+        writer = _writer(temp)
+        try:
+            for table in tables:
+                if table.num_rows:
+                    writer.write_table(table.cast(STORED_SCHEMA), row_group_size=table.num_rows)
+        finally:
+            writer.close()
+        sha = _sha256(temp)
+        vouch(sha)
+    return sha
+
+
+def parquet_jobs(path: Path) -> dict[str, int]:
+    """job key -> its row group in a results.parquet of this format."""
+    found: dict[str, int] = {}
+    handle = pq.ParquetFile(path)
+    for group in range(handle.num_row_groups):
+        keys = handle.read_row_group(group, columns=["job_key"])["job_key"]
+        found[str(keys[0])] = group
+    return found
+
+
+def parquet_format(path: Path) -> int | None:
+    """The run-directory format a results.parquet records (None: an older layout)."""
+    metadata = pq.read_schema(path).metadata or {}
+    raw = metadata.get(FORMAT_KEY)
+    return None if raw is None else int(raw)
+
+
+def job_tables(
+    order: Iterable[str],
+    pending: Callable[[str], pa.Table | None],
+    parquet: Path | None,
+) -> Iterator[tuple[str, pa.Table]]:
+    """Each job of ``order`` that has rows, one at a time (STORED_SCHEMA): from the store
+    while they wait there (``pending``), else from ``parquet`` (a results.parquet the
+    store vouches for); a job found in neither is left out."""
+    handle = pq.ParquetFile(parquet) if parquet is not None else None
+    groups = parquet_jobs(parquet) if parquet is not None else {}
+    for key in order:
+        table = pending(key)
+        if table is None and handle is not None and key in groups:
+            table = conformed(handle.read_row_group(groups[key]))
+        if table is not None:
+            yield key, table
+
+
+def with_digests(
+    tables: Iterable[tuple[str, pa.Table]], shas: Callable[[str], list[str] | None]
+) -> Iterator[pa.Table]:
+    """Job tables with ``memory_sha256`` back in place of ``memory_id`` (RESULT_SCHEMA)."""
+    for key, table in tables:
+        yield result_table(table, shas(key))
+
+
+def write_csv(path: Path, tables: Iterable[pa.Table]) -> None:
+    """results.csv (header, then each RESULT_SCHEMA table's rows), written whole."""
+    with atomic_path(path) as temp, temp.open("xb") as handle:
+        handle.write(csv_header())
+        for table in tables:
+            handle.write(csv_rows(table))
+
+
+def write_summary(out: Path, summary: Mapping[str, Any]) -> None:
     """summary.json, indented."""
     write_atomically(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open_regular(path) as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def vouched_file(path: Path, vouched: Collection[str]) -> Path | None:
+    """``path`` (a results.parquet) when its sha256 is one the store vouches for."""
+    try:
+        return path if vouched and _sha256(path) in vouched else None
+    except OSError:
+        return None
+
+
+def vouched_parquet(run_dir: Path, store: RunStore) -> Path | None:
+    """The run's results.parquet when the store vouches for it (None: absent, damaged,
+    or another run's)."""
+    return vouched_file(run_dir / RESULTS_PARQUET, store.vouched())
+
+
+def lost_jobs(run_dir: Path, store: RunStore) -> set[str]:
+    """Stored jobs whose rows are neither waiting in the store nor in a results.parquet
+    it vouches for (the file was damaged or removed): a resume runs them again."""
+    settled = set(store.job_keys()) - store.pending_keys()
+    if not settled:
+        return set()
+    parquet = vouched_parquet(run_dir, store)
+    try:
+        held = set(parquet_jobs(parquet)) if parquet is not None else set()
+    except (OSError, pa.ArrowException):
+        held = set()
+    return settled - held
+
+
+def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
+    """results.csv (or ``target``) from the run's results.parquet and store: the planned
+    jobs in plan order, each memory named by its sha256; returns the path and the rows.
+    ``RunDataError`` when the run has no rows to export."""
+    from audit.rundir._manifest import read_manifest
+
+    target = target or run_dir / RESULTS_CSV
+    try:
+        db = connect_read_only(run_dir / STORE_FILE)
+    except sqlite3.Error as error:
+        raise RunDataError(f"{run_dir / STORE_FILE}: cannot be read ({error})") from None
+    try:
+        if store_format(db) != RUN_FORMAT:
+            raise RunDataError(
+                f"{run_dir} is a run of an older format: its results.csv is already in it"
+            )
+        manifest = read_manifest(run_dir)
+        order = manifest.planned if manifest is not None else []
+        keys = job_keys(db, order, set(order) if order else None)
+        parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
+        rows = 0
+
+        def counted() -> Iterator[pa.Table]:
+            nonlocal rows
+            tables = job_tables(keys, lambda key: pending_table(db, key), parquet)
+            for table in with_digests(tables, lambda key: job_shas(db, key)):
+                rows += table.num_rows
+                yield table
+
+        write_csv(target, counted())
+    except (sqlite3.Error, pa.ArrowException) as error:
+        raise RunDataError(f"{run_dir}: cannot be exported ({error})") from None
+    finally:
+        db.close()
+    return target, rows

@@ -2,14 +2,20 @@
 
 A job's results, its distinct memories and its "done" mark are committed in one
 transaction, so a run killed at any moment (even SIGKILL) holds only whole jobs,
-and resuming skips exactly those.  A job's results are one typed Arrow table
-(IPC, compressed), not one SQL row per read, and its distinct memories are one
-compressed block with an index by sha256 (memories of a job share most of their
-lines, so a block compresses far better and faster than memory by memory).
-A job's log lines (tracebacks of a compressor that raised) are committed with it.
-results.csv, results.parquet and run.log are written from the store at the end of
-an invocation, whole, in plan order, so they equal the store and do not depend on
-which worker finished first.
+and resuming skips exactly those.  A job's distinct memories are one compressed
+block with an index by sha256 (memories of a job share most of their lines, so a
+block compresses far better and faster than memory by memory): the run's memory
+table, into which a result row points by position (``memory_id``).  A job's log
+(its compressor errors, each distinct one counted once with its traceback, and other
+lines) is committed with it.
+
+A job's rows are kept only until results.parquet holds them: they wait in
+``pending`` (one typed Arrow table per job, IPC, compressed) and the end of an
+invocation moves them into a new results.parquet (``_results``), whose sha256 the
+store then records (``settle``) in the same transaction that drops them.  The rows
+are so stored once: in ``pending`` or in the results.parquet the store vouches for.
+A job's "reads NA for want of a server" flag (``retry_na``) stays with its done
+mark, so a resume knows what to run again without reading any rows.
 
 The store belongs to one run: it records the run id of ``config.json``, and a store
 copied in from another run directory is refused.  It also records the count and
@@ -36,16 +42,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.ipc as pa_ipc
 
 from audit.errors import RunDirectoryError, RunStorageError, StoreFormatError
-from audit.rundir._columns import RESULT_COLUMNS, RESULT_SCHEMA, results_table
-from audit.rundir._layout import STORE_FILE, not_regular
+from audit.rundir._columns import (
+    RESULT_COLUMNS,
+    RESULT_SCHEMA,
+    conformed,
+    results_table,
+    retryable_na_keys,
+    stored_table,
+)
+from audit.rundir._errors import JobLog
+from audit.rundir._layout import RUN_FORMAT, STORE_FILE, not_regular
 
-STORE_FORMAT = 4
-"""Bumped when the layout changes; an older store is never written to."""
+STORE_FORMAT = RUN_FORMAT
+"""The run directory's format (``_layout.RUN_FORMAT``) as the store records it; a store
+of another format is never written to."""
 
 _CODEC = pa.Codec("zstd", 3)
 
@@ -57,13 +73,17 @@ class PackedJob:
     key: str
     n_rows: int
     results: bytes
-    """The job's rows: a RESULT_SCHEMA table as Arrow IPC (compressed)."""
+    """The job's rows: a STORED_SCHEMA table as Arrow IPC (compressed)."""
     memory_block: bytes
     """The job's distinct memories, UTF-8, concatenated and compressed."""
     memory_size: int
     memory_index: list[tuple[str, int, int]]
-    """(sha256, start, length) of each memory in the uncompressed block."""
-    log: list[str]
+    """(sha256, start, length) of each memory in the uncompressed block; a row's
+    ``memory_id`` is its memory's position here."""
+    log: JobLog
+    """Its compressor errors (each distinct one once) and other lines for run.log."""
+    retry_na: bool = False
+    """A read is NA for want of a server: a resume runs the job again."""
 
 
 def table_bytes(table: pa.Table) -> bytes:
@@ -75,14 +95,14 @@ def table_bytes(table: pa.Table) -> bytes:
 
 
 def table_from_bytes(blob: bytes) -> pa.Table:
-    return pa_ipc.open_stream(blob).read_all()
+    return conformed(pa_ipc.open_stream(blob).read_all())
 
 
 def pack_job(
     key: str,
     rows: Sequence[dict[str, Any]] | Sequence[list[Any]] | pa.Table,
     memories: dict[str, str],
-    log: Sequence[str] = (),
+    log: JobLog | Sequence[str] = (),
 ) -> PackedJob:
     """Serialize a job; ``rows`` are dicts, lists already in RESULT_COLUMNS order, or
     a RESULT_SCHEMA table."""
@@ -105,11 +125,12 @@ def pack_job(
     return PackedJob(
         key=key,
         n_rows=table.num_rows,
-        results=table_bytes(table),
+        results=table_bytes(stored_table(table, list(memories))),
         memory_block=_CODEC.compress(block, asbytes=True) if block else b"",
         memory_size=len(block),
         memory_index=index,
-        log=list(log),
+        log=log if isinstance(log, JobLog) else JobLog(lines=list(log)),
+        retry_na=bool(retryable_na_keys(table)),
     )
 
 
@@ -120,9 +141,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     job_key TEXT PRIMARY KEY,
     finished REAL NOT NULL,
     n_rows INTEGER NOT NULL,
-    results BLOB NOT NULL,
+    retry_na INTEGER NOT NULL,
     memory_block INTEGER
 );
+CREATE TABLE IF NOT EXISTS pending (job_key TEXT PRIMARY KEY, results BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS run_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS job_logs (job_key TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_blocks (
@@ -215,9 +237,33 @@ def stored_plan(db: sqlite3.Connection) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else {"unreadable": str(value)[:100]}
 
 
+_INDEX_MAGIC = b"MAi5"
+"""How a block index of format 5 begins (format 4's was zlib-compressed JSON)."""
+
+
 def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
-    """(sha256, start, length) of each memory in a block, compressed JSON."""
-    return zlib.compress(json.dumps(index, separators=(",", ":")).encode(), 1)
+    """The index of a block's memories, in block order: their sha256 as 32 raw bytes
+    each (hex text was 9.6 of a default run's 40 MB), then their lengths (the starts
+    follow), compressed."""
+    digests = b"".join(bytes.fromhex(sha) for sha, _, _ in index)
+    lengths = np.fromiter((length for _, _, length in index), dtype="<u4", count=len(index))
+    count = len(index).to_bytes(4, "little")
+    return _INDEX_MAGIC + count + digests + zlib.compress(lengths.tobytes(), 6)
+
+
+def _read_index(blob: bytes) -> list[tuple[str, int, int]]:
+    """(sha256, start, length) of each memory of a block (any format since 4)."""
+    if not blob.startswith(_INDEX_MAGIC):
+        return [(str(sha), int(a), int(b)) for sha, a, b in json.loads(zlib.decompress(blob))]
+    start = len(_INDEX_MAGIC) + 4
+    count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
+    digests = blob[start : start + 32 * count].hex()
+    lengths = np.frombuffer(zlib.decompress(blob[start + 32 * count :]), dtype="<u4")
+    starts = np.concatenate(([0], np.cumsum(lengths[:-1], dtype=np.int64)))
+    return [
+        (digests[64 * i : 64 * i + 64], int(start), int(length))
+        for i, (start, length) in enumerate(zip(starts, lengths, strict=True))
+    ]
 
 
 def job_keys(
@@ -242,17 +288,46 @@ def stored_run_id(db: sqlite3.Connection) -> str | None:
     return None if found is None else str(found[0])
 
 
-def job_table(db: sqlite3.Connection, key: str) -> pa.Table:
-    (blob,) = db.execute("SELECT results FROM jobs WHERE job_key = ?", (key,)).fetchone()
-    return table_from_bytes(blob)
+def pending_table(db: sqlite3.Connection, key: str) -> pa.Table | None:
+    """A stored job's rows (STORED_SCHEMA) while they wait for results.parquet; None
+    once they are in it."""
+    found = db.execute("SELECT results FROM pending WHERE job_key = ?", (key,)).fetchone()
+    return None if found is None else table_from_bytes(found[0])
 
 
-def job_tables(
-    db: sqlite3.Connection, order: Sequence[str] = (), only: Collection[str] | None = None
-) -> Iterator[pa.Table]:
-    """Each stored job's results, in ``job_keys`` order; one job decoded at a time."""
-    for key in job_keys(db, order, only):
-        yield job_table(db, key)
+def pending_keys(db: sqlite3.Connection) -> set[str]:
+    """The jobs whose rows are not in results.parquet yet."""
+    return {key for (key,) in db.execute("SELECT job_key FROM pending")}
+
+
+def retry_keys(db: sqlite3.Connection) -> set[str]:
+    """Stored jobs with a read that is NA for want of a server."""
+    return {key for (key,) in db.execute("SELECT job_key FROM jobs WHERE retry_na = 1")}
+
+
+def job_shas(db: sqlite3.Connection, key: str) -> list[str] | None:
+    """A job's distinct memories' sha256 in block order (a row's ``memory_id`` indexes
+    it); None when the store does not hold the job."""
+    found = db.execute(
+        "SELECT b.shas FROM jobs j LEFT JOIN memory_blocks b ON b.block = j.memory_block "
+        "WHERE j.job_key = ?",
+        (key,),
+    ).fetchone()
+    if found is None:
+        return None
+    if found[0] is None:
+        return []
+    return [sha for sha, _, _ in _read_index(found[0])]
+
+
+def vouched_results(db: sqlite3.Connection) -> set[str]:
+    """The sha256 of the results.parquet files the store vouches for: the one its
+    settled rows are in, and the one an invocation was about to put in place (a kill
+    between the rename and ``settle`` leaves that one)."""
+    found = db.execute(
+        "SELECT value FROM run_meta WHERE key IN ('results_sha256', 'results_next')"
+    ).fetchall()
+    return {str(value) for (value,) in found}
 
 
 def concat_results(tables: Iterable[pa.Table]) -> pa.Table:
@@ -280,7 +355,7 @@ class MemoryBlocks:
         if self._where is None:
             where: dict[str, tuple[int, int, int]] = {}
             for block, shas in self._db.execute("SELECT block, shas FROM memory_blocks"):
-                for sha, start, length in json.loads(zlib.decompress(shas)):
+                for sha, start, length in _read_index(shas):
                     where.setdefault(sha, (block, start, length))
             self._where = where
         return self._where
@@ -337,9 +412,10 @@ class RunStore:
             version = store_format(self._db)
             if version is not None and version != STORE_FORMAT:
                 raise StoreFormatError(
-                    f"{self.path} was written by another version of memory-audit (store "
-                    f"format {version}, this one writes {STORE_FORMAT}); its results stay "
-                    "readable by `audit report`, but it cannot be resumed: choose another --out"
+                    f"{self.path} was written by another version of memory-audit (run "
+                    f"directory format {version}, this one writes {STORE_FORMAT}); its "
+                    "results stay readable by `audit report`, but it cannot be resumed: run "
+                    "the same command with another --out (or move the directory away)"
                 )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -384,11 +460,7 @@ class RunStore:
         so that a ``manifest.json`` whose plan was edited by hand is found out by
         ``audit report``; called when the run plans them, before the manifest is
         written."""
-        value = json.dumps(plan_record(jobs, units))
-        try:
-            self._db.execute("INSERT OR REPLACE INTO run_meta VALUES ('plan', ?)", (value,))
-        except sqlite3.Error as error:
-            raise store_error(self.path, error, "record the plan") from None
+        self._meta("plan", json.dumps(plan_record(jobs, units)), "record the plan")
 
     def finished_jobs(self) -> set[str]:
         with self._reading():
@@ -409,8 +481,8 @@ class RunStore:
                     if not replace:
                         db.execute("ROLLBACK")
                         return False
-                    db.execute("DELETE FROM jobs WHERE job_key = ?", (job.key,))
-                    db.execute("DELETE FROM job_logs WHERE job_key = ?", (job.key,))
+                    for table in ("jobs", "job_logs", "pending"):
+                        db.execute(f"DELETE FROM {table} WHERE job_key = ?", (job.key,))
                     if old[0] is not None:
                         db.execute("DELETE FROM memory_blocks WHERE block = ?", (old[0],))
                 block = None
@@ -421,10 +493,11 @@ class RunStore:
                     ).lastrowid
                 db.execute(
                     "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
-                    (job.key, time.time(), job.n_rows, job.results, block),
+                    (job.key, time.time(), job.n_rows, int(job.retry_na), block),
                 )
+                db.execute("INSERT INTO pending VALUES (?, ?)", (job.key, job.results))
                 if job.log:
-                    db.execute("INSERT INTO job_logs VALUES (?, ?)", (job.key, "\n".join(job.log)))
+                    db.execute("INSERT INTO job_logs VALUES (?, ?)", (job.key, job.log.to_text()))
                 db.execute("COMMIT")
             except BaseException:
                 # SQLite has already rolled back after some failures (a full disk):
@@ -436,33 +509,78 @@ class RunStore:
             raise store_error(self.path, error, "store a finished job") from None
         return True
 
-    def tables(
-        self, order: Sequence[str] = (), only: Collection[str] | None = None
-    ) -> Iterator[pa.Table]:
-        """Each stored job's results (see ``job_tables``)."""
-        for key in self.job_keys(order, only):
-            yield self.table(key)
-
     def job_keys(self, order: Sequence[str] = (), only: Collection[str] | None = None) -> list[str]:
         with self._reading():
             return job_keys(self._db, order, only)
 
-    def table(self, key: str) -> pa.Table:
-        """One stored job's results."""
+    def pending_keys(self) -> set[str]:
         with self._reading():
-            return job_table(self._db, key)
+            return pending_keys(self._db)
 
-    def logs(self, order: Sequence[str] = ()) -> list[str]:
-        """Every stored job's log text, jobs in ``order`` first."""
+    def pending(self, key: str) -> pa.Table | None:
+        """A job's rows (STORED_SCHEMA) if they are not in results.parquet yet."""
+        with self._reading():
+            return pending_table(self._db, key)
+
+    def retry_keys(self) -> set[str]:
+        with self._reading():
+            return retry_keys(self._db)
+
+    def shas(self, key: str) -> list[str] | None:
+        with self._reading():
+            return job_shas(self._db, key)
+
+    def vouched(self) -> set[str]:
+        with self._reading():
+            return vouched_results(self._db)
+
+    def expect_results(self, sha256: str) -> None:
+        """Vouch for the results.parquet about to be put in place (before the rename)."""
+        self._meta("results_next", sha256, "record the results' checksum")
+
+    def settle(self, sha256: str, keys: Collection[str]) -> None:
+        """results.parquet (``sha256``) now holds the rows of ``keys``: vouch for it alone
+        and drop those rows from ``pending``, in one transaction; the file then shrinks
+        by their size (``VACUUM``)."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(
+                    "INSERT OR REPLACE INTO run_meta VALUES ('results_sha256', ?)", (sha256,)
+                )
+                db.execute("DELETE FROM run_meta WHERE key = 'results_next'")
+                db.executemany("DELETE FROM pending WHERE job_key = ?", [(k,) for k in keys])
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("VACUUM")  # the rows' pages back to the file system
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "record the results") from None
+
+    def _meta(self, key: str, value: str, doing: str) -> None:
+        try:
+            self._db.execute("INSERT OR REPLACE INTO run_meta VALUES (?, ?)", (key, value))
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, doing) from None
+
+    def logs(self, order: Sequence[str] = ()) -> list[JobLog]:
+        """Every stored job's log, jobs in ``order`` first (then by key: a fixed order)."""
         rank = {key: i for i, key in enumerate(order)}
         with self._reading():
             found = self._db.execute("SELECT job_key, text FROM job_logs").fetchall()
         found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[0]))
-        return [text for _, text in found]
+        return [JobLog.from_text(text) for _, text in found]
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        """Every stored read as a dict (for inspection and tests)."""
-        for table in self.tables():
+        """Every stored read as a dict, each memory by its sha256 (for inspection and
+        tests): from ``pending`` and the results.parquet the store vouches for."""
+        from audit.rundir._results import job_tables, vouched_parquet, with_digests
+
+        tables = job_tables(self.job_keys(), self.pending, vouched_parquet(self.path.parent, self))
+        for table in with_digests(tables, self.shas):
             yield from table.to_pylist()
 
     def memory(self, sha: str) -> str | None:

@@ -19,9 +19,7 @@ from typing import Any
 
 from audit.scoring._metrics import ALL
 from audit.scoring._table import Scores
-
-ORDER_TRANSFORMS = ("permute",)
-LABEL_TRANSFORMS = ("rename", "decoy")
+from histories import TRANSFORMS
 
 
 def equivariance_alerts(scores: Scores) -> list[dict[str, Any]]:
@@ -32,7 +30,11 @@ def equivariance_alerts(scores: Scores) -> list[dict[str, Any]]:
     transforms = scores.transforms()
     for system in scores.systems:
         reader, condition, budget = system
-        for check, candidates in (("order", ORDER_TRANSFORMS), ("labels", LABEL_TRANSFORMS)):
+        checks = {
+            "order": [t.name for t in TRANSFORMS.values() if t.order_only],
+            "labels": [t.name for t in TRANSFORMS.values() if t.same_lengths],
+        }
+        for check, candidates in checks.items():
             for transform in candidates:
                 if transform not in transforms:
                     continue

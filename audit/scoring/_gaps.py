@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from audit.scoring._compactions import REPEATED_COMPACTION
 from audit.scoring._metrics import ALL, IDENTITY
 from audit.scoring._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_mean
 from audit.scoring._table import Scores
@@ -54,12 +53,14 @@ def sign_flip_p(
     if d.size == 0:
         return 1.0
     observed = abs(d.sum()) - 1e-12
-    if d.size <= EXACT_UP_TO:
+    if d.size <= EXACT_UP_TO:  # every assignment, the observed one among them: never 0
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
-    else:
-        rng = np.random.default_rng(seed)
-        signs = rng.choice((1.0, -1.0), size=(resamples, d.size))
-    return float(np.mean(np.abs(signs @ d) >= observed))
+        return float(np.mean(np.abs(signs @ d) >= observed))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((1.0, -1.0), size=(resamples, d.size))
+    # the observed assignment counts as one draw (Phipson and Smyth 2010): a Monte
+    # Carlo p is never 0, which no finite sample can show
+    return float((np.sum(np.abs(signs @ d) >= observed) + 1) / (resamples + 1))
 
 
 class _Paired:
@@ -88,6 +89,27 @@ class _Paired:
             families.append(family)
         return np.asarray(values, dtype=np.float64), families
 
+    def rates(
+        self, system: tuple[str, str, int], transform: str, family: str, unit: str
+    ) -> tuple[float | None, float | None]:
+        """Identity and transformed rate (NA as fail) over the source pairs the
+        transform gave an instance: where it gave some none (``revalue`` on a natural
+        pair, ``entity`` on a pair with no entity), the identity rate of every pair
+        would compare other pairs."""
+        base = self.groups.get((*system, IDENTITY), {})
+        moved = self.groups.get((*system, transform), {})
+        kept = [p for p, row in moved.items() if p in base and family in (ALL, row[0])]
+
+        def rate(group: dict[str, tuple[Any, ...]]) -> float | None:
+            rows = [group[p] for p in kept if group[p][5] > 0]
+            if not rows:
+                return None
+            if unit == "blocks":
+                return float(sum(r[3] for r in rows) / sum(r[5] for r in rows))
+            return float(sum(r[1] for r in rows) / len(rows))
+
+        return rate(base), rate(moved)
+
 
 def shortcut_gaps(
     scores: Scores,
@@ -101,13 +123,12 @@ def shortcut_gaps(
     families) the paired interval (``_gap_low``, ``_gap_high``) and ``_gap_p``."""
     out: list[dict[str, Any]] = []
     paired = {metric: _Paired(scores, metric) for metric in TESTED} if family == ALL else {}
+    shared: dict[str, _Paired] = dict(paired)
     for system in scores.systems:
         base = scores.cell(system, IDENTITY, family)
         if base is None:
             continue
-        for transform in scores.transforms():
-            if transform == REPEATED_COMPACTION:
-                continue  # it measures repeated compaction (its own curve), not a shortcut
+        for transform in scores.shortcut_transforms():
             moved = scores.cell(system, transform, family) if transform != IDENTITY else None
             if moved is None:
                 continue
@@ -115,9 +136,16 @@ def shortcut_gaps(
                 "reader": system[0], "condition": system[1], "budget": system[2],
                 "transform": transform, "family": family,
             }  # fmt: skip
+            partial = moved["n_source_pairs"] != base["n_source_pairs"]
             for metric in GAP_METRICS:
+                if partial and metric not in shared:
+                    shared[metric] = _Paired(scores, metric)
                 for unit in ("blocks", "pairs"):
-                    before, after = _rate(base, metric, unit), _rate(moved, metric, unit)
+                    before, after = (
+                        shared[metric].rates(system, transform, family, unit)
+                        if partial
+                        else (_rate(base, metric, unit), _rate(moved, metric, unit))
+                    )
                     gap = None if before is None or after is None else round(before - after, 4)
                     entry[f"{metric}_gap_{unit}"] = gap
             if family == ALL:

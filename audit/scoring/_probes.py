@@ -1,46 +1,146 @@
-"""Where a shortcut probe does as well as a real condition: the audit's blind spots.
+"""The floor check: which strict conditions this audit cannot tell from a shortcut probe.
 
 A probe (``compressors`` kind ``probe``) knows nothing of semantics, only labels,
-arrival order and the surface of records.  If a probe's joint J (blocks) is at least
-a strict condition's under *every* transform the run made, then this audit cannot
-tell that condition from the probe's heuristic.  Each built-in probe declares what
-it exploits and which transforms break it (``Compressor.exploits``,
-``Compressor.broken_by``): the advice names the ones the run lacks (add them), or,
-when the run has them all and the probe still does as well, says that the
-condition's score is no evidence of more than the heuristic.
+arrival order and the surface of records.  A strict condition is **distinguishable
+from the floor** only where it beats **every** probe of the run **significantly**
+under **every** transform of the run that tests for a shortcut (``Transform.shortcut``:
+``rechunk`` measures repeated compaction and is left out), paired over source pairs:
+
+* per source pair, joint J's block pass rate of the condition (NA as fail) minus the
+  probe's (NA as pass: a claim must hold whatever NA reads were);
+* a two-sided paired test of those differences (``paired_p``: the exact McNemar test
+  on pass/fail pairs; the sign-flip permutation test of the gaps on block rates), the
+  mean difference above 0, at level ``ALPHA``.
+
+The claim is an intersection ("beats each probe under each transform"), so it is an
+intersection-union test (Berger 1982): it holds only where every one of its tests
+rejects at ``ALPHA``, and that has size ``ALPHA`` with no multiplicity correction.  A
+correction would make a condition's answer depend on its other tests (Holm's steps
+let a strong result elsewhere relax a weak one) or on the other conditions of the run;
+testing against every probe, not the best one by rate, means a probe added to the run
+can only take a "yes" away.  Per transform, the test kept is the one the condition
+passes least (the highest p): it decides.
+
+A condition that fails any of its tests is a ``FloorFinding``: one typed value that
+``summary.json`` (``probe_matches``), the console and the report all read, with its
+one text (``floor_message``).  A condition that passes nothing needs no probe to be
+doubted and is left out.  Each built-in probe declares what it exploits and which
+transforms break it (``Compressor.exploits``, ``Compressor.broken_by``): the advice
+names the ones the run lacks (add them), or, when the run has them all, says that
+the condition's score is no evidence of more than the heuristic.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, computed_field
+
+from audit.scoring._gaps import sign_flip_p
 from audit.scoring._metrics import ALL
+from audit.scoring._stats import ALPHA, PairedTable, mcnemar_exact
 from audit.scoring._table import Scores
 
-
-def _rate(cell: dict[str, Any] | None) -> float | None:
-    if cell is None or not cell["joint_J_blocks_n"]:
-        return None
-    return float(cell["joint_J_blocks_k"]) / float(cell["joint_J_blocks_n"])
+System = tuple[str, str, int]
 
 
-def _at_least(probe: float | None, condition: float | None) -> bool:
-    return probe is not None and condition is not None and probe >= condition
-
-
-def probe_facts(probe: str) -> dict[str, Any]:
+class ProbeFacts(BaseModel):
     """What a probe declares: its kind of heuristic, what it exploits, the transforms
-    that break it (a built-in's class attributes; a plugin probe's are unknown here)."""
+    that break it (a built-in's class attributes; a plugin probe's are unknown)."""
+
+    probe: str
+    heuristic: str = "shortcut"
+    exploits: str = ""
+    broken_by: list[str] = []
+
+
+class FloorTest(BaseModel):
+    """One condition against the best probe under one transform, over source pairs."""
+
+    transform: str
+    probe: str
+    """The probe the condition beats least under this transform (the highest p)."""
+    condition_rate: float
+    probe_rate: float
+    """Joint J block pass rates (the condition NA as fail, the probe NA as pass)."""
+    condition_blocks: int | None = None
+    probe_blocks: int | None = None
+    blocks: int | None = None
+    """The same rates as k/n blocks (None: a summary written before they were kept)."""
+    n_pairs: int
+    """Source pairs both determined, the unit of the test."""
+    delta: float
+    """Mean per-pair difference, condition minus probe."""
+    p: float
+    """Two-sided sign-flip permutation p (exact McNemar on pass/fail pairs)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def beats(self) -> bool:
+        """The condition beats the probe here: above it, significantly (one test of an
+        intersection-union test: at ``ALPHA``, unadjusted)."""
+        return self.delta > 0 and self.p < ALPHA
+
+    def text(self) -> str:
+        """``identity: probe_lowrev 45/84 vs 39/84 blocks, p 1`` (probe first, as
+        the report has always shown it; k/n like every other count)."""
+        if self.blocks and self.probe_blocks is not None and self.condition_blocks is not None:
+            rates = (
+                f"{self.probe_blocks}/{self.blocks} vs {self.condition_blocks}/{self.blocks} blocks"
+            )
+        else:
+            rates = f"{self.probe_rate:.2f} vs {self.condition_rate:.2f}"
+        return f"{self.transform}: {self.probe} {rates}, p {self.p:.2g}"
+
+
+class FloorFinding(BaseModel):
+    """A strict condition this audit cannot tell from the probe floor."""
+
+    reader: str
+    budget: int
+    condition: str
+    transforms: list[str]
+    """Every transform it was tested under (the run's)."""
+    tests: list[FloorTest]
+    probes: list[ProbeFacts]
+    """The probes it did not beat, under the transforms where it did not."""
+    missing_transforms: list[str]
+    """Transforms that break those probes and that the run lacks."""
+    advice: str
+
+    @property
+    def failed(self) -> list[FloorTest]:
+        return [t for t in self.tests if not t.beats]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def heuristics(self) -> list[str]:
+        return list(dict.fromkeys(p.heuristic for p in self.probes))
+
+    def line(self) -> str:
+        """Where it did not beat the floor: the first such transform's best probe
+        against it, and how many more (``summary.json`` has every test)."""
+        failed = self.failed
+        more = len(failed) - 1
+        return failed[0].text() + (
+            f"; not beaten under {more} more of {len(self.tests)} transforms" if more else ""
+        )
+
+
+def probe_facts(probe: str) -> ProbeFacts:
+    """A probe's declarations (``ProbeFacts``)."""
     from compressors import builtins
 
     found = builtins().get(probe.partition(":")[0])
     if found is None:
-        return {"heuristic": "shortcut", "exploits": "", "broken_by": []}
-    return {
-        "heuristic": found.heuristic,
-        "exploits": found.exploits,
-        "broken_by": list(found.broken_by),
-    }
+        return ProbeFacts(probe=probe)
+    return ProbeFacts(
+        probe=probe,
+        heuristic=found.heuristic,
+        exploits=found.exploits,
+        broken_by=list(found.broken_by),
+    )
 
 
 def article(word: str) -> str:
@@ -48,18 +148,18 @@ def article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
-def listed(words: list[str], last: str = "and") -> str:
+def listed(words: Sequence[str], last: str = "and") -> str:
     """``a``, ``a and b``, ``a, b and c``."""
+    words = list(words)
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {last} {words[-1]}"
 
 
-def probe_advice(condition: str, matched: list[dict[str, Any]], transforms: list[str]) -> str:
-    """What to do about the probes that match a condition (each declaring what breaks
-    it, ``probe_facts``), given the transforms the run has."""
+def probe_advice(condition: str, matched: Sequence[ProbeFacts], transforms: list[str]) -> str:
+    """What to do about the probes a condition did not beat, given the run's transforms."""
     missing = list(dict.fromkeys(
-        t for facts in matched for t in facts["broken_by"] if t not in transforms
+        t for facts in matched for t in facts.broken_by if t not in transforms
     ))  # fmt: skip
-    breaking = list(dict.fromkeys(t for facts in matched for t in facts["broken_by"]))
+    breaking = list(dict.fromkeys(t for facts in matched for t in facts.broken_by))
     one = len(matched) == 1
     if missing:
         breaks = "it breaks" if len(missing) == 1 else "they break"
@@ -71,9 +171,11 @@ def probe_advice(condition: str, matched: list[dict[str, Any]], transforms: list
         return (
             f"the run already has {listed(breaking)}, which "
             f"{'breaks' if len(breaking) == 1 else 'break'} {'its' if one else 'their'} "
-            f"heuristic{'' if one else 's'}, and {'the probe' if one else 'the probes'} still "
-            f"{'does' if one else 'do'} as well: {condition}'s score is no evidence that it "
-            f"does better than {'this heuristic' if one else 'these heuristics'}"
+            f"heuristic{'' if one else 's'}, and {condition} does not beat "
+            f"{'the probe' if one else 'the probes'} significantly under every transform: "
+            f"{condition}'s score "
+            f"is no evidence that it does better than "
+            f"{'this heuristic' if one else 'these heuristics'}"
         )
     return (
         f"no transform breaks {'this probe' if one else 'these probes'}: {condition}'s score "
@@ -81,61 +183,173 @@ def probe_advice(condition: str, matched: list[dict[str, Any]], transforms: list
     )
 
 
-def grouped_matches(matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The probe matches of one condition together (reader, condition, budget): the
-    probes, their kinds of heuristic (``heuristics``, for "a naming or order
-    heuristic") and one piece of advice for them all."""
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    for match in matches:
-        key = (match["reader"], match["condition"], match["budget"])
-        groups.setdefault(key, []).append(match)
-    return [
-        {
-            "reader": reader,
-            "condition": condition,
-            "budget": budget,
-            "matches": found,
-            "heuristics": list(dict.fromkeys(m["heuristic"] for m in found)),
-            "transforms": found[0]["transforms"],
-            "advice": probe_advice(condition, found, found[0]["transforms"]),
-        }
-        for (reader, condition, budget), found in groups.items()
-    ]
+class FloorMessage(BaseModel):
+    """The one text of the findings at one reader and budget: the console prints it,
+    the report boxes it."""
+
+    headline: str
+    """``This audit cannot tell X from a revision heuristic``."""
+    body: str
+    """The rule, what the probes exploit, and the advice."""
+    items: list[tuple[str, str]]
+    """Per condition: its name and where it did not beat the floor."""
 
 
-def probe_matches(scores: Scores) -> list[dict[str, Any]]:
-    """One entry per (strict condition, probe) pair at the same reader and budget where
-    the probe's joint J is at least the condition's under every transform, with what the
-    probe declares (``probe_facts``), the transforms that break it and the run lacks, and
-    the advice (``probe_advice``)."""
+RULE = (
+    "a condition is told apart from the floor only where it beats every probe "
+    "significantly (paired over source pairs, each test at the 5 % level) on joint J under "
+    "every "
+    "transform of the run"
+)
+
+
+def floor_message(findings: Sequence[FloorFinding], strict: int) -> FloorMessage:
+    """The text of the findings of one reader and budget (``strict``: the strict
+    conditions there, for "3 of 5")."""
+    kinds = listed(list(dict.fromkeys(h for f in findings for h in f.heuristics)), "or")
+    one = len(findings) == 1
+    who = findings[0].condition if one else f"{len(findings)} of {strict} strict conditions"
+    matched = list({p.probe: p for f in findings for p in f.probes}.values())
+    legend = "; ".join(p.probe + (f" exploits {p.exploits}" if p.exploits else "") for p in matched)
+    advice = (
+        findings[0].advice
+        if one
+        else probe_advice("each condition", matched, findings[0].transforms)
+    )
+    body = (
+        f"{RULE[0].upper()}{RULE[1:]} ({', '.join(findings[0].transforms)}); "
+        f"{'it does' if one else 'these do'} not ({legend}). {advice[0].upper()}{advice[1:]}."
+    )
+    return FloorMessage(
+        headline=f"This audit cannot tell {who} from {article(kinds)} {kinds} heuristic",
+        body=body,
+        items=[(f.condition, f.line()) for f in findings],
+    )
+
+
+def paired_p(differences: Sequence[float]) -> float:
+    """Two-sided p that per-pair differences are symmetric about 0: the exact McNemar
+    test where every non-zero difference has one size (pass/fail pairs, or equal block
+    counts going one way or the other), else the sign-flip permutation test."""
+    moved = [d for d in differences if d != 0]
+    if not moved:
+        return 1.0
+    if len({round(abs(d), 12) for d in moved}) == 1:
+        up = sum(d > 0 for d in moved)
+        return mcnemar_exact(PairedTable(0, up, len(moved) - up, 0))
+    return sign_flip_p(moved)
+
+
+def _per_pair(scores: Scores) -> dict[tuple[Any, ...], dict[str, tuple[float, float]]]:
+    """(reader, condition, budget, transform) -> {source pair: (block rate NA as fail,
+    NA as pass)} of joint J."""
+    frame = scores.pairs["joint_J"]
+    out: dict[tuple[Any, ...], dict[str, tuple[float, float]]] = {}
+    columns = ["reader", "condition", "budget", "transform", "source_pair_id",
+               "blocks_lo", "blocks_hi", "blocks"]  # fmt: skip
+    for reader, condition, budget, transform, pair, lo, hi, blocks in frame[columns].itertuples(
+        index=False, name=None
+    ):
+        out.setdefault((reader, condition, int(budget), transform), {})[pair] = (
+            lo / blocks,
+            hi / blocks,
+        )
+    return out
+
+
+def _block_counts(
+    scores: Scores, system: System, transform: str, high: bool
+) -> tuple[int, int] | None:
+    """Joint J blocks passing (NA as pass when ``high``) and blocks, or None."""
+    cell = scores.cell(system, transform, ALL)
+    if cell is None or not cell["joint_J_blocks_n"]:
+        return None
+    k = cell["joint_J_blocks_k_high" if high else "joint_J_blocks_k"]
+    return int(k), int(cell["joint_J_blocks_n"])
+
+
+def _block_rate(scores: Scores, system: System, transform: str, high: bool) -> float | None:
+    found = _block_counts(scores, system, transform, high)
+    return None if found is None else found[0] / found[1]
+
+
+def floor_findings(scores: Scores, skip_readers: Sequence[str] = ()) -> list[FloorFinding]:
+    """Every strict condition the floor check cannot tell from the probes (module
+    docstring), in display order; ``skip_readers`` (readers that cannot read the
+    histories: no verdict, so no ranking) are left out."""
     probes = [s for s in scores.systems if scores.kinds.get(s[1]) == "probe"]
-    transforms = scores.transforms()
-    out = []
+    transforms = scores.shortcut_transforms()
+    if not probes or not transforms:
+        return []
+    values = _per_pair(scores)
+    planned: list[tuple[System, list[FloorTest]]] = []
     for system in scores.contestants():
         reader, condition, budget = system
-        own = {t: _rate(scores.cell(system, t, ALL)) for t in transforms}
-        if not any(rate for rate in own.values()):
+        if reader in skip_readers:
+            continue
+        own = {t: _block_rate(scores, system, t, high=False) for t in transforms}
+        if not any(own.values()):
             continue  # a condition that passes nothing needs no probe to be doubted
-        for probe in probes:
-            if (probe[0], probe[2]) != (reader, budget):
+        here = [p for p in probes if (p[0], p[2]) == (reader, budget)]
+        if not here:
+            continue
+        tests = []
+        for transform in transforms:
+            rates = {p: _block_rate(scores, p, transform, high=True) for p in here}
+            if own[transform] is None:
                 continue
-            theirs = {t: _rate(scores.cell(probe, t, ALL)) for t in transforms}
-            if all(_at_least(theirs[t], own[t]) for t in transforms):
-                facts = probe_facts(probe[1])
-                out.append(
-                    {
-                        "reader": reader,
-                        "budget": budget,
-                        "condition": condition,
-                        "probe": probe[1],
-                        "transforms": transforms,
-                        "condition_joint_J": own,
-                        "probe_joint_J": theirs,
-                        **facts,
-                        "missing_transforms": [
-                            t for t in facts["broken_by"] if t not in transforms
-                        ],
-                        "advice": probe_advice(condition, [facts], transforms),
-                    }
+            mine = values.get((*system, transform), {})
+            candidates = []
+            for probe in (p for p in here if rates[p] is not None):
+                theirs = values.get((*probe, transform), {})
+                shared = sorted(mine.keys() & theirs.keys())
+                differences = [mine[pair][0] - theirs[pair][1] for pair in shared]
+                delta = sum(differences) / len(differences) if differences else 0.0
+                probe_counts = _block_counts(scores, probe, transform, high=True)
+                own_counts = _block_counts(scores, system, transform, high=False)
+                same_n = probe_counts and own_counts and probe_counts[1] == own_counts[1]
+                candidates.append(
+                    FloorTest(
+                        transform=transform,
+                        probe=probe[1],
+                        condition_rate=round(float(own[transform] or 0.0), 4),
+                        probe_rate=round(rates[probe] or 0.0, 4),
+                        condition_blocks=own_counts[0] if same_n and own_counts else None,
+                        probe_blocks=probe_counts[0] if same_n and probe_counts else None,
+                        blocks=own_counts[1] if same_n and own_counts else None,
+                        n_pairs=len(shared),
+                        delta=round(delta, 4),
+                        p=paired_p(differences),
+                    )
                 )
+            if candidates:  # the decisive one: a probe it fails, ahead by most; else the highest p
+                tests.append(min(candidates, key=lambda t: (t.beats, -t.p if t.beats else t.delta)))
+        planned.append((system, tests))
+    out = []
+    for (reader, condition, budget), tests in planned:
+        failed = [t for t in tests if not t.beats]
+        if not failed:
+            continue
+        facts = [probe_facts(name) for name in dict.fromkeys(t.probe for t in failed)]
+        out.append(
+            FloorFinding(
+                reader=reader,
+                budget=budget,
+                condition=condition,
+                transforms=transforms,
+                tests=tests,
+                probes=facts,
+                missing_transforms=[
+                    t
+                    for t in dict.fromkeys(b for f in facts for b in f.broken_by)
+                    if t not in transforms
+                ],
+                advice=probe_advice(condition, facts, transforms),
+            )
+        )
     return out
+
+
+def probe_matches(scores: Scores, skip_readers: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """``summary.json``'s ``probe_matches``: each ``FloorFinding`` as JSON."""
+    return [f.model_dump(mode="json") for f in floor_findings(scores, skip_readers)]

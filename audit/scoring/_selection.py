@@ -19,6 +19,7 @@ noise says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from audit.scoring._metrics import ALL, IDENTITY
@@ -72,10 +73,11 @@ def _bounds(cell: dict[str, Any], metric: str) -> tuple[float, float] | None:
     return cell[f"{metric}_pairs_k"] / n, cell[f"{metric}_pairs_k_high"] / n
 
 
-def selection_warnings(scores: Scores) -> list[dict[str, Any]]:
+def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One entry per (reader, budget) with two or more measured strict conditions;
     ``warn`` is true where current accuracy's best differs from reveal accuracy's or
-    an inversion exists.
+    an inversion exists.  ``skip_readers`` (readers that cannot read the histories,
+    ``_readers``) rank nothing.
 
     With NA reads a rate is only known within bounds, and a claim must hold whatever
     the NA reads were: a condition is among the best when its upper bound reaches the
@@ -87,7 +89,7 @@ def selection_warnings(scores: Scores) -> list[dict[str, Any]]:
     by_block = {}
     for reader, condition, budget in scores.contestants():
         cell = scores.cell((reader, condition, budget), IDENTITY, ALL)
-        if cell is None:
+        if cell is None or reader in skip_readers:
             continue
         now, later = _bounds(cell, "current"), _bounds(cell, "reveal")
         if now is not None and later is not None:
@@ -156,3 +158,33 @@ def selection_warnings(scores: Scores) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def selection_text(flag: dict[str, Any]) -> str:
+    """The one text of a selection warning (an entry of ``selection_warnings``): which
+    condition each accuracy ranks best, which one current accuracy would pick wrongly,
+    the p of its reveal difference, and, when every reversal is within noise, that no
+    reversal is significant on both accuracies.  Every p here is uncorrected."""
+    text = (
+        f"at {flag['budget']} B, current accuracy (answers right now) ranks "
+        f"{', '.join(flag['best_by_current'])} best, but reveal accuracy (after the future "
+        f"update) ranks {', '.join(flag['best_by_reveal'])} best"
+    )
+    misleading = flag.get("misleading") or []
+    if misleading:
+        text += f": choosing by current accuracy would pick {', '.join(misleading)}"
+        ps = [
+            p
+            for found in (flag.get("misleading_reveal_p") or {}).values()
+            for p in found.values()
+            if p is not None
+        ]
+        if ps:
+            shown = ", ".join(dict.fromkeys(f"{p:.2g}" for p in ps))
+            text += f" (reveal difference: exact McNemar p {shown}, uncorrected)"
+    if flag.get("within_noise"):
+        text += (
+            ". Within noise: no reversal is significant on both current and reveal "
+            "accuracy (exact McNemar on these source pairs, uncorrected p < 0.05 on each)"
+        )
+    return text + "."

@@ -4,13 +4,14 @@ Everything here counts **independent source pairs**, never reads (``docs/method.
 "Statistics"): transformed instances and repeats of a pair are not independent
 evidence, so they are folded into one value per source pair first.
 
-Kept libraries do the arithmetic (statsmodels is imported where it is used: it costs
-most of a second, and ``audit run`` needs none of it):
+Closed forms do the textbook arithmetic (statsmodels' formulas, which a test checks
+them against to 1e-12; importing statsmodels for three formulas cost most of a second
+in every process that scored):
 
-* Wilson intervals: ``statsmodels.stats.proportion.proportion_confint(method="wilson")``;
-* exact McNemar: ``statsmodels.stats.contingency_tables.mcnemar(exact=True)``
-  (a two-sided binomial test on the discordant pairs);
-* Holm: ``statsmodels.stats.multitest.multipletests(method="holm")``;
+* Wilson intervals: the score interval, as ``proportion_confint(method="wilson")``;
+* exact McNemar: a two-sided binomial test on the discordant pairs, summed exactly in
+  integers, as ``mcnemar(exact=True)``;
+* Holm: the step-down adjustment, as ``multipletests(method="holm")``;
 * cluster bootstrap: numpy (``numpy.random.Generator``, seeded).  ``scipy.stats.bootstrap``
   resamples observations of one sample, not clusters within strata, so it does not
   fit; resampling here draws source pairs with replacement and recomputes the
@@ -37,6 +38,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -58,15 +60,31 @@ NEWCOMBE = "Newcombe hybrid score"
 FloatArray = npt.NDArray[np.float64]
 
 
+def _z(alpha: float) -> float:
+    """The two-sided standard normal quantile of level ``alpha`` (1.96 at 0.05)."""
+    return NormalDist().inv_cdf(1.0 - alpha / 2.0)
+
+
+def _wilson_bounds(
+    k: FloatArray | float, n: FloatArray | float, alpha: float
+) -> tuple[FloatArray, FloatArray]:
+    """The Wilson score interval's limits, unclipped (n > 0)."""
+    z = _z(alpha)
+    z2 = z * z
+    rate = np.asarray(k, dtype=np.float64) / n
+    denominator = 1.0 + z2 / n
+    center = (rate + z2 / (2.0 * n)) / denominator
+    half = z * np.sqrt(rate * (1.0 - rate) / n + z2 / (4.0 * np.square(n))) / denominator
+    return np.asarray(center - half), np.asarray(center + half)
+
+
 def wilson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
     """Wilson score interval for k successes in n trials; (nan, nan) when n == 0."""
     if n <= 0:
         return (math.nan, math.nan)
     if not 0 <= k <= n:
         raise ValueError(f"k must be in [0, n], got k={k}, n={n}")
-    from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
-
-    low, high = proportion_confint(k, n, alpha=alpha, method="wilson")
+    low, high = _wilson_bounds(float(k), float(n), alpha)
     return (max(0.0, float(low)), min(1.0, float(high)))
 
 
@@ -77,9 +95,7 @@ def wilson_arrays(
     k_array = np.asarray(k, dtype=np.float64)
     n_array = np.asarray(n, dtype=np.float64)
     safe = np.where(n_array > 0, n_array, 1.0)
-    from statsmodels.stats.proportion import proportion_confint
-
-    low, high = proportion_confint(np.minimum(k_array, safe), safe, alpha=alpha, method="wilson")
+    low, high = _wilson_bounds(np.minimum(k_array, safe), safe, alpha)
     low = np.where(n_array > 0, np.clip(low, 0.0, 1.0), np.nan)
     high = np.where(n_array > 0, np.clip(high, 0.0, 1.0), np.nan)
     return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
@@ -293,29 +309,29 @@ class PairedTable:
 
 
 def mcnemar_exact(table: PairedTable) -> float:
-    """Two-sided exact McNemar p-value (binomial test on the discordant pairs)."""
-    if table.only_a + table.only_b == 0:
+    """Two-sided exact McNemar p-value: twice the binomial(d, 1/2) probability of at
+    most the smaller discordant count, capped at 1 (the sum is exact, in integers)."""
+    discordant = table.only_a + table.only_b
+    if discordant == 0:
         return 1.0
-    from statsmodels.stats.contingency_tables import mcnemar  # type: ignore[import-untyped]
-
-    result = mcnemar(
-        [[table.both, table.only_a], [table.only_b, table.neither]], exact=True, correction=False
-    )
-    return float(min(1.0, result.pvalue))
+    tail = sum(math.comb(discordant, i) for i in range(min(table.only_a, table.only_b) + 1))
+    return min(1.0, float(2 * tail / 2**discordant))
 
 
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
-    """Holm-adjusted p-values (family-wise error across exactly the values given).
+    """Holm-adjusted p-values (family-wise error across exactly the values given):
+    the i-th smallest of m times (m - i), made monotone, capped at 1.
 
     NaN entries (comparisons without shared pairs) stay NaN and do not count.
+    ``alpha`` does not change the adjusted values (kept for the callers' symmetry).
     """
     values = np.asarray(pvalues, dtype=np.float64)
     adjusted = np.full(values.shape, math.nan)
-    finite = np.isfinite(values)
-    if finite.any():
-        from statsmodels.stats.multitest import multipletests  # type: ignore[import-untyped]
-
-        adjusted[finite] = multipletests(values[finite], alpha=alpha, method="holm")[1]
+    finite = np.flatnonzero(np.isfinite(values))
+    if finite.size:
+        order = finite[np.argsort(values[finite], kind="mergesort")]
+        scaled = values[order] * (finite.size - np.arange(finite.size))
+        adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
     return [float(x) for x in adjusted]
 
 

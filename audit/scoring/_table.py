@@ -13,7 +13,7 @@
   ``m_blocks_n`` and, for one-branch metrics, ``m_reads_k``, ``m_reads_k_high``,
   ``m_reads_n``; and ``n_source_pairs``, ``na_reads``, ``over_budget_reads_k/n``,
   ``equivariance_violation_reads_k/n``, ``equivariance_violation_pairs_k/n``,
-  ``mean_memory_bytes`` and ``outcome_<name>`` (reads).
+  ``mean_memory_bytes``, ``outcome_<name>`` and ``wrong_answer_<class>`` (reads).
 
 Counted over integer codes (every row belongs to its group's ``all`` cell and to its
 family's cell), not group by group: a 100,000-read run has hundreds of cells.  The
@@ -30,11 +30,15 @@ import numpy as np
 import pandas as pd
 
 from audit.scoring._metrics import ALL, BY_NAME, IDENTITY, LENIENT_METRICS, METRICS, Metric
+from histories import TRANSFORMS, WRONG_ANSWERS
 
 SYSTEM = ["reader", "condition", "budget"]
 GROUP = [*SYSTEM, "transform"]
 CELL = [*GROUP, "family"]
 PAIR_KEYS = [*GROUP, "family", "source_pair_id"]
+WRONG_PREFIX = "wrong_answer_"
+"""A cell's count of wrong reads of each class (``rundir.WRONG_ANSWERS``) is its column
+``wrong_answer_<class>``."""
 
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
 
@@ -243,8 +247,13 @@ class Scores:
         return [s for s in self.systems if self.kinds.get(s[1], "strict") == "strict"]
 
     def transforms(self) -> list[str]:
-        """The transforms present, identity first."""
-        return _order(self.cells["transform"].astype(str), [IDENTITY, "rename", "permute"])
+        """The transforms present, in the registry's order (identity first)."""
+        return _order(self.cells["transform"].astype(str), list(TRANSFORMS))
+
+    def shortcut_transforms(self) -> list[str]:
+        """The transforms present that test for a shortcut (``Transform.shortcut``):
+        ``rechunk`` measures repeated compaction, its own curve, instead."""
+        return [t for t in self.transforms() if getattr(TRANSFORMS.get(t), "shortcut", True)]
 
 
 def _order(values: Iterable[str], preferred: Sequence[str]) -> list[str]:
@@ -362,4 +371,9 @@ def _read_facts(layout: _Layout) -> dict[str, Any]:
     for name, code in sorted(outcome_names.items()):
         if name not in ("nan", "None", ""):
             facts[f"outcome_{name}"] = layout.per_cell(outcome == code)
+    if "wrong_answer" in df:  # not in runs made before the column
+        wrong, wrong_names = _named_codes(df["wrong_answer"])
+        for name in WRONG_ANSWERS:
+            code = wrong_names.get(name, -2)
+            facts[f"{WRONG_PREFIX}{name}"] = layout.per_cell(wrong == code)
     return facts

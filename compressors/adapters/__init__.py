@@ -13,6 +13,8 @@ from compressors.adapters import (
     langchain_memory,
     langmem_summary,
     llamaindex_memory,
+    mem0_memory,
+    pydantic_ai_compaction,
 )
 from compressors.adapters._base import (
     BYTES_PER_TOKEN,
@@ -30,6 +32,12 @@ ADAPTERS = (
     "langchain_summary",
     "langmem_summary",
     "llamaindex_summary",
+    "pydantic_window",
+    "pydantic_clear",
+    "pydantic_dedup",
+    "pydantic_clamp",
+    "pydantic_summary",
+    "mem0_local",
     "cmd",
     "http",
 )
@@ -46,5 +54,7 @@ __all__ = [
     "langchain_memory",
     "langmem_summary",
     "llamaindex_memory",
+    "mem0_memory",
+    "pydantic_ai_compaction",
     "threshold_tokens",
 ]

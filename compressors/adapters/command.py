@@ -1,7 +1,8 @@
 """Any memory system, in any language: the command protocol and its HTTP form.
 
-``--conditions 'cmd:python my_memory.py'`` starts the command once (per worker
-process) and keeps it running; each update is one JSON line on its standard input::
+``--conditions 'cmd:python my_memory.py'`` starts the command once per cell (one
+condition at one budget over a source pair's instances; one LLM unit) and keeps it
+running for the cell; each update is one JSON line on its standard input::
 
     {"protocol": "memory-audit/1", "memory": "...", "query_keys": ["k"], "budget": 1200,
      "chunk": {"records": [{...}], "text": "...", "style": "json",
@@ -18,7 +19,12 @@ object with a string ``memory`` is an infrastructure failure: the stream's reads
 are NA with the cause in the ``error`` column (``ExternalUnavailableError``), never
 wrong; the process is killed (its whole process group) and a fresh one is started
 for the next update.  An answer ``{"error": "..."}`` is the system saying it failed:
-the compressor raised (outcome ``error``, scored 0).  Processes never outlive the
+the compressor raised (outcome ``error``, scored 0).  Exactly one line answers one
+update: a line no update asked for makes the whole cell NA (``finish`` closes the
+process's input at the cell's end and reads what it still writes), so the same run
+gives the same rows every time.  The program's environment lacks the run's API keys
+(``withhold``; ``env=NAME`` passes one) and what it says is scrubbed of them.
+Processes never outlive the
 audit: each runs under a guard (``_guard.py``) leading its process group, killed at
 the exit of the process that started it; if that process is killed the guard gets
 SIGTERM (Linux: ``PR_SET_PDEATHSIG``) and kills the whole group.  A process that
@@ -42,7 +48,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from multiprocessing import util as mp_util
 from pathlib import Path
@@ -63,6 +69,35 @@ STDERR_TAIL = 2000
 _STDERR_TAIL_BYTES = 4 * STDERR_TAIL
 """Bytes of standard error kept: 2,000 characters of UTF-8 at most take this many."""
 _GUARD = str(Path(__file__).with_name("_guard.py"))
+FINISH_GRACE_S = 1.0
+"""How long a process may take to exit once its input is closed at the end of a cell,
+while the audit reads what it still writes (an answer no update asked for)."""
+_STRAY = "malformed answer (more than one line for one update)"
+_WITHHELD: frozenset[str] = frozenset()
+"""Environment variables kept from every external program: the run's API keys."""
+
+
+def _no_scrub(text: str) -> str:
+    return text
+
+
+_SCRUB: Callable[[str], str] = _no_scrub
+
+
+def withhold(names: Iterable[str], scrub: Callable[[str], str]) -> None:
+    """Keep the variables ``names`` (the configured API keys) out of every external
+    program's environment, and pass everything an external system says (its memories,
+    its errors, the end of its stderr) through ``scrub``, as a server's answers are.
+    The audit calls it before any work; forked workers inherit it."""
+    global _WITHHELD, _SCRUB
+    _WITHHELD, _SCRUB = frozenset(names), scrub
+
+
+def program_environment(passed: Iterable[str] = ()) -> dict[str, str]:
+    """The environment of an external program: the audit's, less the withheld keys
+    (a name in ``passed``, the condition's ``env=``, is passed deliberately)."""
+    keep = set(passed)
+    return {k: v for k, v in os.environ.items() if k not in _WITHHELD or k in keep}
 
 
 class ExternalUnavailableError(ChatUnavailableError):
@@ -71,8 +106,30 @@ class ExternalUnavailableError(ChatUnavailableError):
     are NA (the cause in the ``error`` column), never scored as wrong."""
 
 
+class ExternalProtocolError(ExternalUnavailableError):
+    """An answer line no update asked for: every read of the cell (the job's streams
+    of that condition and budget) is NA, whenever the line arrived."""
+
+
 class ExternalMemoryError(MemoryAuditError, RuntimeError):
     """The external system answered ``{"error": ...}``: the compressor failed."""
+
+
+def _scrubbed(error: ExternalUnavailableError | ExternalMemoryError) -> Exception:
+    """The same error, its message scrubbed of the run's keys."""
+    return type(error)(_SCRUB(str(error)))
+
+
+def _keyless(memory: str, where: str) -> str:
+    """An external system's memory as it wrote it, or NA when it holds a configured key
+    (or a piece of one): a scrubbed memory is not what the system kept, so scoring it
+    would turn right reads into wrong ones, and storing it whole would leak the key."""
+    if _SCRUB(memory) != memory:
+        raise ExternalUnavailableError(
+            f"{where}: its memory holds a configured API key or a piece of one "
+            "(not stored, not scored)"
+        )
+    return memory
 
 
 def request_payload(
@@ -228,9 +285,10 @@ class ExternalProcess:
     ``ask`` starts a new one.  Thread-safe: requests to one process are serialized.
     """
 
-    def __init__(self, argv: Sequence[str], where: str) -> None:
+    def __init__(self, argv: Sequence[str], where: str, env: dict[str, str] | None = None) -> None:
         self.argv = list(argv)
         self.where = where
+        self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self.stderr: _StderrTail | None = None
         self.buffer = bytearray()
@@ -250,6 +308,7 @@ class ExternalProcess:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     start_new_session=True,
+                    env=self.env,
                     pass_fds=(status_write,),
                     preexec_fn=_die_with_parent if _PRCTL is not None else None,
                 )  # fmt: skip
@@ -284,26 +343,87 @@ class ExternalProcess:
                     return report.decode("utf-8", "replace")
                 report += chunk[:4096]
 
-    def _fail(self, cause: str) -> ExternalUnavailableError:
-        """Stop the process (its group) and say why, with the end of its stderr."""
+    def _fail(self, cause: str, quote_stderr: bool = True) -> ExternalUnavailableError:
+        """Stop the process (its group) and say why, with the end of its stderr.  A
+        protocol error quotes none: what a process writes there after its stray line
+        (a broken pipe, once we stop reading) depends on timing, and the same run must
+        give the same rows."""
         stderr, self.stderr = self.stderr, None  # drained to its end, not abandoned
         self.stop()
         tail = stderr.finish(wait=1.0) if stderr is not None else ""
+        tail = tail if quote_stderr else ""
         return ExternalUnavailableError(
             f"{self.where}: {cause}" + (f"; stderr: {tail}" if tail else "")
         )
 
     def ask(self, line: bytes, timeout: float) -> bytes:
+        """The answer line to ``line``: exactly one line per request."""
         with self.lock:
-            deadline = time.monotonic() + timeout
+            try:
+                return self._ask(line, timeout)
+            except ExternalUnavailableError:
+                raise
+            except Exception:  # the audit's own plumbing: its internals stay out of the cause
+                raise self._fail("the exchange with the process failed") from None
+
+    def _ask(self, line: bytes, timeout: float) -> bytes:
+        deadline = time.monotonic() + timeout
+        process = self.process
+        if process is None or process.poll() is not None:
+            if process is not None:
+                self.stop()
+            process = self._start(deadline, timeout)
+        if self._unsolicited(process):
+            raise ExternalProtocolError(str(self._fail(_STRAY, quote_stderr=False)))
+        self._write_line(process, line + b"\n", deadline, timeout)
+        return self._read_line(process, deadline, timeout)
+
+    def _unsolicited(self, process: subprocess.Popen[bytes]) -> bool:
+        """Whether the process wrote something before this update was sent: an answer
+        to no update (an end of file is left for the exchange to find)."""
+        assert process.stdout is not None
+        if self.buffer.strip():
+            return True
+        fd = process.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            if not selector.select(0):
+                return False
+        chunk = os.read(fd, 1 << 20)
+        self.buffer += chunk
+        return bool(chunk.strip())
+
+    def finish(self, grace: float = FINISH_GRACE_S) -> bool:
+        """End the process at the end of a cell: close its input, read what it still
+        writes until it exits (within ``grace``), then end its group.  True when it
+        wrote anything no update asked for: with the input closed first, a process
+        that exits at end of file has shown all it wrote, however late."""
+        with self.lock:
             process = self.process
-            if process is None or process.poll() is not None:
-                if process is not None:
-                    self.stop()
-                process = self._start(deadline, timeout)
+            if process is None:
+                return False
+            stray = bool(self.buffer.strip())
+            assert process.stdout is not None
             assert process.stdin is not None
-            self._write_line(process, line + b"\n", deadline, timeout)
-            return self._read_line(process, deadline, timeout)
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            fd = process.stdout.fileno()
+            deadline = time.monotonic() + grace
+            with selectors.DefaultSelector() as selector:
+                selector.register(fd, selectors.EVENT_READ)
+                while not stray:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not selector.select(left):
+                        break
+                    try:
+                        chunk = os.read(fd, 1 << 16)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    stray = bool(chunk.strip())
+            self.stop()
+            return stray
 
     def _write_line(
         self, process: subprocess.Popen[bytes], data: bytes, deadline: float, timeout: float
@@ -354,8 +474,11 @@ class ExternalProcess:
                 if left <= 0 or not selector.select(left):
                     raise self._fail(f"no answer within {timeout:g} s (timeout)")
                 chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    code = process.wait(timeout=5) if process.poll() is None else process.returncode
+                if not chunk:  # its output closed: it exited, or closed it and runs on
+                    try:
+                        code = process.wait(timeout=0.5)
+                    except subprocess.TimeoutExpired:
+                        raise self._fail("the process closed its output") from None
                     raise self._fail(f"the process exited (code {code}) without answering")
                 found = chunk.find(b"\n")
                 if found >= 0:
@@ -366,7 +489,7 @@ class ExternalProcess:
         line = bytes(buffer[:end])
         del buffer[: end + 1]
         if buffer.strip():
-            raise self._fail("malformed answer (more than one line for one update)")
+            raise ExternalProtocolError(str(self._fail(_STRAY, quote_stderr=False)))
         return line
 
     def stop(self) -> None:
@@ -398,23 +521,26 @@ def _end(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # children left behind by a leader that exited
 
 
-_PROCESSES: dict[tuple[str, ...], ExternalProcess] = {}
+_PROCESSES: dict[int, ExternalProcess] = {}
+"""Every external process this process runs (by id), for ``stop_all``."""
 _PROCESSES_LOCK = threading.Lock()
 _OWNER = os.getpid()
 
 
-def process_for(argv: Sequence[str], where: str) -> ExternalProcess:
-    """This process's long-lived external process for ``argv`` (one per worker)."""
+def _register(process: ExternalProcess) -> ExternalProcess:
     global _OWNER
     with _PROCESSES_LOCK:
         if os.getpid() != _OWNER:  # a forked worker: the parent's processes are not ours
             _PROCESSES.clear()
             _OWNER = os.getpid()
             mp_util.Finalize(None, stop_all, exitpriority=100)
-        found = _PROCESSES.get(tuple(argv))
-        if found is None:
-            found = _PROCESSES[tuple(argv)] = ExternalProcess(argv, where)
-        return found
+        _PROCESSES[id(process)] = process
+    return process
+
+
+def _release(process: ExternalProcess) -> None:
+    with _PROCESSES_LOCK:
+        _PROCESSES.pop(id(process), None)
 
 
 def stop_all() -> None:
@@ -439,6 +565,8 @@ class CommandParams(BaseModel):
     """The command line (split like a shell would, not run by one; no commas)."""
     timeout: float = Field(default=30.0, gt=0, le=3600)
     """Seconds an update may take (a process's first includes its start)."""
+    env: str = Field(default="", pattern=r"^([A-Za-z_]\w*( [A-Za-z_]\w*)*)?$")
+    """Names of withheld variables (API keys) to pass all the same, space separated."""
 
 
 @register
@@ -460,18 +588,52 @@ class CommandMemory(Compressor):
             raise ExternalUnavailableError(f"cmd: empty command {params.run!r}")
         return argv
 
+    def __init__(self, params: BaseModel | None = None) -> None:
+        super().__init__(params)
+        self._process: ExternalProcess | None = None
+        self._broken: str | None = None
+        self._lock = threading.Lock()
+
+    def _session(self) -> ExternalProcess:
+        """This object's process: one per cell of a job (or LLM unit), ended by
+        ``finish``, so no answer line crosses into another cell."""
+        params = self.params
+        assert isinstance(params, CommandParams)
+        with self._lock:
+            if self._process is None:
+                env = program_environment(params.env.split())
+                self._process = _register(ExternalProcess(self._argv(), f"cmd:{params.run}", env))
+            return self._process
+
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         params = self.params
         assert isinstance(params, CommandParams)
         where = f"cmd:{params.run}"
         line = json.dumps(request_payload(memory, chunk, query_keys, budget)).encode()
-        process = process_for(self._argv(), where)
-        raw = process.ask(line, params.timeout)
+        process = self._session()
         try:
-            return parse_answer(raw, where)
-        except ExternalUnavailableError:
+            return _keyless(parse_answer(process.ask(line, params.timeout), where), where)
+        except ExternalProtocolError as error:
+            self._broken = self._broken or str(error)
+            raise _scrubbed(error) from None
+        except ExternalUnavailableError as error:
             process.stop()  # what it will say next is anyone's guess: start afresh
-            raise
+            raise _scrubbed(error) from None
+        except ExternalMemoryError as error:
+            raise _scrubbed(error) from None
+
+    def finish(self) -> None:
+        """End the cell's process; an answer line no update asked for, seen at any time
+        in the cell or written before the process exited, makes the cell NA."""
+        with self._lock:
+            process, self._process = self._process, None
+            broken, self._broken = self._broken, None
+        if process is not None:
+            if process.finish() and broken is None:
+                broken = f"{process.where}: {_STRAY}"
+            _release(process)
+        if broken is not None:
+            raise ExternalProtocolError(_SCRUB(broken))
 
     async def aupdate(
         self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
@@ -503,8 +665,11 @@ class HttpMemory(Compressor):
         params = self.params
         assert isinstance(params, HttpParams)
         body = json.dumps(request_payload(memory, chunk, query_keys, budget)).encode()
-        raw = _post(params.url, body, params.timeout)
-        return parse_answer(raw.strip(), params.url)
+        try:
+            answer = parse_answer(_post(params.url, body, params.timeout).strip(), params.url)
+            return _keyless(answer, params.url)
+        except (ExternalUnavailableError, ExternalMemoryError) as error:
+            raise _scrubbed(error) from None
 
     async def aupdate(
         self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
@@ -549,10 +714,7 @@ def _post(url: str, body: bytes, timeout: float) -> bytes:
         response = connection.getresponse()
         if not 200 <= response.status < 300:
             raise ExternalUnavailableError(f"{url}: HTTP {response.status} {response.reason}")
-        raw = _read_body(response, deadline, url)
-        if expired.is_set():
-            raise timed_out
-        return raw
+        return _read_body(response, expired, url)
     except (OSError, http.client.HTTPException) as error:
         if expired.is_set() or time.monotonic() >= deadline:
             raise timed_out from None
@@ -563,18 +725,19 @@ def _post(url: str, body: bytes, timeout: float) -> bytes:
         connection.close()
 
 
-def _read_body(response: http.client.HTTPResponse, deadline: float, url: str) -> bytes:
+def _read_body(response: http.client.HTTPResponse, expired: threading.Event, url: str) -> bytes:
     """The whole body, no more than the size cap, and as long as its Content-Length
-    says (the watchdog in ``_post`` bounds the time)."""
+    says.  The watchdog in ``_post`` bounds the time: the end of a body it cut short
+    is the timeout (an ``OSError`` there), not an incomplete answer."""
     stated = response.headers.get("Content-Length")
     if stated is not None and stated.isdigit() and int(stated) > MAX_ANSWER_BYTES:
         raise ExternalUnavailableError(f"{url}: malformed answer (over the size cap)")
     parts: list[bytes] = []
     size = 0
     while True:
-        if time.monotonic() > deadline:
-            raise OSError("past the deadline")
         part = response.read1(1 << 16)
+        if expired.is_set():
+            raise OSError("past the deadline")
         if not part:
             break
         parts.append(part)

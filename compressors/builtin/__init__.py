@@ -32,6 +32,10 @@ ORDER = (
     "probe_random",
     "probe_lowrev",
     "probe_rare_op_or_value",
+    "probe_component",
+    "probe_one_hop",
+    "probe_degree",
+    "probe_named",
 )
 """How listings and default runs order the built-ins: strict first, then archives,
 then the shortcut probes (the floor)."""

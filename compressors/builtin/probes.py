@@ -26,10 +26,22 @@ chance probes changing on 9 or 10 of the 24 default pilot pairs.
   stream's most common (record kind, value shape) class, then the smallest
   revisions (the paper's distractors are all ``set`` records of ``word-123`` values).
 
-The last two are a methods review's heuristics, which beat every strict packer on
-the pilot of ``words`` labels and plain distractors (joint J 21/24 and 23/24, the
-packers 20/24 at best).  Their ties are broken by value, tick and text, never
-by position.
+* ``probe_component``: the query key's component in the label graph (records joined
+  by a key or record id they both name), then the newest;
+* ``probe_one_hop``: the query key's records, then records sharing a label with them,
+  then the newest;
+* ``probe_degree``: the query key's records, then records of keys that exactly one
+  other record reads (a copy's source, a choice's selector or option), then the newest.
+
+The label-graph probes are a second review's heuristics: while no distractor named a
+task label, the query key's component was exactly the task (joint J 17/24 at 1,200 B
+against ``frontier``'s 8).  ``cca-pilot``'s distractors now read task keys
+(``histories._distractors``); the probes stay as the floor.
+
+``probe_lowrev`` and ``probe_rare_op_or_value`` are a methods review's heuristics,
+which beat every strict packer on the pilot of ``words`` labels and plain distractors
+(joint J 21/24 and 23/24, the packers 20/24 at best).  Their ties are broken by value,
+tick and text, never by position.
 """
 
 from __future__ import annotations
@@ -43,20 +55,15 @@ from typing import ClassVar
 from compressors._memory import Stream, pack_positions
 from compressors._protocol import ChunkView, Compressor, CompressorKind
 from compressors._registry import register
-from histories import Record, record_labels
+from histories import Record, record_labels, referenced_keys
 
 
 class _Probe(Compressor):
     kind: ClassVar[CompressorKind] = "probe"
 
-    def rank(self, record: Record, position: int) -> tuple[object, ...]:
-        """A record's rank (smaller: kept first), given its position in the stream."""
-        raise NotImplementedError
-
     def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
         """Positions of the stream, kept first to last."""
-        records, rank = stream.records, self.rank
-        return sorted(range(len(stream)), key=lambda p: rank(records[p], p))
+        raise NotImplementedError
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
         stream = Stream.of(memory, chunk)
@@ -65,8 +72,49 @@ class _Probe(Compressor):
         return stream.dump(pack_positions(self.order(stream, query_keys), stream.sizes, budget))
 
 
+Rank = tuple[object, ...]
+"""A record's rank (smaller: kept first)."""
+
+_RANKS_LIMIT = 10_000
+_ranks: dict[tuple[str, str], list[Rank]] = {}
+"""(probe, memory) -> the rank of each of the memory's records.  A strict
+probe's output is its next input, so the next update ranks only the chunk; keyed by
+the memory string, a cache of a pure function (no hidden state)."""
+
+
+class _RankedProbe(_Probe):
+    """A probe whose rank is a record's own, wherever it sits (ties: stream order).
+
+    Each record is ranked once per stream: the memory's ranks come back from the update
+    that wrote it, so an update ranks the chunk's records only and sorts positions by a
+    list lookup, where a full re-sort called a Python key on every record of the stream
+    (a merge of the two sorted runs measured no faster on streams of about 17 records).
+    """
+
+    def rank(self, record: Record) -> Rank:
+        """A record's rank, from the record alone."""
+        raise NotImplementedError
+
+    def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
+        stream = Stream.of(memory, chunk)
+        if stream.fits(budget):
+            return stream.dump()
+        known = _ranks.get((self.name, memory))
+        if known is None:
+            ranks = list(map(self.rank, stream.records))
+        else:
+            ranks = [*known, *map(self.rank, chunk.records)]
+        order = sorted(range(len(ranks)), key=ranks.__getitem__)
+        kept = pack_positions(order, stream.sizes, budget)
+        new = stream.dump(kept)
+        if len(_ranks) > _RANKS_LIMIT:
+            _ranks.clear()
+        _ranks[self.name, new] = list(map(ranks.__getitem__, kept))
+        return new
+
+
 @register
-class ShortestLabel(_Probe):
+class ShortestLabel(_RankedProbe):
     name = "probe_shortest"
     version = "2"
     summary = "probe: records with the shortest id first (a label-length heuristic)"
@@ -74,12 +122,12 @@ class ShortestLabel(_Probe):
     exploits = "label length, the paper's task ids being shorter"
     broken_by = ("relabel",)
 
-    def rank(self, record: Record, position: int) -> tuple[object, ...]:
+    def rank(self, record: Record) -> Rank:
         return (len(record.id), record.id)
 
 
 @register
-class LexicographicLabel(_Probe):
+class LexicographicLabel(_RankedProbe):
     name = "probe_lexicographic"
     version = "2"
     summary = "probe: records whose smallest label sorts first (a label-order heuristic)"
@@ -87,7 +135,7 @@ class LexicographicLabel(_Probe):
     exploits = "label order, the paper's task labels sorting first"
     broken_by = ("rename", "decoy", "relabel")
 
-    def rank(self, record: Record, position: int) -> tuple[object, ...]:
+    def rank(self, record: Record) -> Rank:
         return (min(record_labels(record)), record.id)
 
 
@@ -99,19 +147,19 @@ class Newest(_Probe):
     exploits = "arrival order, the most recent first"
     broken_by = ("permute",)
 
-    def rank(self, record: Record, position: int) -> tuple[object, ...]:
-        return (-position,)
+    def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
+        return list(range(len(stream) - 1, -1, -1))
 
 
 @register
-class RandomOrder(_Probe):
+class RandomOrder(_RankedProbe):
     name = "probe_random"
     version = "2"
     summary = "probe: records in a fixed pseudo-random order of their text (chance)"
     heuristic = "chance"
     exploits = "nothing: a fixed pseudo-random order"
 
-    def rank(self, record: Record, position: int) -> tuple[object, ...]:
+    def rank(self, record: Record) -> Rank:
         return (zlib.crc32(record.canonical_line.encode()), record.id)
 
 
@@ -185,3 +233,109 @@ class RareOpOrValue(_Probe):
         common = counts.most_common(1)[0][0] if counts else None
         ranks = [(key not in query, kind == common, rev, tie) for key, rev, kind, tie in surfaces]
         return sorted(range(len(ranks)), key=ranks.__getitem__)
+
+
+# ------------------------------------------------------------------ label graph
+
+
+def _label_components(records: Sequence[Record]) -> list[str]:
+    """Each record's component in the label graph (one root label per component): two
+    records are joined when they name a common label (a key, or the id a revoke or
+    replay targets)."""
+    parent: dict[str, str] = {}
+
+    def root(label: str) -> str:
+        while (up := parent.setdefault(label, label)) != label:
+            parent[label] = parent.setdefault(up, up)
+            label = up
+        return label
+
+    labelled = [tuple(record_labels(record)) for record in records]
+    for labels in labelled:
+        first = root(labels[0])
+        for label in labels[1:]:
+            other = root(label)
+            if other != first:
+                parent[other] = first
+    return [root(labels[0]) for labels in labelled]
+
+
+def _key(record: Record) -> str | None:
+    return getattr(record, "key", None)
+
+
+class _GraphProbe(_Probe):
+    """A label-graph probe: records by graph position (``tier``), then the newest."""
+
+    heuristic = "label-graph"
+
+    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
+        """Each record's tier (smaller: kept first)."""
+        raise NotImplementedError
+
+    def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
+        tiers = self.tiers(stream.records, frozenset(query_keys))
+        # newest first within a tier: a stable sort of the positions, last to first
+        return sorted(range(len(tiers) - 1, -1, -1), key=tiers.__getitem__)
+
+
+@register
+class QueryComponent(_GraphProbe):
+    name = "probe_component"
+    summary = "probe: the query key's label-graph component first, then the newest"
+    exploits = "the query key's component in the label graph, then recency"
+
+    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
+        roots = _label_components(records)
+        mine = {root for root, record in zip(roots, records, strict=True) if _key(record) in query}
+        return [0 if root in mine else 1 for root in roots]
+
+
+@register
+class QueryOneHop(_GraphProbe):
+    name = "probe_one_hop"
+    summary = "probe: the query key's records, then records sharing a label with them"
+    exploits = "labels one hop from the query key's records, then recency"
+
+    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
+        labelled = [frozenset(record_labels(record)) for record in records]
+        near = frozenset().union(
+            *(
+                labels
+                for labels, record in zip(labelled, records, strict=True)
+                if _key(record) in query
+            )
+        )
+        return [
+            0 if _key(record) in query else 1 if labels & near else 2
+            for labels, record in zip(labelled, records, strict=True)
+        ]
+
+
+@register
+class SingleReference(_GraphProbe):
+    name = "probe_degree"
+    summary = "probe: the query key's records, then keys exactly one other record reads"
+    exploits = "label-graph degree: keys read by exactly one other record, then recency"
+
+    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
+        reads = Counter(key for record in records for key in set(referenced_keys(record)[1:]))
+        return [
+            0 if (key := _key(record)) in query else 1 if key is not None and reads[key] == 1 else 2
+            for record in records
+        ]
+
+
+@register
+class MostNamed(_GraphProbe):
+    name = "probe_named"
+    summary = "probe: the query key's records, then keys the most other records name"
+    exploits = "label-graph in-degree: keys other records read most often, then recency"
+
+    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
+        reads = Counter(key for record in records for key in set(referenced_keys(record)[1:]))
+        top = max(reads.values(), default=0)
+        return [
+            0 if (key := _key(record)) in query else 1 + top - reads[key] if key else 1 + top
+            for record in records
+        ]

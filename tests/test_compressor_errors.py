@@ -1,0 +1,217 @@
+"""A compressor that raises is a failed run (issue 28): each distinct error once, in
+summary.json and run.log, its first on the terminal, and a non-zero exit status.
+
+Real runs in real processes: the plugin below is the obvious first compressor, which
+asks every record for its ``key`` and so raises on the first revoke it meets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from audit.rundir import EXIT_COMPRESSOR_RAISED, CompressorError, ErrorSite, RunStore, pack_job
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = """
+from compressors import Compressor, dump, load, pack
+
+
+class Keyed(Compressor):
+    name = "keyed"
+    summary = "the newest record of each key (forgets that a revoke has no key)"
+
+    def update(self, memory, chunk, query_keys, budget):
+        kept = {r.key: r for r in [*load(memory), *chunk.records]}
+        return dump(pack(list(kept.values()), budget))
+"""
+
+
+def audit(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)])}
+    return subprocess.run(
+        [sys.executable, "-m", "audit", *args], cwd=cwd, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+
+
+ARGS = ("run", "--preset", "cca-pilot", "--conditions", "keyed_plugin:Keyed,tail",
+        "--transforms", "identity,rename:2")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def raising_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    work = tmp_path_factory.mktemp("raising")
+    (work / "keyed_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    return work, audit(work, *ARGS, "--workers", "2", "--out", "run")
+
+
+def test_a_raising_compressor_fails_the_run_with_one_error_block(raising_run):
+    _work, result = raising_run
+    assert result.returncode == EXIT_COMPRESSOR_RAISED == 5, result.stderr
+    block = result.stderr.strip().splitlines()
+    assert block[0] == "error: compressor keyed raised (deterministic stage)", result.stderr
+    assert block[1] == "  AttributeError: 'RevokeRecord' object has no attribute 'key'"
+    assert block[2].startswith("  at ")
+    assert "keyed_plugin.py:10 in" in block[2]
+    assert block[3].startswith("  first: pair ")
+    assert "revoke" in result.stderr
+    assert block[-1] == "  full traceback in run/run.log"
+    assert all(len(line) <= 80 for line in block), block
+    assert "Traceback" not in result.stderr
+    assert "next: audit report run" in result.stdout  # the run itself finished
+
+
+def test_each_distinct_error_is_counted_once(raising_run):
+    work, _ = raising_run
+    run_dir = work / "run"
+    log = (run_dir / "run.log").read_text()
+    assert len(log.encode()) < 50_000
+    assert log.count("Traceback (most recent call last)") == 1
+    assert "AttributeError: 'RevokeRecord' object has no attribute 'key'" in log
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (error,) = [CompressorError.model_validate(e) for e in summary["compressor_errors"]]
+    results = pq.read_table(run_dir / "results.parquet", columns=["condition", "outcome"])
+    rows = results.to_pylist()
+    failed = [r for r in rows if r["outcome"] == "error"]
+    assert failed
+    assert {r["condition"] for r in failed} == {"keyed"}
+    assert error.reads == len(failed)
+    assert error.streams * 6 == error.reads  # a stream of A and B: 2 variants x 3 branches
+    assert error.first.variant == "A"
+    assert error.first.branch == "prefix"
+    assert "revoke" in error.first.records
+    assert error.traceback is not None
+    assert error.traceback in log
+    # scores stay as they were: an error read is scored 0, never a smaller n
+    keyed = [e for e in summary["scores"] if e["condition"] == "keyed" and e["family"] == "all"]
+    assert sum(e["outcomes (reads)"].get("error", 0) for e in keyed) == error.reads
+
+
+def test_the_count_is_the_same_whatever_runs_the_jobs_and_on_resume(raising_run):
+    work, _ = raising_run
+    one = audit(work, *ARGS, "--workers", "1", "--out", "one")
+    assert one.returncode == EXIT_COMPRESSOR_RAISED, one.stderr
+    assert (work / "one" / "run.log").read_text() == (work / "run" / "run.log").read_text()
+
+    def errors(name: str) -> list[dict[str, object]]:
+        return json.loads((work / name / "summary.json").read_text())["compressor_errors"]
+
+    assert errors("one") == errors("run")
+    again = audit(work, *ARGS, "--workers", "2", "--out", "run")  # the same command resumes
+    assert again.returncode == EXIT_COMPRESSOR_RAISED, again.stderr
+    assert "complete: nothing to do" in again.stdout
+    assert again.stderr.startswith("error: compressor keyed raised")
+    assert errors("run") == errors("one")
+
+
+def test_a_stopped_run_resumes_to_the_same_errors(raising_run):
+    """SIGTERM part-way, then `audit resume`: the errors merged from two invocations'
+    jobs are those of the uninterrupted run (the first site too: plan order)."""
+    work, _ = raising_run
+    out = work / "stopped"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(work)])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "audit", *ARGS, "--workers", "1", "--quiet", "--out", str(out)],
+        cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while finished_jobs(out) < 10 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before the signal: nothing was tested"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    resumed = audit(work, "resume", str(out), "--workers", "2")
+    assert resumed.returncode == EXIT_COMPRESSOR_RAISED, resumed.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    whole = json.loads((work / "run" / "summary.json").read_text())
+    assert summary["compressor_errors"] == whole["compressor_errors"]
+    assert (out / "run.log").read_text() == (work / "run" / "run.log").read_text()
+
+
+def finished_jobs(run_dir: Path) -> int:
+    if not (run_dir / "store.sqlite").exists():
+        return 0
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+    except sqlite3.OperationalError:  # killed before the schema was written
+        return 0
+    finally:
+        db.close()
+
+
+def test_the_store_gives_job_logs_in_plan_order_whatever_order_they_finished(tmp_path: Path):
+    store = RunStore(tmp_path, "run-id")
+    site = ErrorSite(pair_id="p", transform="identity")
+
+    def job(key: str, message: str) -> None:
+        found = CompressorError(condition="c", stage="deterministic", type="E", error=message,
+                                raised_at="x.py:1 in update", reads=6, first=site)  # fmt: skip
+        log = pack_job(key, [], {}).log
+        log.add(found)
+        assert store.add_job(pack_job(key, [], {}, log))
+
+    job("second", "E: second")
+    job("first", "E: first")
+    logs = store.logs(["first", "second"])
+    store.close()
+    from audit.rundir import merge_errors
+
+    (merged,) = merge_errors(log.errors for log in logs)
+    assert merged.error == "E: first"
+    assert merged.reads == 12
+    assert merged.streams == 2
+
+
+def test_the_llm_stage_counts_its_errors_the_same_way(tmp_path: Path, monkeypatch):
+    """A compressor read by an LLM reader raises in the LLM stage: one error per stream
+    of a variant, its reads the reader's, and the same exit status."""
+    from typer.testing import CliRunner
+
+    from audit.cli import app
+    from tests._fake_openai import Reply, Rule, serving_in_thread
+
+    (tmp_path / "keyed_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "keyed_plugin", raising=False)
+    out = tmp_path / "run"
+    with serving_in_thread("m") as fake:
+        fake.rules = [Rule(contains=[""], replies=[Reply(content='{"answer": {}}')])]
+        config = tmp_path / "audit.toml"
+        config.write_text(
+            f'cache_path = "{tmp_path / "responses.sqlite"}"\n'
+            f'[backends.fake]\nbase_url = "{fake.base_url}"\nmodel = "m"\n'
+        )
+        result = CliRunner().invoke(
+            app,
+            ["run", "--preset", "cca-pilot", "--conditions", "tail", "--transforms", "identity",
+             "--workers", "1", "--quiet", "--llm-sample", "2", "--repeats", "1",
+             "--llm-transforms", "identity", "--reader", "fake", "--llm-conditions",
+             "keyed_plugin:Keyed", "--no-determinism", "--config", str(config),
+             "--out", str(out)],
+        )  # fmt: skip
+    assert result.exit_code == EXIT_COMPRESSOR_RAISED, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    (error,) = [CompressorError.model_validate(e) for e in summary["compressor_errors"]]
+    assert error.condition == "keyed"
+    assert error.stage == "llm"
+    rows = pq.read_table(out / "results.parquet", columns=["condition", "outcome"]).to_pylist()
+    failed = [r for r in rows if r["outcome"] == "error"]
+    assert {r["condition"] for r in failed} == {"keyed"}
+    assert error.reads == len(failed)
+    assert error.streams * 3 == error.reads  # one variant's stream: its 3 branches, 1 reader
+    assert (out / "run.log").read_text().count("Traceback (most recent call last)") == 1
