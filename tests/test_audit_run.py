@@ -477,11 +477,11 @@ def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_nothing(tmp_
                 "--quiet", "--out", str(out))  # fmt: skip
     assert first.exit_code == 0, first.output
     lines = first.output.strip().splitlines()
-    assert lines[-4:-2] == [
-        f"next: audit report {out}",
-        "      (report.html and report.md in its report/)",
-    ]
-    assert "--reader local" in lines[-2]
+    start = lines.index(f"next: audit report {out}")
+    assert lines[start + 1] == "      (report.html and report.md in its report/)"
+    hint = " ".join(lines[start + 2 :])  # the LLM path's one command, last
+    assert "--reader local" in hint
+    assert "--llm-conditions full" in hint
     again = run("resume", str(out), "--quiet")
     assert again.exit_code == 0, again.output
     assert again.output.splitlines()[0] == (

@@ -534,10 +534,11 @@ def test_a_refused_reader_request_is_na(writer_run):
 def test_writer_columns_are_appended_and_empty_for_deterministic_reads(writer_run):
     out, rows, _, _ = writer_run
     header = result_csv(out).read_text().splitlines()[0].split(",")
-    assert header[-4:] == [
+    assert header[-5:-1] == [
         "writer_finish_reason", "writer_reasoning_tokens", "writer_content_tokens",
         "writer_reasoning_chars",
     ]  # fmt: skip
+    assert header[-1] == "wrong_answer"  # added after them: new columns go at the end
     exact_frontier = [r for r in _of(rows, "frontier") if r["reader"] == "exact"]
     assert exact_frontier
     assert all(r["writer_finish_reason"] == "" for r in exact_frontier)

@@ -106,10 +106,13 @@ def build(ctx: ReportContext) -> Section:
         Column(f"cause_{key}", f"{label} (reads)", "integer", help=CAUSE_HELP[key])
         for key, label in ATTRIBUTIONS.items()
     ]
-    columns = [
+    system_columns = [
         Column("condition", "condition", "label"),
         Column("budget", "budget (B)", "integer"),
         *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+    ]
+    columns = [
+        *system_columns,
         Column("joint_J", "joint J strict (source pairs)", "proportion"),
         *(
             [Column("joint_J_lenient", "joint J lenient (source pairs)", "proportion")]
@@ -117,10 +120,13 @@ def build(ctx: ReportContext) -> Section:
             else []
         ),
         *outcome_columns,
-        *wrong_columns,
         *cause_columns,
     ]
+    # every column, the wrong: ones too, goes to taxonomy.csv; on the page what the wrong
+    # answers are is a table of its own (one table of both is wider than a window)
     blocks.append(Table("taxonomy-table", columns, frame, csv="taxonomy.csv"))
+    if wrong_columns:
+        blocks.append(Table("wrong-answers-table", [*system_columns, *wrong_columns], frame))
     failed = frame[[f"cause_{key}" for key in ATTRIBUTIONS]].to_numpy().sum() if len(frame) else 0
     if failed:
         blocks.append(
