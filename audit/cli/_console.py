@@ -39,6 +39,7 @@ from audit.engine import RequestEstimate, RequestTally, RunProgress, Stage, Tall
 from audit.scoring import (
     VERDICT_COLUMNS,
     VERDICT_LEGEND,
+    EquivarianceFinding,
     FloorFinding,
     FloorMessage,
     ReaderCheck,
@@ -48,6 +49,7 @@ from audit.scoring import (
     floor_message,
     listed,
     selection_text,
+    spelling_text,
     verdict_rows,
 )
 from compressors import BASELINES
@@ -570,34 +572,22 @@ def _wrong_table(
     return table
 
 
-def _print_equivariance(
-    console: Console, alerts: list[dict[str, Any]], spelling: bool = True
-) -> None:
+def _print_equivariance(console: Console, summary: dict[str, Any], spelling: bool = True) -> None:
     """A false order-invariance claim as a warning; spelling dependence as one note
-    (``spelling``: ``--verbose``)."""
-    for alert in alerts:
-        if alert["check"] != "order":
-            continue
-        _warn(
-            console,
-            f": {alert['condition']} claims order invariance, but "
-            f"at {alert['budget']} B its memory changed under {alert['transform']} on "
-            f"{alert['k']}/{alert['n']} source pairs ({alert['reads_k']}/{alert['reads_n']} "
-            "reads): the claim is false.",
-        )
-    if not spelling:
-        return
+    (``spelling``: ``--verbose``); the texts are the report's."""
+    found = [EquivarianceFinding.model_validate(a) for a in summary.get("equivariance_alerts", [])]
+    for finding in found:
+        if finding.check == "order":
+            _warn(console, f": {finding.text()}")
     spelled = [
-        f"{a['condition']} {a['k']}/{a['n']}"
-        + (f" at {a['budget']} B" if len({b["budget"] for b in alerts}) > 1 else "")
-        for a in alerts
-        if a["check"] == "labels" and a["kind"] == "strict" and a["reader"] == "exact"
+        f for f in found if f.check == "labels" and f.kind == "strict" and f.reader == "exact"
     ]
-    if spelled:
-        console.print(
-            "note: these memories depend on how labels are spelled (equivariance violated "
-            f"under renaming, source pairs): {', '.join(spelled)}."
+    if spelling and spelled:
+        budgets = len({f.budget for f in spelled}) > 1
+        text = spelling_text(
+            spelled, lambda f: f.condition + (f" at {f.budget} B" if budgets else "")
         )
+        console.print(f"note: {''.join(text)}")
 
 
 def _print_probe_matches(console: Console, summary: dict[str, Any]) -> None:
@@ -752,14 +742,14 @@ def print_summary(
         _print_llm(console, summary)
         _print_wrong_answers(console, summary)
         _print_probe_matches(console, summary)
-        _print_equivariance(console, summary.get("equivariance_alerts", []))
+        _print_equivariance(console, summary)
     else:
         _print_readers(console, summary)
         stage = summary.get("run", {}).get("config", {}).get("llm")
         if stage and _cells(summary, exact=False):
             console.print(llm_stage_line(stage))
         _print_floor_headlines(console, summary)
-        _print_equivariance(console, summary.get("equivariance_alerts", []), spelling=False)
+        _print_equivariance(console, summary, spelling=False)
         entries = _cells(summary, exact=True)
         missing = missing_baselines(summary, entries) if entries else ""
         if missing:

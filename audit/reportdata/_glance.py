@@ -22,12 +22,14 @@ from audit.scoring import (
     ALPHA,
     VERDICT_COLUMNS,
     VERDICT_LEGEND,
+    EquivarianceFinding,
     FloorFinding,
     equivariance_alerts,
     floor_message,
     selection_text,
     selection_warnings,
     shortcut_gaps,
+    spelling_text,
     verdict_rows,
 )
 from reports import Alert, Block, Bullets, Column, Flag, Strong, Table, with_code
@@ -81,37 +83,25 @@ def reader_alerts(ctx: ReportContext) -> list[Block]:
 def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = _probe_alerts(ctx)
     findings: list[Any] = []
-    spelled: list[dict[str, Any]] = []
-    for alert in equivariance_alerts(ctx.scores):
-        where = _where(ctx, alert["reader"], alert["budget"])
-        if alert["check"] == "order":
+    spelled: list[EquivarianceFinding] = []
+    for finding in equivariance_alerts(ctx.scores):
+        where = _where(ctx, finding.reader, finding.budget)
+        if finding.check == "order":
             blocks.append(
                 Alert(
                     "warn",
-                    [Strong(alert["condition"]), Flag(" claims order invariance, and the "
+                    [Strong(finding.condition), Flag(" claims order invariance, and the "
                      "claim is false"), f" ({where})"],
-                    [f"Under {alert['transform']}, its memory held other lines than at "
-                     f"identity on {alert['k']}/{alert['n']} source pairs "
-                     f"({alert['reads_k']}/{alert['reads_n']} reads), though log order "
-                     "carries no meaning and the condition declares order_invariant."],
+                    [finding.text()[0].upper() + finding.text()[1:] + " Log order carries no "
+                     "meaning and the condition declares order_invariant."],
                 )
             )  # fmt: skip
-        elif alert["kind"] == "strict":
-            spelled.append(alert)
-    if spelled:  # one finding, however many conditions show it
-        several = len({a["transform"] for a in spelled}) > 1
-        named: list[Any] = []
-        for index, alert in enumerate(spelled):
-            label = ctx.label((alert["reader"], alert["condition"], alert["budget"]))
-            named += [", " if index else "", Strong(label),
-                      f" {alert['k']}/{alert['n']}"
-                      + (f" under {alert['transform']}" if several else "")]  # fmt: skip
-        transform = "" if several else f" under {spelled[0]['transform']}"
-        findings.append(
-            [Flag("Spelling dependence: "), "these memories keep other records when labels "
-             f"are renamed (equivariance violated{transform}, source pairs): ", *named,
-             ". Their choices depend on how identifiers are spelled."]
-        )  # fmt: skip
+        elif finding.kind == "strict":
+            spelled.append(finding)
+    if spelled:  # one finding, however many conditions show it (the console's text too)
+        label = ctx.label
+        parts = spelling_text(spelled, lambda f: Strong(label((f.reader, f.condition, f.budget))))
+        findings.append([Flag("Spelling dependence: "), *parts])
     for gap in shortcut_gaps(ctx.scores, resamples=ctx.options.resamples, seed=ctx.options.seed):
         value, p = gap["reveal_gap_blocks"], gap.get("reveal_gap_p")
         system: System = (gap["reader"], gap["condition"], gap["budget"])

@@ -7,7 +7,7 @@ reads (``score_results``); ``_gaps``, ``_selection`` and ``_stats`` build on the
 """
 
 from audit.scoring._agreement import noise_floor, reader_agreement
-from audit.scoring._claims import equivariance_alerts
+from audit.scoring._claims import EquivarianceFinding, equivariance_alerts, spelling_text
 from audit.scoring._compactions import compaction_curve
 from audit.scoring._gaps import shortcut_gaps
 from audit.scoring._metrics import (
@@ -94,6 +94,7 @@ __all__ = [
     "VERDICT_COLUMNS",
     "VERDICT_LEGEND",
     "Discordance",
+    "EquivarianceFinding",
     "FloorFinding",
     "FloorMessage",
     "Interval",
@@ -136,6 +137,7 @@ __all__ = [
     "selection_text",
     "selection_warnings",
     "shortcut_gaps",
+    "spelling_text",
     "summarize",
     "unreadable",
     "verdict_rows",

@@ -15,18 +15,67 @@ budgeted memory may rightly keep other records there: not checked.)
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from audit.scoring._metrics import ALL
 from audit.scoring._table import Scores
 from histories import TRANSFORMS
 
+Name = TypeVar("Name")
 
-def equivariance_alerts(scores: Scores) -> list[dict[str, Any]]:
-    """One entry per (system, check) with a violation on any source pair: ``check`` is
+
+class EquivarianceFinding(BaseModel):
+    """One broken equivariance of one system, with the one text the console and the
+    report both show (summary.json keeps the fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    reader: str
+    condition: str
+    budget: int
+    kind: str
+    check: Literal["order", "labels"]
+    transform: str
+    k: int
+    """Source pairs violated, of ``n`` checked."""
+    n: int
+    reads_k: int
+    reads_n: int
+
+    def text(self) -> str:
+        """An ``order`` finding: the false claim, with its counts."""
+        return (
+            f"{self.condition} claims order invariance, but at {self.budget} B its memory "
+            f"changed under {self.transform} on {self.k}/{self.n} source pairs "
+            f"({self.reads_k}/{self.reads_n} reads): the claim is false."
+        )
+
+
+def spelling_text(
+    findings: Sequence[EquivarianceFinding], label: Callable[[EquivarianceFinding], Name]
+) -> list[str | Name]:
+    """The ``labels`` findings as one sentence, however many systems show it, in parts:
+    ``label`` names a system as its reader sees it (plain text, or the report's bold)."""
+    several = len({f.transform for f in findings}) > 1
+    transform = "" if several else f" under {findings[0].transform}"
+    parts: list[str | Name] = [
+        "these memories keep other records when labels are renamed (equivariance violated"
+        f"{transform}, source pairs): "
+    ]
+    for index, finding in enumerate(findings):
+        under = f" under {finding.transform}" if several else ""
+        parts += [", " if index else "", label(finding), f" {finding.k}/{finding.n}{under}"]
+    return [*parts, ". Their choices depend on how identifiers are spelled."]
+
+
+def equivariance_alerts(scores: Scores) -> list[EquivarianceFinding]:
+    """One finding per (system, check) with a violation on any source pair: ``check`` is
     ``order`` (a false order-invariance claim) or ``labels`` (spelling dependence),
     with the transform and the source pairs violated (``k``) of those checked (``n``)."""
-    out: list[dict[str, Any]] = []
+    out: list[EquivarianceFinding] = []
     transforms = scores.transforms()
     for system in scores.systems:
         reader, condition, budget = system
@@ -42,18 +91,15 @@ def equivariance_alerts(scores: Scores) -> list[dict[str, Any]]:
                 if cell is None or not cell["equivariance_violation_pairs_k"]:
                     continue
                 out.append(
-                    {
-                        "reader": reader,
-                        "condition": condition,
-                        "budget": budget,
-                        "kind": scores.kinds.get(condition, "strict"),
-                        "check": check,
-                        "transform": transform,
-                        "k": int(cell["equivariance_violation_pairs_k"]),
-                        "n": int(cell["equivariance_violation_pairs_n"]),
-                        "reads_k": int(cell["equivariance_violation_reads_k"]),
-                        "reads_n": int(cell["equivariance_violation_reads_n"]),
-                    }
-                )
+                    EquivarianceFinding(
+                        reader=reader, condition=condition, budget=budget,
+                        kind=scores.kinds.get(condition, "strict"), check=check,
+                        transform=transform,
+                        k=int(cell["equivariance_violation_pairs_k"]),
+                        n=int(cell["equivariance_violation_pairs_n"]),
+                        reads_k=int(cell["equivariance_violation_reads_k"]),
+                        reads_n=int(cell["equivariance_violation_reads_n"]),
+                    )
+                )  # fmt: skip
                 break  # one label check per system: rename, else decoy
     return out

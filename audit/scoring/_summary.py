@@ -117,6 +117,6 @@ def summary_of(scores: Scores, meta: dict[str, Any], n_reads: int, n_pairs: int)
         "selection": selection_warnings(scores, skip),
         "probe_matches": [f.model_dump(mode="json") for f in findings],
         "verdicts": [v.model_dump(mode="json") for v in verdicts(scores, findings, checks, unread)],
-        "equivariance_alerts": equivariance_alerts(scores),
+        "equivariance_alerts": [f.model_dump(mode="json") for f in equivariance_alerts(scores)],
         "kinds": scores.kinds,
     }
