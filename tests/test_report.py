@@ -640,28 +640,31 @@ def test_report_in_headless_chromium(which: str, chromium: str, tmp_path: Path, 
     assert _console_lines(dom.stderr) == []
 
 
-def test_memories_of_the_first_store_layout_still_read(tmp_path: Path):
-    # runs made before the block layout kept one zlib blob (preset dictionary) per memory
+def test_a_store_before_format_4_is_refused_by_name(tmp_path: Path):
+    """The first store layout (format 1: a zlib blob per memory, one JSON row per read)
+    was never released: its memories are not read, and a run whose only result file it
+    is gets an error naming the file and the format (issue 30: no legacy readers)."""
     import zlib
 
     from audit.rundir import MemoryStore
-    from audit.rundir._load import LEGACY_ZDICT as _LEGACY_ZDICT
 
-    text = '{"id":"r1","op":"set","key":"k","value":"v","rev":1}'
-    packer = zlib.compressobj(6, zdict=_LEGACY_ZDICT)
     db = sqlite3.connect(tmp_path / "store.sqlite")
     db.executescript(
-        "CREATE TABLE jobs (job_key TEXT PRIMARY KEY, finished REAL NOT NULL);"
+        "CREATE TABLE store_format (version INTEGER NOT NULL);"
+        "INSERT INTO store_format VALUES (1);"
+        "CREATE TABLE results (row TEXT NOT NULL);"
         "CREATE TABLE memories (sha256 TEXT PRIMARY KEY, text BLOB NOT NULL);"
     )
-    db.execute(
-        "INSERT INTO memories VALUES ('abc', ?)", (packer.compress(text.encode()) + packer.flush(),)
-    )
+    db.execute("INSERT INTO memories VALUES ('abc', ?)", (zlib.compress(b'{"op":"set"}'),))
+    db.execute("INSERT INTO results VALUES ('{}')")
     db.commit()
     db.close()
     memories = MemoryStore(tmp_path)
     try:
-        assert memories.get("abc") == text
-        assert memories.get("missing") is None
+        assert memories.get("abc") is None
     finally:
         memories.close()
+    (tmp_path / "config.json").write_text("{}")
+    result = runner.invoke(app, ["report", str(tmp_path), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert "store.sqlite is a run of an older format" in result.output

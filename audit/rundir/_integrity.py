@@ -513,7 +513,7 @@ def _read_unchecked(run_dir: Path) -> pd.DataFrame:
         try:
             check_regular(path)  # a FIFO would block the reader forever
             if path == store:
-                return _legacy_store(path)
+                return _store_only(path)
             return _read_file(path)
         except Exception as error:  # any unreadable file: try the next source
             failures.append(f"{path.name}: {type(error).__name__}: {_first_line(error)}")
@@ -522,18 +522,14 @@ def _read_unchecked(run_dir: Path) -> pd.DataFrame:
     raise RunDataError(f"{run_dir}: no results (results.parquet, results.csv or store.sqlite)")
 
 
-def _legacy_store(path: Path) -> pd.DataFrame:
-    import json
-
+def _store_only(path: Path) -> pd.DataFrame:
+    """The rows of a store that is a run's only result file (this format only)."""
     db = connect_read_only(path)
     try:
-        if store_format(db) == STORE_FORMAT:
-            table, _held = _store_rows(db, path.parent, job_keys(db))
-            return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
-        if store_format(db) != 1:
+        if store_format(db) != STORE_FORMAT:
             raise RunDataError(f"{path.name} is {OLDER_LAYOUT.format(format=STORE_FORMAT)}")
-        rows = [json.loads(text) for (text,) in db.execute("SELECT row FROM results")]
-        return pd.DataFrame(rows)  # the first store layout: one JSON row per read
+        table, _held = _store_rows(db, path.parent, job_keys(db))
+        return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
     finally:
         db.close()
 

@@ -29,12 +29,19 @@ from histories import MemoryAuditError
 
 M = TypeVar("M", bound=BaseModel)
 
-RUN_FORMAT = 5
+FORMATS: dict[int, str] = {
+    1: "one JSON row per read in the store, a zlib blob per memory (before release)",
+    4: "a job's memories as one compressed block; results.csv and .parquet both whole",
+    5: "results.parquet (zstd, a row group per job) the one copy of the rows; a memory "
+    "is an integer id into the store's memory table; results.csv only on request",
+}
+"""Every run-directory format, append-only: add a number and what changed when a
+file's layout changes (2 and 3 were never written by a release).  A run of format 4
+is read by `audit report` when its result files are whole, never resumed; a store
+older than 4 is refused with its format named."""
+RUN_FORMAT = max(FORMATS)
 """The format of a run directory, one number for all its files: ``manifest.json``
-records it, ``store.sqlite`` and results.parquet's metadata carry it.  5: results.parquet
-(zstd, one row group per job) is the one copy of the rows, a memory is an integer id
-into the store's memory table, results.csv only on request.  A run of an older format
-is read by `audit report` when its result files are whole, never resumed."""
+records it, ``store.sqlite`` and results.parquet's metadata carry it."""
 
 CONFIG_FILE = "config.json"
 """The resolved run plan, the environment and the creation time."""

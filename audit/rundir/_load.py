@@ -4,7 +4,7 @@ Nothing is re-run.  Results come from a source that can be trusted (``_integrity
 the result files when they match ``manifest.json``, else the planned jobs in
 ``store.sqlite``; a run made before manifests, from the first readable of
 results.parquet, results.csv and the store); memories come from the store by sha256
-(current blocks, or the first layout's one zlib blob per memory).  ``config.json`` is
+(blocks, since format 4; an older store's memories are not read).  ``config.json`` is
 read typed (``RunConfigFile``); a run written by a version whose plan no longer
 validates is still loaded, its plan kept as the raw dictionary and a note saying so.
 """
@@ -271,24 +271,6 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
     )
 
 
-LEGACY_ZDICT = (
-    b'"expires":"starts":"options":{"selector":"cond_key":"cond_value":"delta":"now":'
-    b'{"id":"","op":"tick",{"id":"","op":"revoke","target":"{"id":"","op":"replay","key":"'
-    b'{"id":"","op":"choose","key":"{"id":"","op":"copy","key":"","src":"'
-    b'{"id":"","op":"set","key":"","value":"","rev":'
-)
-"""The preset zlib dictionary of the first store layout (one blob per memory)."""
-
-
-def _decode_legacy_memory(blob: bytes) -> str:
-    """A memory of the first store layout: zlib with the preset dictionary, or plain."""
-    try:
-        text: str = zlib.decompressobj(zdict=LEGACY_ZDICT).decompress(blob).decode("utf-8")
-        return text
-    except (zlib.error, UnicodeDecodeError):
-        return zlib.decompress(blob).decode("utf-8", "replace")
-
-
 class MemoryStore:
     """Read-only access to the memories of a run (store.sqlite), by sha256."""
 
@@ -322,25 +304,11 @@ class MemoryStore:
         wanted = [s for s in dict.fromkeys(shas) if s and s not in self._cache]
         if self._db is not None and wanted:
             try:
-                if self._blocks is not None:
+                if self._blocks is not None:  # a store before format 4 is not read
                     self._cache.update(self._blocks.many(wanted))
-                else:
-                    self._cache.update(self._legacy(wanted))
             except (sqlite3.Error, pa.ArrowException, zlib.error, ValueError):
                 pass  # a damaged store: its memories are left out (the report says why)
         return {s: t for s in shas if (t := self._cache.get(s)) is not None}
-
-    def _legacy(self, wanted: list[str]) -> dict[str, str]:
-        assert self._db is not None
-        found: dict[str, str] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT sha256, text FROM memories WHERE sha256 IN ({marks})", chunk
-            ).fetchall()
-            found.update((sha, _decode_legacy_memory(blob)) for sha, blob in rows)
-        return found
 
     def close(self) -> None:
         if self._db is not None:
