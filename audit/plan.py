@@ -27,7 +27,9 @@ from compressors import (
     UnknownCompressorError,
     adapters,
     baseline_conditions,
+    build,
     builtins,
+    deterministic_builtins,
     parse_spec,
     resolve_class,
     with_label,
@@ -227,6 +229,22 @@ def cells_of(conditions: Sequence[ConditionSpec], budgets: Sequence[int]) -> lis
     return cells
 
 
+DEFAULT_TRANSFORMS = "identity,rename:5,permute:5,relabel:5,rerev:10,revalue:10,disguise:5"
+"""The default audit's instances.  Power comes from independent source pairs, not from
+more instances of one pair: the default pilot has 84 pairs (83 % power for a 20-point
+paired difference at discordance 0.3, 3 comparisons) with 41 instances each, about the
+reads of the paper pilot's 24 pairs x 141.  ``disguise`` rewrites every part of a
+record at once: a table remembered from the public data survives each other one."""
+PRESET_TRANSFORMS = {
+    "cca-pilot-paper": "identity,rename:40,permute:40,relabel:40,rerev:10,revalue:10",
+    "natural": "identity,rename:5,permute:5,relabel:5,rerev:10,disguise:5,entity:5",
+}
+"""A preset's own default instances: the paper's pilot keeps the ones its results were
+published with, so its runs stay byte-identical; the natural preset runs the default's
+that apply to natural data (not revalue: a record's text states its values), and in
+revalue's place entity, which redraws values the source's own ontology gives."""
+
+
 PROMPT_LAYOUT = 2
 """How the LLM reader's prompt is laid out, recorded in a plan's LLM stage (the writers'
 prompts are versioned by their compressors): 2 puts the rules first (every prompt of an
@@ -288,3 +306,39 @@ class RunPlan(BaseModel):
     @property
     def condition_labels(self) -> list[str]:
         return [spec.label for spec in self.conditions]
+
+
+def compressor_versions(specs: Sequence[ConditionSpec]) -> dict[str, str]:
+    """Each deterministic condition's label -> its compressor's versioned label; a
+    condition that writes with or is read by a model is refused (it belongs in the LLM
+    stage, with a writer and a reader)."""
+    versions: dict[str, str] = {}
+    for spec in specs:
+        compressor = build(spec)
+        if compressor.uses_llm or compressor.needs_llm_reader:
+            role = "writes with" if compressor.uses_llm else "can only be read by"
+            raise PlanError(
+                f"--conditions: {spec.label} {role} a model: give it in --llm-conditions, "
+                "with --writer and --reader (local is the embedded model)"
+            )
+        versions[spec.label] = compressor.label
+    return versions
+
+
+def default_conditions() -> list[ConditionSpec]:
+    """Every deterministic built-in, baselines included: the default audit's conditions."""
+    return [parse_spec(label) for label in deterministic_builtins()]
+
+
+def preregistered(reference: str | None, specs: Sequence[ConditionSpec]) -> str | None:
+    """``--reference`` as a condition's label (given by its label or its spec as
+    written); a name that is no condition of the run is refused."""
+    if reference is None:
+        return None
+    label = {spec.spec: spec.label for spec in specs}.get(reference, reference)
+    labels = [spec.label for spec in specs]
+    if label not in labels:
+        raise PlanError(
+            f"--reference: {label!r} is not one of the run's conditions ({', '.join(labels)})"
+        )
+    return label

@@ -33,9 +33,13 @@ AUDIT_ROOMS = {
         "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.backends",
     },
     "audit.reportdata": {"audit.errors", "audit.plan", "audit.rundir", "audit.scoring"},
+    "audit.api": {
+        "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.engine",
+        "audit.reportdata",
+    },
     "audit.cli": {
         "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.engine",
-        "audit.reportdata", "audit.backends", "audit.plugins",
+        "audit.reportdata", "audit.backends", "audit.plugins", "audit.api",
     },
 }  # fmt: skip
 

@@ -63,8 +63,9 @@ def resume_command(
 
     chosen = check_executor(executor, ray_address)
     invocation = Invocation(
-        chosen, ray_address, retry_na=retry_na, determinism=determinism, verbose=verbose
-    )
+        chosen, ray_address, retry_na=retry_na, determinism=determinism, verbose=verbose,
+        workers=workers, quiet=quiet, config_file=config_file,
+    )  # fmt: skip
     config = read_config_file(run_dir)  # RunDataError: one line naming the file
     plan = config.config
     try:
@@ -89,4 +90,4 @@ def resume_command(
         backends = load_backends(config_file, plan.llm.writer, plan.llm.reader)
         opener = backend_opener(backends, plan.llm.writer, plan.llm.reader)
     withhold_keys(plan, config_file)
-    execute_and_print(run_dir, plan, pairs, workers, quiet, opener, invocation)
+    execute_and_print(run_dir, plan, pairs, opener, invocation)

@@ -26,16 +26,21 @@ from audit.cli._common import (
     terminal_text,
 )
 from audit.errors import MemoryAuditError, PlanError
+from audit.plan import DEFAULT_TRANSFORMS as DEFAULT_TRANSFORMS
+from audit.plan import PRESET_TRANSFORMS as PRESET_TRANSFORMS
 from audit.plan import (
     PROMPT_LAYOUT,
     LLMStagePlan,
     RunPlan,
     TransformSpec,
+    compressor_versions,
+    default_conditions,
     parse_budgets,
     parse_conditions,
     parse_transforms,
+    preregistered,
 )
-from compressors import ConditionSpec, build, deterministic_builtins, parse_spec
+from compressors import ConditionSpec, build
 from histories import Pair, transform_usage
 from histories.natural import PRESET_NAMES
 
@@ -58,6 +63,12 @@ class Invocation:
     """Write results.csv too (a resume keeps writing it once a run has one)."""
     verbose: bool = False
     """Print every score after the verdicts (``--verbose``)."""
+    workers: int = 1
+    quiet: bool = False
+    config_file: Path | None = None
+    """The backends file (API keys in it are withheld from external systems)."""
+    raising_exits: bool = True
+    """Exit 5 when a compressor raised (a replication exits after its last seed)."""
 
 
 def check_executor(executor: str, ray_address: str | None) -> Executor:
@@ -67,22 +78,6 @@ def check_executor(executor: str, ray_address: str | None) -> Executor:
     if ray_address is not None and executor != "ray":
         fail("--ray-address needs --executor ray")
     return cast(Executor, executor)
-
-
-DEFAULT_TRANSFORMS = "identity,rename:5,permute:5,relabel:5,rerev:10,revalue:10,disguise:5"
-"""The default audit's instances.  Power comes from independent source pairs, not from
-more instances of one pair: the default pilot has 84 pairs (83 % power for a 20-point
-paired difference at discordance 0.3, 3 comparisons) with 41 instances each, about the
-reads of the paper pilot's 24 pairs x 141.  ``disguise`` rewrites every part of a
-record at once: a table remembered from the public data survives each other one."""
-PRESET_TRANSFORMS = {
-    "cca-pilot-paper": "identity,rename:40,permute:40,relabel:40,rerev:10,revalue:10",
-    "natural": "identity,rename:5,permute:5,relabel:5,rerev:10,disguise:5,entity:5",
-}
-"""A preset's own default instances: the paper's pilot keeps the ones its results were
-published with, so its runs stay byte-identical; the natural preset runs the default's
-that apply to natural data (not revalue: a record's text states its values), and in
-revalue's place entity, which redraws values the source's own ontology gives."""
 
 
 def _spaced(transforms: str) -> str:
@@ -244,26 +239,9 @@ def run_audit(
         transforms = PRESET_TRANSFORMS.get(named or "", DEFAULT_TRANSFORMS)
     transform_specs = parse_transforms(transforms)
     budgets = parse_budgets(budget)
-    specs = (
-        parse_conditions(conditions)
-        if conditions is not None
-        else [parse_spec(label) for label in deterministic_builtins()]
-    )
-    built = {spec.label: build(spec) for spec in specs}
-    for label, compressor in built.items():
-        if compressor.uses_llm or compressor.needs_llm_reader:
-            role = "writes with" if compressor.uses_llm else "can only be read by"
-            raise PlanError(
-                f"--conditions: {label} {role} a model: give it in --llm-conditions, with "
-                "--writer and --reader (local is the embedded model)"
-            )
-    versions = {label: compressor.label for label, compressor in built.items()}
-    if reference is not None:  # a condition by its label, or by its spec as written
-        reference = {spec.spec: spec.label for spec in specs}.get(reference, reference)
-    if reference is not None and reference not in versions:
-        raise PlanError(
-            f"--reference: {reference!r} is not one of the run's conditions ({', '.join(versions)})"
-        )
+    specs = parse_conditions(conditions) if conditions is not None else default_conditions()
+    versions = compressor_versions(specs)
+    reference = preregistered(reference, specs)
 
     generation_seeds = parse_seeds(seeds) if seeds is not None else [None]
     if pairs is not None and seeds is not None:
@@ -272,21 +250,31 @@ def run_audit(
     if pairs is None and preset_name not in PRESET_NAMES:
         fail(f"unknown preset {preset_name!r}; known: {', '.join(PRESET_NAMES)}")
     root = out or (named_run_dir(name) if name is not None else default_run_dir())
+    from audit.api import transform_seed
+
     seed = transform_seed(seed, root, preset_name if pairs is None else None, seeds is not None)
+    llm_transform_specs = parse_transforms(llm_transforms, "--llm-transforms")
+    invocation = Invocation(
+        chosen, ray_address, plan_only, retry_na, determinism, csv, verbose, workers, quiet,
+        config_file, raising_exits=seeds is None,
+    )  # fmt: skip
     summaries: dict[int, dict[str, Any]] = {}
     for generation_seed in generation_seeds:
         if pairs is not None:
-            source, pair_list, digest = file_source(pairs)
+            entry, pair_list, digest = file_source(pairs)
         else:
-            source, pair_list, digest = preset_source(preset_name, generation_seed)
-        run_dir = root if generation_seed is None else seed_run_dir(root, generation_seed)
-        summary = _run_one(
-            run_dir, source, pair_list, digest, specs, versions, budgets,
-            transform_specs, seed, reference, workers, quiet, reader, writer, config_file,
-            repeats, llm_sample, llm_conditions, schema, llm_transforms,
-            Invocation(chosen, ray_address, plan_only, retry_na, determinism, csv, verbose),
-            raising_exits=seeds is None,
+            entry, pair_list, digest = preset_source(preset_name, generation_seed)
+        llm_stage, open_llm = _llm_stage_options(
+            reader, writer, config_file, repeats, llm_sample, llm_conditions, schema, pair_list,
+            llm_transform_specs,
         )  # fmt: skip
+        plan = RunPlan(
+            llm=llm_stage, pairs=entry, pairs_sha256=digest, conditions=specs,
+            compressor_versions=versions, budgets=budgets, transforms=transform_specs,
+            seed=seed, reference=reference,
+        )  # fmt: skip
+        run_dir = root if generation_seed is None else seed_run_dir(root, generation_seed)
+        summary = _run_one(run_dir, pair_list, plan, invocation, open_llm)
         if generation_seed is not None:
             summaries[generation_seed] = summary
     if summaries and not plan_only:
@@ -295,29 +283,6 @@ def run_audit(
             from audit.rundir import EXIT_COMPRESSOR_RAISED
 
             raise typer.Exit(EXIT_COMPRESSOR_RAISED)
-
-
-def transform_seed(given: int | None, root: Path, preset: str | None, replicated: bool) -> int:
-    """``--seed``, else the seed a run already in ``root`` recorded (re-running the same
-    command resumes it), else 0 for the paper's pilot, else drawn at random: a fixed
-    public seed makes every transformed instance public, and a compressor that
-    remembered them scored 84/84 under every transform (docs/method.md)."""
-    if given is not None:
-        return given
-    from audit.rundir import CONFIG_FILE, read_config_file
-
-    recorded = sorted(root.glob(f"seed-*/{CONFIG_FILE}")) if replicated else [root / CONFIG_FILE]
-    for path in recorded:
-        if path.exists():
-            try:
-                return read_config_file(path.parent).config.seed
-            except MemoryAuditError:
-                break  # a damaged or foreign directory: the run refuses it, with its reason
-    if preset == "cca-pilot-paper":
-        return 0
-    import secrets
-
-    return secrets.randbelow(2**31)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -346,51 +311,13 @@ def write_replication(root: Path, summaries: dict[int, dict[str, Any]]) -> list[
 
 def _run_one(
     run_dir: Path,
-    source: dict[str, Any],
-    pair_list: list[Pair],
-    digest: str,
-    specs: list[ConditionSpec],
-    versions: dict[str, str],
-    budgets: list[int],
-    transform_specs: list[TransformSpec],
-    seed: int,
-    reference: str | None,
-    workers: int,
-    quiet: bool,
-    reader: str | None,
-    writer: str | None,
-    config_file: Path | None,
-    repeats: int,
-    llm_sample: int,
-    llm_conditions: str | None,
-    schema: bool,
-    llm_transforms: str,
+    pairs: list[Pair],
+    plan: RunPlan,
     invocation: Invocation,
-    raising_exits: bool = True,
+    open_llm: BackendOpener | None,
 ) -> dict[str, Any]:
-    """One run directory: its plan, its execution, its summary printed."""
-    llm_stage, open_llm = _llm_stage_options(
-        reader,
-        writer,
-        config_file,
-        repeats,
-        llm_sample,
-        llm_conditions,
-        schema,
-        pair_list,
-        parse_transforms(llm_transforms, "--llm-transforms"),
-    )
-    plan = RunPlan(
-        llm=llm_stage,
-        pairs=source,
-        pairs_sha256=digest,
-        conditions=specs,
-        compressor_versions=versions,
-        budgets=budgets,
-        transforms=transform_specs,
-        seed=seed,
-        reference=reference,
-    )
+    """One run directory: its plan written, then (unless ``--plan-only``) executed and
+    its summary printed."""
     if invocation.plan_only:
         from audit.rundir import prepare_directory
 
@@ -401,10 +328,8 @@ def _run_one(
             "a batch"
         )
         return {}
-    withhold_keys(plan, config_file)
-    return execute_and_print(
-        run_dir, plan, pair_list, workers, quiet, open_llm, invocation, raising_exits
-    )
+    withhold_keys(plan, invocation.config_file)
+    return execute_and_print(run_dir, plan, pairs, open_llm, invocation)
 
 
 EXTERNAL = frozenset({"cmd", "http"})
@@ -430,11 +355,8 @@ def execute_and_print(
     run_dir: Path,
     plan: RunPlan,
     pair_list: list[Pair],
-    workers: int,
-    quiet: bool,
     open_llm: BackendOpener | None,
     invocation: Invocation,
-    raising_exits: bool = True,
 ) -> dict[str, Any]:
     """Run or resume ``plan`` in ``run_dir`` and print its summary; exit 3 when the run
     ends incomplete (LLM reads NA for want of a server), else 5 when a compressor raised
@@ -446,9 +368,9 @@ def execute_and_print(
     from audit.rundir import EXIT_COMPRESSOR_RAISED, EXIT_INCOMPLETE, read_manifest
 
     def run(opener: BackendOpener | None, measure: bool) -> dict[str, Any]:
-        with run_progress(enabled=not quiet) as progress:
+        with run_progress(enabled=not invocation.quiet) as progress:
             return execute(
-                run_dir, plan, pair_list, workers=workers, progress=progress,
+                run_dir, plan, pair_list, workers=invocation.workers, progress=progress,
                 open_clients=opener, retry_na=invocation.retry_na, measure_backends=measure,
                 executor=invocation.executor, ray_address=invocation.ray_address,
                 csv=invocation.csv,
@@ -497,7 +419,7 @@ def execute_and_print(
         raise typer.Exit(EXIT_INCOMPLETE)
     for line in next_steps(run_dir, plan):
         typer.echo(terminal_text(line))
-    if raising_exits and summary.get("compressor_errors"):
+    if invocation.raising_exits and summary.get("compressor_errors"):
         raise typer.Exit(EXIT_COMPRESSOR_RAISED)
     return summary
 
@@ -628,7 +550,6 @@ def _from_cache(run_dir: Path, plan: RunPlan, opener: BackendOpener) -> BackendO
     requests were run as batches, ``audit batch``); else None."""
     from audit.backends import ResponseCache
     from audit.engine.batch import live_requests
-    from audit.errors import MemoryAuditError
     from audit.rundir import CONFIG_FILE, read_config_file
 
     if not (run_dir / CONFIG_FILE).exists():

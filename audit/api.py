@@ -1,0 +1,127 @@
+"""The product's Python face: run an audit, load a run, score it, write its report,
+from a notebook or a script, without the command line.
+
+``audit run`` and ``audit.run`` share the plan (``audit.plan``) and the engine, so a
+run made here is the same run directory, byte for byte, as the command's with the same
+options and seed; ``audit report`` and ``audit resume`` take it as theirs.  The LLM
+stage (readers and writers on a server) is the command line's (``--reader``,
+``--config``); this face runs the exact reader.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+from audit.engine import execute
+from audit.errors import PlanError
+from audit.plan import (
+    DEFAULT_TRANSFORMS,
+    PRESET_TRANSFORMS,
+    RunPlan,
+    compressor_versions,
+    default_conditions,
+    parse_conditions,
+    parse_transforms,
+    preregistered,
+)
+from audit.reportdata import Options, build_report
+from audit.rundir import (
+    CONFIG_FILE,
+    RunData,
+    file_source,
+    load_run,
+    preset_source,
+    read_config_file,
+)
+from audit.scoring import Scores, score_results
+from histories import MemoryAuditError
+from histories.natural import PRESET_NAMES
+from reports import write_document
+
+
+def transform_seed(given: int | None, root: Path, preset: str | None, replicated: bool) -> int:
+    """``seed`` as given, else the seed a run already in ``root`` recorded (the same
+    command resumes it), else 0 for the paper's pilot, else drawn at random: a fixed
+    public seed makes every transformed instance public, and a compressor that
+    remembered them scored 84/84 under every transform (docs/method.md)."""
+    if given is not None:
+        return given
+    recorded = sorted(root.glob(f"seed-*/{CONFIG_FILE}")) if replicated else [root / CONFIG_FILE]
+    for path in recorded:
+        if path.exists():
+            try:
+                return read_config_file(path.parent).config.seed
+            except MemoryAuditError:
+                break  # a damaged or foreign directory: the run refuses it, with its reason
+    if preset == "cca-pilot-paper":
+        return 0
+    return secrets.randbelow(2**31)
+
+
+def run(
+    out: Path | str,
+    *,
+    preset: str = "cca-pilot",
+    pairs: Path | str | None = None,
+    conditions: str | Sequence[str] | None = None,
+    transforms: str | None = None,
+    budgets: Sequence[int] = (1200,),
+    seed: int | None = None,
+    reference: str | None = None,
+    workers: int = 1,
+    csv: bool = False,
+) -> RunData:
+    """Run (or resume) an audit in ``out`` and load it back.
+
+    ``conditions``: a comma list as ``--conditions`` takes it, or a list of such items
+    (``"frontier"``, ``"bm25:budget=600"``, ``"my_module:MyMemory"``, ``"baselines"``);
+    default every deterministic built-in.  ``transforms``: as ``--transforms`` (default:
+    the preset's).  ``seed``: the transforms' seed (default: the one ``out`` recorded,
+    else drawn at random, as ``audit run`` does).  Bad input raises a
+    ``MemoryAuditError`` naming the option.
+    """
+    out = Path(out)
+    if conditions is None:
+        specs = default_conditions()
+    else:
+        items = [conditions] if isinstance(conditions, str) else list(conditions)
+        specs = [spec for item in items for spec in parse_conditions(item)]
+    if pairs is not None:
+        entry, pair_list, digest = file_source(Path(pairs))
+    elif preset not in PRESET_NAMES:
+        raise PlanError(f"preset: unknown {preset!r}; known: {', '.join(PRESET_NAMES)}")
+    else:
+        entry, pair_list, digest = preset_source(preset)
+    named = preset if pairs is None else ""
+    plan = RunPlan(
+        pairs=entry,
+        pairs_sha256=digest,
+        conditions=specs,
+        compressor_versions=compressor_versions(specs),
+        budgets=list(budgets),
+        transforms=parse_transforms(transforms or PRESET_TRANSFORMS.get(named, DEFAULT_TRANSFORMS)),
+        seed=transform_seed(seed, out, named or None, replicated=False),
+        reference=preregistered(reference, specs),
+    )
+    execute(out, plan, pair_list, workers=workers, csv=csv)
+    return load_run(out)
+
+
+def scores(run_data: RunData) -> Scores:
+    """Every score of a run (``Scores.cells``: one row per reader, condition, budget,
+    transform and family, each score as k, n and its interval), computed again from
+    its reads as ``summary.json``'s were."""
+    return score_results(run_data.results, run_data.conditions)
+
+
+def report(run_data: RunData, out: Path | str | None = None, reference: str | None = None) -> Path:
+    """Write report.html, report.md and the CSV tables (``out``, default the run's
+    report/ folder); returns report.html's path."""
+    target = Path(out) if out is not None else run_data.path / "report"
+    write_document(build_report(run_data, Options(reference=reference)), target)
+    return target / "report.html"
+
+
+__all__ = ["MemoryAuditError", "RunData", "Scores", "load_run", "report", "run", "scores"]
