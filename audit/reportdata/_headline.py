@@ -219,7 +219,9 @@ def build(ctx: ReportContext) -> Section:
             "collision",
             "collisions (source pairs)",
             "proportion",
-            help="the two variants' memories are byte-identical after the prefix",
+            help="the two variants' memories are byte-identical after the prefix, or the "
+            "exact reader gives both one answer after the reveal: no reader can be right "
+            "on both",
         ),
         Column(
             "memory_bytes_mean",

@@ -97,9 +97,11 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "collision", "collision", "collision", ("current",), "bounds",
-        "the two variants' memories are byte-identical after the prefix: at most one of "
-        "them can be right after the reveal (a compressor that raised left no memory to "
-        "tell them apart: a collision)", failure=True, on_error=1.0, per_read=False,
+        "the two variants' memories are byte-identical after the prefix, or the exact "
+        "reader gives both one answer after the reveal future (whose right answers "
+        "differ): at most one of them can be right (a compressor that raised left no "
+        "memory to tell them apart: a collision)", failure=True, on_error=1.0,
+        per_read=False,
     ),
 )  # fmt: skip
 LENIENT_METRICS: tuple[Metric, ...] = (
