@@ -156,11 +156,11 @@ def test_dedup_keeps_only_the_newest_read_of_the_log(pilot):
 # --------------------------------------------------------------------------- figures
 
 FIGURES = {  # source pairs of the pilot's first 24 at 1,200 B, identity (docs/adapters.md)
-    "pydantic_window": (0, 2, 22, 2, 2, 21),
-    "pydantic_window:keep_messages=4": (4, 0, 10, 0, 0, 16),
-    "pydantic_clear": (0, 2, 22, 2, 2, 21),
-    "pydantic_dedup": (0, 1, 19, 1, 1, 19),
-    "pydantic_clamp": (0, 2, 22, 2, 2, 21),
+    "pydantic_window": (1, 2, 20, 2, 2, 22),
+    "pydantic_window:keep_messages=4": (6, 0, 7, 0, 0, 24),
+    "pydantic_clear": (1, 2, 20, 2, 2, 22),
+    "pydantic_dedup": (1, 2, 16, 2, 2, 21),
+    "pydantic_clamp": (1, 2, 20, 2, 2, 22),
 }
 SCORES = ("current", "reveal", "override", "joint_J", "adequacy", "collision")
 
