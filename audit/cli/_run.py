@@ -213,7 +213,7 @@ def run_audit(
     With no options this is the default audit: the 84 cca-pilot pairs, every
     deterministic condition and shortcut probe under identity + 5 renamings + 5
     permutations + 5 relabellings + 10 revision remaps + 10 value redraws + 5 disguises,
-    read by the exact interpreter (about 50 CPU seconds, no model; cca-pilot-paper keeps
+    read by the exact interpreter (about 35 CPU seconds, no model; cca-pilot-paper keeps
     40 renamings, permutations and relabellings).  --preset natural runs the same
     conditions over 75 pairs each of the MultiWOZ, tau2 airline, tau2 retail and tzdata
     packs (entity renamings in place of value redraws, which do not apply to natural
