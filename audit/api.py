@@ -13,6 +13,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from audit.engine import execute
 from audit.errors import PlanError
@@ -22,6 +25,7 @@ from audit.plan import (
     RunPlan,
     compressor_versions,
     default_conditions,
+    parse_budgets,
     parse_conditions,
     parse_transforms,
     preregistered,
@@ -36,6 +40,7 @@ from audit.rundir import (
     read_config_file,
 )
 from audit.scoring import Scores, score_results
+from compressors import ConditionSpec
 from histories import MemoryAuditError
 from histories.natural import PRESET_NAMES
 from reports import write_document
@@ -67,7 +72,7 @@ def run(
     pairs: Path | str | None = None,
     conditions: str | Sequence[str] | None = None,
     transforms: str | None = None,
-    budgets: Sequence[int] = (1200,),
+    budgets: str | int | Sequence[int] = 1200,
     seed: int | None = None,
     reference: str | None = None,
     workers: int = 1,
@@ -78,11 +83,17 @@ def run(
     ``conditions``: a comma list as ``--conditions`` takes it, or a list of such items
     (``"frontier"``, ``"bm25:budget=600"``, ``"my_module:MyMemory"``, ``"baselines"``);
     default every deterministic built-in.  ``transforms``: as ``--transforms`` (default:
-    the preset's).  ``seed``: the transforms' seed (default: the one ``out`` recorded,
+    the preset's).  ``budgets``: bytes, one or a list, or a comma list as ``--budget``.
+    ``seed``: the transforms' seed (default: the one ``out`` recorded,
     else drawn at random, as ``audit run`` does).  Bad input raises a
     ``MemoryAuditError`` naming the option.
     """
     out = Path(out)
+    if isinstance(budgets, str):
+        budget_list = parse_budgets(budgets, "budgets")
+    else:
+        given = [budgets] if isinstance(budgets, int) else list(budgets)
+        budget_list = parse_budgets(",".join(str(b) for b in given), "budgets")
     if conditions is None:
         specs = default_conditions()
     else:
@@ -95,18 +106,36 @@ def run(
     else:
         entry, pair_list, digest = preset_source(preset)
     named = preset if pairs is None else ""
-    plan = RunPlan(
+    try:
+        plan = _plan(entry, digest, specs, budget_list, transforms, named, seed, out, reference)
+    except ValidationError as error:  # a value of the wrong type: name the field
+        where = ".".join(str(part) for part in error.errors()[0]["loc"])
+        raise PlanError(f"{where}: {error.errors()[0]['msg']}") from None
+    execute(out, plan, pair_list, workers=workers, csv=csv)
+    return load_run(out)
+
+
+def _plan(
+    entry: dict[str, Any],
+    digest: str,
+    specs: list[ConditionSpec],
+    budgets: list[int],
+    transforms: str | None,
+    named: str,
+    seed: int | None,
+    out: Path,
+    reference: str | None,
+) -> RunPlan:
+    return RunPlan(
         pairs=entry,
         pairs_sha256=digest,
         conditions=specs,
         compressor_versions=compressor_versions(specs),
-        budgets=list(budgets),
+        budgets=budgets,
         transforms=parse_transforms(transforms or PRESET_TRANSFORMS.get(named, DEFAULT_TRANSFORMS)),
         seed=transform_seed(seed, out, named or None, replicated=False),
         reference=preregistered(reference, specs),
     )
-    execute(out, plan, pair_list, workers=workers, csv=csv)
-    return load_run(out)
 
 
 def scores(run_data: RunData) -> Scores:

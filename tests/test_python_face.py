@@ -62,12 +62,34 @@ def test_a_report_from_python(faced: audit.RunData, tmp_path: Path):
         ({"conditions": "frontier,no_such_memory"}, "no_such_memory"),
         ({"transforms": "identity,spin:2"}, "spin"),
         ({"conditions": "frontier", "reference": "tail"}, "--reference: 'tail'"),
+        ({"budgets": "abc"}, "budgets: 'abc' is not an integer"),
+        ({"budgets": [600, 0]}, "budgets: 0 must be positive"),
+        ({"seed": "soon"}, "seed: "),
     ],
 )
 def test_bad_input_raises_the_error_root_naming_it(tmp_path: Path, options: dict, named: str):
     with pytest.raises(audit.MemoryAuditError, match=named.replace("(", r"\(")):
         audit.run(tmp_path / "run", **options)
     assert not (tmp_path / "run").exists()  # nothing written
+
+
+@pytest.mark.parametrize("budgets", ["600,1200", [600, 1200], (1200, 600, 1200)])
+def test_budgets_are_taken_as_the_command_takes_them(tmp_path: Path, budgets: object):
+    """A new user's "600" ran budgets 0 and 6 (a string iterated character by character)."""
+    done = audit.run(tmp_path / "run", conditions="tail", transforms="identity",
+                     budgets=budgets, seed=0)  # type: ignore[arg-type]  # fmt: skip
+    expected = [600, 1200] if budgets != (1200, 600, 1200) else [1200, 600]
+    assert done.plan is not None
+    assert done.plan.budgets == expected
+    assert sorted(set(done.results["budget"])) == [600, 1200]
+
+
+def test_one_budget_as_a_number_or_a_string(tmp_path: Path):
+    for budgets in (600, "600"):
+        done = audit.run(tmp_path / str(budgets), conditions="tail", transforms="identity",
+                         budgets=budgets, seed=0)  # fmt: skip
+        assert done.plan is not None
+        assert done.plan.budgets == [600]
 
 
 def test_the_command_line_does_not_load_the_face():
