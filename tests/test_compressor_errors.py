@@ -216,3 +216,23 @@ def test_the_llm_stage_counts_its_errors_the_same_way(tmp_path: Path, monkeypatc
     assert error.reads == len(failed)
     assert error.streams * 3 == error.reads  # one variant's stream: its 3 branches, 1 reader
     assert (out / "run.log").read_text().count("Traceback (most recent call last)") == 1
+
+
+def test_a_raised_compressor_is_marked_wherever_its_verdict_is(raising_run):
+    """A new user's raising compressor read as a merely poor one: its verdict row said
+    3/84 with nothing about the crash, the report's note was empty, and `audit runs
+    list` called the run complete."""
+    work, result = raising_run
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  keyed")]
+    assert rows, result.stdout
+    assert rows[0][:2] == ["keyed", "(raised)"]
+    assert not any(line.startswith("  tail (raised)") for line in result.stdout.splitlines())
+    report = audit(work, "report", "run")
+    assert report.returncode == 0, report.stderr
+    verdicts = (work / "run" / "report" / "verdicts.csv").read_text().splitlines()
+    keyed = next(line for line in verdicts if line.startswith("keyed (raised)"))
+    assert "its compressor raised" in keyed
+    listed = audit(work, "runs", "list", "--root", str(work))
+    assert listed.returncode == 0, listed.stderr
+    states = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines()[1:-1]}
+    assert states["run"] == "raised"

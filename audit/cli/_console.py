@@ -7,6 +7,7 @@ equivariance.
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 import textwrap
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rich import box
 from rich.console import Console, RenderableType
@@ -613,11 +614,27 @@ class _RunConsole(Console):
         silence_stdout()
 
 
+class _TrimmedLines:
+    """stdout without the space Rich leaves at the end of each line it wraps (a pasted
+    console carried them into a bug report)."""
+
+    _TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)\n")
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(self._TRAILING.sub(r"\1\n", text))
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, flush, encoding
+        return getattr(self._stream, name)
+
+
 def plain_console() -> Console:
     """A console that prints text as it is: no markup (a condition named ``[/x]`` made
     Rich raise), no colours on the digits of paths and counts (``_warn`` styles its
-    label itself)."""
-    return _RunConsole(highlight=False, markup=False)
+    label itself), no space left at the end of a wrapped line."""
+    return _RunConsole(highlight=False, markup=False, file=_TrimmedLines(sys.stdout))  # type: ignore[arg-type]
 
 
 def _warn(console: Console, rest: str, label: str = "warning", style: str = "bold yellow") -> None:

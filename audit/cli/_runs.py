@@ -10,6 +10,7 @@ unless asked (an invocation may be writing it now; a killed one also says so).
 from __future__ import annotations
 
 import calendar
+import json
 import re
 import shutil
 import time
@@ -21,7 +22,7 @@ import typer
 
 from audit.cli._common import echo_fitted, fail, new_app, terminal_text
 from audit.errors import MemoryAuditError
-from audit.rundir import RunManifest, read_manifest
+from audit.rundir import SUMMARY_FILE, RunManifest, read_manifest
 
 runs_app = new_app("runs", "List the run directories under a folder, or remove old ones.")
 
@@ -38,6 +39,19 @@ class _Run:
     path: Path
     manifest: RunManifest
     bytes: int
+
+    @property
+    def state(self) -> str:
+        """The manifest's state; ``raised`` for a complete run whose compressor raised
+        (``audit run`` exited 5: a failed run, whatever its files say)."""
+        if self.manifest.state != "complete":
+            return self.manifest.state
+        try:
+            summary = json.loads((self.path / SUMMARY_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return self.manifest.state
+        raised = isinstance(summary, dict) and summary.get("compressor_errors")
+        return "raised" if raised else self.manifest.state
 
     @property
     def updated(self) -> float:
@@ -86,7 +100,7 @@ def _count(n: int) -> str:
 
 def _line(run: _Run) -> str:
     return (
-        f"{terminal_text(run.path.name):<24} {run.manifest.state:<10} "
+        f"{terminal_text(run.path.name):<24} {run.state:<10} "
         f"{run.manifest.updated or '-':<20} {_mb(run.bytes):>10}"
     )
 

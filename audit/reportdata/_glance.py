@@ -256,9 +256,9 @@ def verdict_table(ctx: ReportContext) -> list[Block]:
             v = row.verdict
             rows.append(
                 {"condition": row.label, "reader": reader, "budget": budget, **row.cells,
-                 "note": row.remark.strip("()"), "kind": v.kind, "keeps_k": v.keeps_k,
-                 "keeps_k_high": v.keeps_k_high, "n": v.n, "keeps_low": v.keeps_low,
-                 "keeps_high": v.keeps_high, "flatter_p": v.flatter_p,
+                 "note": row.remark.strip("()") or _raised(v.raised_reads), "kind": v.kind,
+                 "keeps_k": v.keeps_k, "keeps_k_high": v.keeps_k_high, "n": v.n,
+                 "keeps_low": v.keeps_low, "keeps_high": v.keeps_high, "flatter_p": v.flatter_p,
                  "not_a_verdict": v.not_a_verdict or ""}
             )  # fmt: skip
     if not rows:
@@ -279,6 +279,10 @@ def verdict_table(ctx: ReportContext) -> list[Block]:
             caption=f"Verdicts at {budgets} B, at identity over all families. {VERDICT_LEGEND}",
         )
     ]  # fmt: skip
+
+
+def _raised(reads: int) -> str:
+    return f"its compressor raised: {reads} reads failed, scored 0 (run.log)" if reads else ""
 
 
 def build(ctx: ReportContext) -> list[Block]:

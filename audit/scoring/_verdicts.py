@@ -55,15 +55,13 @@ VERDICT_COLUMNS: tuple[tuple[str, str], ...] = (
 """Each answer's key and its column title (console and report)."""
 
 VERDICT_LEGEND = (
-    "A source pair: two histories with one answer now and different answers after one "
-    "shared future update. keeps: source pairs answered right after both futures (joint "
-    "J), with a 95 % interval. beats floor?: above every shortcut probe (each sees only "
-    "labels, order and the records' surface) under every transform, significantly. "
-    "collides: source pairs whose two histories gave one memory, or one answer after "
-    "the future update, so one answer is wrong. flattered?: right now "
-    f"on {FLATTER_GAP * 100:.0f}+ points more source pairs than it keeps. A strict "
-    "condition keeps what fits its budget; an archive re-reads the whole history (the "
-    "ceiling)."
+    "A source pair: two histories, one answer now, different answers after one shared "
+    "future update. keeps: pairs right after both futures (joint J, 95 % interval). "
+    "beats floor?: above every shortcut probe (a heuristic that never reads a record's "
+    "meaning, only labels, order or the label graph; the best is the floor) under every "
+    "transform. collides: pairs given one memory, or one answer after the update. "
+    f"flattered?: right now on {FLATTER_GAP * 100:.0f}+ points more pairs than it keeps. "
+    "Each memory holds at most the budget (B); the ceiling re-reads the whole history."
 )
 """What the verdict's words mean, said before the verdicts (console and report)."""
 
@@ -95,6 +93,8 @@ class Verdict(BaseModel):
     flatter_p: float | None = None
     """The Holm-corrected McNemar p of current against joint J (None: not tested)."""
     not_a_verdict: str | None = None
+    raised_reads: int = 0
+    """Reads at identity its compressor failed by raising (scored 0): its row says so."""
 
     def keeps(self) -> str:
         """``40/84 [0.37, 0.58]``; ``-`` when nothing was measured."""
@@ -174,6 +174,7 @@ def verdicts(
             collided_k=int(cell["collision_pairs_k"]), collided_n=int(cell["collision_pairs_n"]),
             current_k=now_k, current_n=now_n, flattered=False,
             not_a_verdict=marks.get(reader) or unread.get((condition, budget)),
+            raised_reads=int(cell.get("outcome_error", 0) or 0),
         )  # fmt: skip
         if (
             kind == "strict"
@@ -228,7 +229,11 @@ def verdict_rows(group: Sequence[Verdict]) -> list[VerdictRow]:
     strict = [v for v in group if v.kind == "strict"]
     if not strict:
         return [VerdictRow(label=v.condition, cells=v.cells(), verdict=v) for v in group]
-    rows = [VerdictRow(label=v.condition, cells=v.cells(), verdict=v) for v in strict]
+    rows = [
+        VerdictRow(label=v.condition + (" (raised)" if v.raised_reads else ""), cells=v.cells(),
+                   verdict=v)
+        for v in strict
+    ]  # fmt: skip
     for kind, word in (("archive", "ceiling"), ("probe", "floor")):
         found = [v for v in group if v.kind == kind and v.n]
         if not found:
