@@ -300,7 +300,7 @@ def _print_differences(table: Any) -> None:
     width = max(len(name) for name in names)
     room = shutil.get_terminal_size((80, 24)).columns - 4 - max(len(n) for n in numbers)
     echo_fitted(
-        "Joint J, second minus first [95 % interval], Holm p"
+        "Joint J, the left system minus the right [95 % interval], Holm p"
         + ("; * significant after Holm:" if shown["significant"].any() else ":")
     )
     why = None
