@@ -8,9 +8,13 @@ same for ``audit compare``, ``build_transfer(synthetic, natural)`` for ``audit c
 """
 
 from audit.reportdata._compare import (
+    EXIT_NOT_COMPARABLE,
+    EXIT_REGRESSION,
     SAME_GROUP,
+    Gate,
     answer_text,
     build_compare,
+    not_comparable,
     same_text,
     uncompared,
     unknown_names,
@@ -21,14 +25,18 @@ from audit.reportdata._report import SECTIONS, build_report
 from audit.reportdata._transfer import build_transfer
 
 __all__ = [
+    "EXIT_NOT_COMPARABLE",
+    "EXIT_REGRESSION",
     "SAME_GROUP",
     "SECTIONS",
+    "Gate",
     "Options",
     "answer_text",
     "build_compare",
     "build_replication",
     "build_report",
     "build_transfer",
+    "not_comparable",
     "same_text",
     "uncompared",
     "unknown_names",
