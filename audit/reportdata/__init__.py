@@ -19,7 +19,7 @@ from audit.reportdata._compare import (
     uncompared,
     unknown_names,
 )
-from audit.reportdata._context import Options
+from audit.reportdata._context import Options, pair_values
 from audit.reportdata._replication import build_replication
 from audit.reportdata._report import SECTIONS, build_report
 from audit.reportdata._transfer import build_transfer
@@ -37,6 +37,7 @@ __all__ = [
     "build_report",
     "build_transfer",
     "not_comparable",
+    "pair_values",
     "same_text",
     "uncompared",
     "unknown_names",
