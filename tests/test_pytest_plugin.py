@@ -1,8 +1,10 @@
 """Issue 31: the ``memory_audit`` pytest fixture (audit/pytest_plugin.py), in real pytest
-runs of their own."""
+runs of their own; and what ``audit new-compressor`` writes with it: a test that uses
+the fixture and passes, and the GitHub Actions workflow of docs/examples."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +12,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import yaml
+
+from audit.plugins import plugin_names, scaffold_plugin
 
 pytest_plugins = ["pytester"]
 
@@ -143,3 +148,106 @@ def test_a_compressor_that_raises_fails_naming_its_error(pytester: pytest.Pytest
     assert "AssertionError: raises raised (its reads score 0): KeyError: 'boom' at" in text
     assert "memory_audit: " in text
     assert "define it at the top level of an importable module" in text
+
+
+# --------------------------------------------------------------- what the scaffold writes
+
+
+def test_the_scaffolded_test_uses_the_fixture_and_passes(tmp_path: Path):
+    """Without installing the package: its module on PYTHONPATH (the entry-point test,
+    which needs the installation, is left to test_plugins.py's end-to-end test)."""
+    out = tmp_path / "plugin"
+    scaffold_plugin("keep_newest", out)
+    test = (out / "tests" / "test_keep_newest.py").read_text()
+    assert "memory_audit(KeepNewestCompressor" in test
+    env = {**os.environ, "PYTHONPATH": str(out)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "keeps_at_least"],
+        cwd=out, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout, done.stdout
+
+
+def _run_steps(workflow: dict) -> str:
+    return "\n".join(step.get("run", "") for step in workflow["jobs"]["gate"]["steps"])
+
+
+def test_the_scaffolded_workflow_is_the_docs_and_runs_the_gate(tmp_path: Path):
+    out = tmp_path / "plugin"
+    scaffold_plugin("my_memory", out)
+    written = (out / ".github" / "workflows" / "memory-audit.yml").read_text()
+    assert written == (ROOT / "docs" / "examples" / "memory-audit-gate.yml").read_text()
+    workflow = yaml.safe_load(written)
+    assert workflow[True] == {"pull_request": None}  # `on:` (YAML 1.1 reads it as true)
+    assert workflow["permissions"]["pull-requests"] == "write"
+    assert workflow["env"]["CONDITIONS"] == "my_memory,baselines"
+    steps = _run_steps(workflow)
+    assert re.search(
+        r"audit compare runs/base runs/new --fail-on-regression .*; *$|"
+        r"audit compare runs/base runs/new --fail-on-regression",
+        steps,
+    )
+    assert "--out runs/base" in steps
+    assert "--out runs/new" in steps
+    assert "gh pr comment" in steps
+    body = re.search(r"gh pr comment .* --body-file (\S+)", steps)
+    assert body is not None
+    assert f"> {body.group(1)}" in steps  # the comment is written, then posted
+    assert re.search(r"cat runs/compare/compare\.md runs/new/report/report\.md", steps)
+    assert "exit ${{ steps.gate.outputs.status || 1 }}" in steps
+    other = tmp_path / "other"
+    scaffold_plugin("keep_newest", other)
+    text = (other / ".github" / "workflows" / "memory-audit.yml").read_text()
+    assert "CONDITIONS: keep_newest,baselines" in text
+    assert "${{ github.run_id }}" in text  # GitHub's expressions survive the templating
+
+
+def test_the_workflow_runs_here(tmp_path: Path):
+    """The workflow's own steps, run by bash as GitHub would, but with the compressor on
+    PYTHONPATH instead of installed, fewer transforms, and the comment written to a file
+    instead of posted: its commands are real, the gate passes one version against
+    itself, and the comment holds the gate's lines, compare.md and report.md."""
+    workflow = yaml.safe_load((ROOT / "docs" / "examples" / "memory-audit-gate.yml").read_text())
+    out = tmp_path / "plugin"
+    scaffold_plugin("my_memory", out)
+    names = plugin_names("my_memory")
+    output = tmp_path / "github-output"
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(out),
+        "GITHUB_OUTPUT": str(output),
+        "AUDIT": workflow["env"]["AUDIT"].replace("rename:5,permute:5,relabel:5", "rename:1")
+        + " --workers 1",
+        "CONDITIONS": workflow["env"]["CONDITIONS"].replace(
+            "my_memory", f"{names['module']}:{names['class_name']}"
+        ),
+    }
+    found = re.search(r"--body-file (\S+)", _run_steps(workflow))
+    assert found is not None
+    body = found.group(1)
+    status = ""
+    for step in workflow["jobs"]["gate"]["steps"]:
+        script = step.get("run", "")
+        if not script or step["name"].startswith("Fail on"):
+            continue
+        script = "\n".join(line for line in script.splitlines() if "pip install" not in line)
+        script = (
+            script.replace("${{ github.run_id }}", "7")
+            .replace("${{ steps.gate.outputs.status }}", status)
+            .replace("gh pr comment", f"cp {body} posted; : ")
+        )
+        script = re.sub(r"\$\{\{[^}]*\}\}", "x", script)  # the pull request's number
+        done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, (step["name"], done.stdout + done.stderr)
+        if output.exists():
+            status = dict(re.findall(r"(\w+)=(\S*)", output.read_text())).get("status", "")
+    assert status == "0"
+    posted = (tmp_path / "posted").read_text()
+    assert posted.startswith("### memory-audit gate: exit 0")
+    assert "gate: passed" in posted
+    assert "## memory audit: comparison of A (base), B (new)" in posted
+    assert "Gate: passed" in posted
+    assert (tmp_path / "runs" / "new" / "report" / "report.md").read_text() in posted
