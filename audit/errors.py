@@ -43,8 +43,9 @@ drawing exact)::
 The command line prints any of these as one line (``error: ...``) and exits with the
 status above; anything else that escapes is a bug, printed with its traceback and a
 request to report it. A run's own outcomes have statuses of their own (3 incomplete,
-4 damaged, 5 a compressor raised: docs/reliability.md, "Run states and exit
-statuses").
+4 damaged, 5 a compressor raised), and so has the gate, ``audit compare
+--fail-on-regression`` (6 a later run's system is worse than the baseline's, 7 the runs
+cannot be compared): docs/reliability.md, "Run states and exit statuses".
 """
 
 from __future__ import annotations

@@ -25,12 +25,11 @@ from compressors import (
     BASELINES,
     ConditionSpec,
     UnknownCompressorError,
-    adapters,
     baseline_conditions,
     build,
-    builtins,
     deterministic_builtins,
     parse_spec,
+    registered_names,
     resolve_class,
     with_label,
 )
@@ -158,7 +157,7 @@ def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionS
             )
         seen[key] = spec.label
     labels: dict[str, ConditionSpec] = {}
-    registered = {*builtins(), *adapters()}
+    registered = registered_names()  # not adapters(): compressors.adapters may be the package
     for spec in specs:
         bare = spec.label.split(":")[0]
         if bare in registered and spec.target != bare:  # audit compare pairs by label

@@ -4,8 +4,10 @@
 group ``memory_audit.compressors``); a plugin that fails to load is listed with its
 error instead of breaking the listing.  ``audit new-compressor NAME --out DIR``
 writes a small, installable plugin package from the templates in
-``audit/templates/plugin``: a deterministic strict compressor, its entry point, and
-a test that streams generated pairs through it.
+``audit/templates/plugin``: a deterministic strict compressor, its entry point, a
+test that streams generated pairs through it and audits it beside ``tail`` (the
+``memory_audit`` fixture), and a GitHub Actions workflow that gates pull requests on
+``audit compare --fail-on-regression`` (the same as docs/examples/memory-audit-gate.yml).
 """
 
 from __future__ import annotations
@@ -148,6 +150,7 @@ _TEMPLATES = {
     "README.md": "README.md.j2",
     "{module}/__init__.py": "module.py.j2",
     "tests/test_{name}.py": "test_plugin.py.j2",
+    ".github/workflows/memory-audit.yml": "memory-audit.yml.j2",
 }
 """Output path (formatted with the names) -> template in ``audit/templates/plugin``."""
 

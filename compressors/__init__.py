@@ -32,6 +32,7 @@ from compressors._registry import (
     deterministic_builtins,
     parse_spec,
     register,
+    registered_names,
     resolve_class,
     with_label,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "pack_positions",
     "parse_spec",
     "register",
+    "registered_names",
     "resolve_class",
     "with_label",
 ]

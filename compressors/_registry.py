@@ -60,6 +60,14 @@ def adapters() -> dict[str, type[Compressor]]:
     return {name: cls for name, cls in _registered().items() if cls.adapter}
 
 
+def registered_names() -> set[str]:
+    """Every name this package registers, built-ins and adapters.  For callers that
+    import ``adapters`` by name: once the package ``compressors.adapters`` is imported,
+    that name on ``compressors`` is the package, not the function (Python sets a
+    package's attribute to each submodule it imports)."""
+    return set(_registered())
+
+
 def deterministic_builtins() -> list[str]:
     """Built-ins an exact-reader audit runs by default: no model writes or reads them
     (adapters are never in it: an opt-in, ``--conditions inspect_trim``)."""

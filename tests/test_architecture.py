@@ -41,6 +41,10 @@ AUDIT_ROOMS = {
         "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.engine",
         "audit.reportdata", "audit.backends", "audit.plugins", "audit.api",
     },
+    "audit.pytest_plugin": {
+        "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.engine",
+        "audit.reportdata",
+    },
 }  # fmt: skip
 
 

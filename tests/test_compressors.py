@@ -206,6 +206,28 @@ def test_the_builtins_are_registered():
     assert set(DETERMINISTIC) >= {"tail", "frontier", "full"}
 
 
+def test_conditions_parse_after_a_build_has_imported_the_adapters_package():
+    """Issue 31: the ``memory_audit`` fixture imports ``audit.plan`` in a test session
+    where a build had already imported the package ``compressors.adapters``, which then
+    stood where the function ``compressors.adapters`` was ('module' object is not
+    callable).  A process of its own: the order of imports is the test."""
+    import subprocess
+
+    probe = textwrap.dedent(
+        """
+        import compressors
+        compressors.build("tail")
+        from audit.plan import parse_conditions
+        print([spec.label for spec in parse_conditions("tail,frontier")])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['tail',", "'frontier']"]
+    assert compressors.registered_names() >= {"tail", "frontier", "inspect_trim"}
+
+
 @pytest.mark.parametrize("name", DETERMINISTIC)
 @settings(max_examples=40, deadline=None)
 @given(pair=pairs, budget=budgets)

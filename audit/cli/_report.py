@@ -16,6 +16,7 @@ import typer
 from audit.cli._common import echo_fitted, fail, plural, terminal_text
 
 if TYPE_CHECKING:
+    from audit.reportdata import Gate
     from audit.rundir import RunData
     from reports import Document
 
@@ -121,20 +122,76 @@ def compare_command(
             "tau of the rankings, the conditions that do not hold.",
         ),
     ] = False,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="The gate for CI: exit 6 when a system of a later run is significantly "
+            "worse than the baseline's it is compared with (McNemar on the shared source "
+            "pairs, Holm p < 0.05; with --margin: not shown within the margin), exit 7 when "
+            "the runs cannot be compared (other pairs, transforms or scoring version; "
+            "nothing paired).",
+        ),
+    ] = False,
+    score: Annotated[
+        str,
+        typer.Option(
+            metavar="SCORE",
+            help="The score compared: joint_J, current, reveal, override or adequacy "
+            "(source pairs, at identity).",
+        ),
+    ] = "joint_J",
+    test: Annotated[
+        str,
+        typer.Option(
+            metavar="TEST",
+            help="The McNemar test: exact (conservative: type-I error 0.030 at alpha 0.05 "
+            "on 84 pairs at discordance 0.3) or mid-p (0.045).",
+        ),
+    ] = "exact",
+    margin: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="With --fail-on-regression: non-inferiority; fail a system only where the "
+            "upper end of the 95 % Tango interval of baseline minus it exceeds this "
+            "difference in pass rate (0.05: five points).",
+        ),
+    ] = None,
 ) -> None:
     """Compare conditions and backends across runs on their shared pairs (paired deltas);
-    with --transfer, a synthetic run's verdict against a natural run's."""
+    with --fail-on-regression, a gate for CI; with --transfer, a synthetic run's verdict
+    against a natural run's."""
     from audit.plan import split_conditions
-    from audit.reportdata import Options, build_compare, unknown_names
+    from audit.reportdata import (
+        EXIT_NOT_COMPARABLE,
+        Options,
+        build_compare,
+        not_comparable,
+        unknown_names,
+    )
     from audit.rundir import load_run
+    from audit.scoring import COMPARED_SCORES
     from reports import write_document
 
     names = tuple(name for item in only or [] for name in split_conditions(item))
+    if score not in COMPARED_SCORES:
+        fail(f"--score: {score!r} is not one of {', '.join(COMPARED_SCORES)}")
+    if test not in ("exact", "mid-p"):
+        fail(f"--test: {test!r} is not one of exact, mid-p")
+    if margin is not None and not fail_on_regression:
+        fail("--margin is the gate's non-inferiority margin: give it with --fail-on-regression")
     if transfer:
         if len(run_dirs) != 2:
             fail("--transfer compares two runs: SYNTHETIC_RUN NATURAL_RUN")
         if reference is not None or names:
             fail("--transfer compares each condition with itself: give no --reference or --only")
+        if fail_on_regression or score != "joint_J" or test != "exact":
+            fail(
+                "--transfer compares joint J on two pair sets: give no --fail-on-regression, "
+                "--score or --test"
+            )
     if len(run_dirs) < 2:
         fail("give at least two run directories")
     resolved = [path.resolve() for path in run_dirs]
@@ -157,27 +214,63 @@ def compare_command(
     for name in unknown_names(runs, names):
         fail(f"--only: no condition {name!r} in any of the runs")
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-    options = Options(seed=seed, resamples=resamples, reference=reference, only=names)
-    data = build_compare(runs, options)
+    options = Options(
+        seed=seed, resamples=resamples, reference=reference, only=names, score=score,
+        test="mid-p" if test == "mid-p" else "exact",  # checked above; the literal type
+        gate=fail_on_regression, margin=margin,
+    )  # fmt: skip
+    comparison = build_compare(runs, options)
     with writable_target(target):
-        paths = write_document(data, target)
+        paths = write_document(comparison.document, target)
     tables = sum(p.suffix == ".csv" for p in paths)
     warn_if_not_whole(runs)
-    shared, compared = print_comparisons(data, reference)
+    reasons = not_comparable(runs)
+    for reason in reasons:  # loudly, with the gate or without it
+        echo_fitted(f"warning: not comparable: {reason}", err=True)
+    shared, compared = print_comparisons(comparison.document, reference, score)
     echo_fitted(f"wrote {target / 'compare.html'}, compare.md and {plural(tables, 'CSV table')}")
+    status = EXIT_NOT_COMPARABLE if fail_on_regression else 2
     if not shared:
         fail(
             "the runs share no source pair (no history is the same in all of them): "
             "nothing could be compared; compare runs made on the same pairs (the same "
-            "--preset and seed, or the same --pairs file)"
+            "--preset and seed, or the same --pairs file)",
+            status,
         )
     if not compared:
         fail(
             "no system of a later run meets one of the baseline (the same condition at the "
             "same budget): nothing was compared"
-            + ("" if reference else "; --reference CONDITION names the baseline's condition")
+            + ("" if reference else "; --reference CONDITION names the baseline's condition"),
+            status,
         )
+    if fail_on_regression:
+        _gate(comparison.gate, runs, reasons)
     exit_if_not_whole(runs)
+
+
+def _gate(gate: Gate, runs: Sequence[RunData], shown: Sequence[str]) -> None:
+    """``--fail-on-regression``: the gate's answer, last, and its exit status: 7 when
+    the runs cannot be compared, then 3 or 4 when one is not whole (the gate cannot
+    vouch for a part), 6 when a system is worse, else 0 (go on)."""
+    from audit.reportdata import EXIT_NOT_COMPARABLE, EXIT_REGRESSION
+
+    if gate.refusals:
+        for reason in gate.refusals:
+            if reason not in shown:
+                echo_fitted(f"gate: {reason}", err=True)
+        fail("gate: refused: the runs cannot be compared (see above)", EXIT_NOT_COMPARABLE)
+    exit_if_not_whole(runs)
+    if gate.regressions:
+        count = len(gate.regressions)
+        echo_fitted(
+            f"gate: failed: {count} of {plural(gate.judged, 'compared system')} of a later "
+            f"run {'is' if count == 1 else 'are'} {gate.rule}:"
+        )
+        for line in gate.regressions:
+            echo_fitted(f"  {line}", indent=4)
+        raise typer.Exit(EXIT_REGRESSION)
+    echo_fitted(f"gate: passed: no system of a later run ({gate.judged} compared) is {gate.rule}")
 
 
 def _transfer(runs: Sequence[RunData], out: Path | None, options: Any) -> None:
@@ -229,7 +322,9 @@ one run first); the rest, and every system with the same result in both runs, ar
 compare.html."""
 
 
-def print_comparisons(document: Document, reference: str | None) -> tuple[int, int]:
+def print_comparisons(
+    document: Document, reference: str | None, score: str = "joint_J"
+) -> tuple[int, int]:
     """The comparison's answer in the terminal: the key of the run labels, how many
     comparisons and how many significant after Holm, the first few (a system in one run
     first), each with its interval and Holm p, the systems with the same result in
@@ -248,14 +343,14 @@ def print_comparisons(document: Document, reference: str | None) -> tuple[int, i
     for label, path, first in zip(runs["label"], runs["path"], runs["baseline"], strict=True):
         echo_fitted(f"{label}{' (baseline)' if first else ''}: {path}")
     systems = tables.get("systems-table")
-    shared = int(systems["joint_J_n"].max()) if systems is not None and len(systems) else 0
+    shared = int(systems[f"{score}_n"].max()) if systems is not None and len(systems) else 0
     if systems is None or not shared:
         return 0, 0
     table = tables.get("comparisons-table")
     compared = 0 if table is None else len(table)
     if table is not None and compared:
-        echo_fitted(f"{shared} shared source pairs. {answer_text(table)}")
-        _print_differences(table)
+        echo_fitted(f"{shared} shared source pairs. {answer_text(table, score)}")
+        _print_differences(table, score)
         same = same_text(table)
         if same:
             echo_fitted(same)
@@ -274,10 +369,11 @@ def print_comparisons(document: Document, reference: str | None) -> tuple[int, i
     return shared, compared
 
 
-def _print_differences(table: Any) -> None:
+def _print_differences(table: Any, score: str) -> None:
     """The comparisons that are not the same in both runs, under a line that says why
     each two were compared; in each group, significant ones first, then the largest."""
     from audit.reportdata import SAME_GROUP
+    from audit.scoring import COMPARED_SCORES
 
     shown = table[table["group"] < SAME_GROUP]
     if shown.empty:
@@ -299,9 +395,10 @@ def _print_differences(table: Any) -> None:
     ]
     width = max(len(name) for name in names)
     room = shutil.get_terminal_size((80, 24)).columns - 4 - max(len(n) for n in numbers)
+    title = COMPARED_SCORES[score]
     echo_fitted(
-        "Joint J, the left system minus the right [95 % interval], Holm p"
-        + ("; * significant after Holm:" if shown["significant"].any() else ":")
+        f"{title[0].upper()}{title[1:]}, the left system minus the right [95 % interval], "
+        "Holm p" + ("; * significant after Holm:" if shown["significant"].any() else ":")
     )
     why = None
     for name, number, (_, row) in zip(names, numbers, head.iterrows(), strict=True):

@@ -320,8 +320,9 @@ def _run_one(
     its summary printed."""
     if invocation.plan_only:
         from audit.rundir import prepare_directory
+        from audit.scoring import SCORING_VERSION
 
-        resumed, _run_id = prepare_directory(run_dir, plan)
+        resumed, _run_id = prepare_directory(run_dir, plan, scoring=SCORING_VERSION)
         print(
             f"{'plan unchanged' if resumed else 'planned'}: {run_dir} (nothing run); "
             f"`audit batch export {run_dir}` (with the same --config) writes its LLM requests as "

@@ -85,7 +85,7 @@ from audit.rundir import (
     write_parquet,
     write_summary,
 )
-from audit.scoring import SCORED_COLUMNS, summarize
+from audit.scoring import SCORED_COLUMNS, SCORING_VERSION, summarize
 from compressors import ChatClient, build, deterministic_builtins
 from histories import Pair
 
@@ -277,7 +277,7 @@ def execute(
             clients = runner.run(opened.enter_async_context(open_clients(note)))
             start = StepCost(seconds=round(time.perf_counter() - began, 3))
             exits.callback(runner.run, _close_clients(opened))
-        _resuming, run_id = prepare_directory(out, plan)
+        _resuming, run_id = prepare_directory(out, plan, scoring=SCORING_VERSION)
         _check_writable(out)
         remove_stale_temps(out)
         store = RunStore(out, run_id)  # RunDirectoryError: another version's or run's store

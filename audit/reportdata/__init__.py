@@ -8,27 +8,36 @@ same for ``audit compare``, ``build_transfer(synthetic, natural)`` for ``audit c
 """
 
 from audit.reportdata._compare import (
+    EXIT_NOT_COMPARABLE,
+    EXIT_REGRESSION,
     SAME_GROUP,
+    Gate,
     answer_text,
     build_compare,
+    not_comparable,
     same_text,
     uncompared,
     unknown_names,
 )
-from audit.reportdata._context import Options
+from audit.reportdata._context import Options, pair_values
 from audit.reportdata._replication import build_replication
 from audit.reportdata._report import SECTIONS, build_report
 from audit.reportdata._transfer import build_transfer
 
 __all__ = [
+    "EXIT_NOT_COMPARABLE",
+    "EXIT_REGRESSION",
     "SAME_GROUP",
     "SECTIONS",
+    "Gate",
     "Options",
     "answer_text",
     "build_compare",
     "build_replication",
     "build_report",
     "build_transfer",
+    "not_comparable",
+    "pair_values",
     "same_text",
     "uncompared",
     "unknown_names",

@@ -1,14 +1,20 @@
 """``build_compare``: several stored runs compared on their shared source pairs.
 
 Runs are labelled A, B, C, ... (the first, A, is the baseline), with a key to their
-paths.  A condition is one system whatever its label (``ConditionSpec.system``: a
-renamed ``cmd:`` or a plugin labelled by its class's name pairs across runs).  Each
-system of a later run is compared with the baseline's same system; a system in only
-one run (a user's own compressor) with the other run's best strict condition (or,
-with ``--reference``, every later system with that condition of the baseline).  Rows
-come in the order a user reads them: the later run's own systems first, then the
-baseline's own, then those whose results differ, and last, folded into one line,
-the systems with the same result on every shared pair.
+paths.  The score compared is joint J unless ``--score`` names another strict one.  A
+condition is one system whatever its label (``ConditionSpec.system``: a renamed
+``cmd:`` or a plugin labelled by its class's name pairs across runs).  Each system of
+a later run is compared with the baseline's same system; a system in only one run (a
+user's own compressor) with the other run's best strict condition (or, with
+``--reference``, every later system with that condition of the baseline).  Rows come
+in the order a user reads them: the later run's own systems first, then the
+baseline's own, then those whose results differ, and last, folded into one line, the
+systems with the same result on every shared pair.
+
+The gate (``audit compare --fail-on-regression``, ``Gate``) reads the same rows: a
+later run's system significantly worse than the baseline's it is compared with (or,
+with ``--margin``, not shown within the margin of it) fails it, and runs that cannot
+be compared (other pairs, transforms or scoring version; nothing paired) are refused.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from audit.reportdata._context import Options, pair_bounds, pair_values, proport
 from audit.reportdata._glance import integrity_alert
 from audit.rundir import RunData, load_source_pairs
 from audit.scoring import (
+    COMPARED_SCORES,
     VERDICT_COLUMNS,
     PairedTable,
     Verdict,
@@ -42,12 +49,14 @@ from audit.scoring import (
     reader_agreement,
     reader_checks,
     score_results,
+    tango_paired,
     unreadable,
     verdicts,
     writer_checks,
 )
 from compressors import UnknownCompressorError, parse_spec
 from reports import (
+    Alert,
     Block,
     Bullets,
     Chart,
@@ -55,6 +64,7 @@ from reports import (
     Column,
     Document,
     Facts,
+    Flag,
     Inline,
     Paragraph,
     Section,
@@ -72,6 +82,43 @@ VERDICT_COLUMN = Column(
 )
 RunSystem = tuple[str, str, str, int]
 """(run label, reader, condition, budget)."""
+
+EXIT_REGRESSION = 6
+"""Exit status of ``audit compare --fail-on-regression`` when a later run's system is
+worse than the baseline's by the gate's rule (``Gate``)."""
+EXIT_NOT_COMPARABLE = 7
+"""Exit status of ``audit compare --fail-on-regression`` for runs that cannot be
+compared: other pairs, transforms or scoring version, or nothing paired."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The answer of ``audit compare --fail-on-regression`` (docs/reports.md, "A gate
+    for CI"): refused, failed or passed, and why."""
+
+    rule: str
+    """What fails a later run's system, in words (``... is {rule}``)."""
+    refusals: tuple[str, ...] = ()
+    """Why the runs cannot be compared: a verdict on them would mean nothing."""
+    regressions: tuple[str, ...] = ()
+    """Each comparison the rule fails, in one line."""
+    judged: int = 0
+    """Comparisons of a later run's system the rule was applied to."""
+
+    @property
+    def status(self) -> int:
+        """The exit status: 7 refused, 6 a regression, 0 passed."""
+        if self.refusals:
+            return EXIT_NOT_COMPARABLE
+        return EXIT_REGRESSION if self.regressions else 0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``build_compare``'s answer: the document, and the gate's verdict on it."""
+
+    document: Document
+    gate: Gate
 
 
 class Match(StrEnum):
@@ -145,10 +192,53 @@ def pair_identities(run: RunData) -> tuple[dict[str, str], str | None]:
     }, None
 
 
-def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Document:
+def not_comparable(runs: Sequence[RunData]) -> list[str]:
+    """Why a later run cannot be compared with the first (the baseline): other pairs,
+    other transforms or another scoring version.  ``audit compare`` says so loudly and,
+    with ``--fail-on-regression``, refuses them (exit 7)."""
+    labels = run_labels(len(runs))
+    first, base = runs[0], labels[0]
+    found = []
+    for label, run in zip(labels[1:], runs[1:], strict=True):
+        mine, theirs = first.raw_config.get("pairs_sha256"), run.raw_config.get("pairs_sha256")
+        if mine is None or mine != theirs:
+            found.append(
+                f"{base} and {label} were made on other pair sets (pairs sha256 "
+                f"{str(mine)[:12]} and {str(theirs)[:12]}): give both runs the same --preset "
+                "or --pairs file"
+            )
+        if _transforms(first) != _transforms(run):
+            found.append(
+                f"{base} and {label} ran other transforms ({' + '.join(_transforms(first))} "
+                f"and {' + '.join(_transforms(run))}): give both the same --transforms"
+            )
+        if first.scoring != run.scoring:
+            found.append(
+                f"{base} and {label} were scored under other scoring versions "
+                f"({first.scoring} and {run.scoring}; 0: made before versions were recorded): "
+                "their scores do not mean the same; run the older one again with this "
+                "memory-audit"
+            )
+    return found
+
+
+def _transforms(run: RunData) -> list[str]:
+    """The transforms a run planned (both stages), as written, sorted."""
+    plan = run.plan
+    if plan is None:
+        listed = run.raw_config.get("transforms")
+        return sorted(map(str, listed)) if isinstance(listed, list) else []
+    llm = [f"{t} (LLM stage)" for t in plan.llm.transforms] if plan.llm else []
+    return sorted({*map(str, plan.transforms), *llm})
+
+
+def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Comparison:
     """Systems across runs on the source pairs they share (the same histories, by
-    content): paired deltas of joint J at identity, every reader with every reader."""
+    content): paired deltas of a score (joint J unless ``options.score``) at identity,
+    every reader with every reader; and the gate's verdict on them."""
     options = options or Options()
+    score = options.score
+    title = COMPARED_SCORES[score]
     labels = run_labels(len(runs))
     values: dict[RunSystem, dict[str, float]] = {}
     bounds: dict[RunSystem, dict[str, tuple[int, int]]] = {}
@@ -193,8 +283,8 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
             mark = marks.get(reader) or writers.get((condition, budget))
             if mark:
                 no_verdict[(label, reader, condition, budget)] = mark
-        per_system = pair_values(scores, "joint_J")
-        per_system_bounds = pair_bounds(scores, "joint_J")
+        per_system = pair_values(scores, score)
+        per_system_bounds = pair_bounds(scores, score)
         for system in scores.systems:
             if system in per_system:
                 key = (label, *system)
@@ -228,11 +318,11 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         row.update({f"own_{k}": cells.get(k, "-") for k, _ in VERDICT_COLUMNS})
         row.update(
             proportion_columns(
-                "joint_J",
+                score,
                 {
-                    "joint_J_pairs_k": sum(lo for lo, _ in shared_bounds),
-                    "joint_J_pairs_k_high": sum(hi for _, hi in shared_bounds),
-                    "joint_J_pairs_n": len(shared_bounds),
+                    f"{score}_pairs_k": sum(lo for lo, _ in shared_bounds),
+                    f"{score}_pairs_k_high": sum(hi for _, hi in shared_bounds),
+                    f"{score}_pairs_n": len(shared_bounds),
                 },
             )
         )  # the same counting as the report's: NA gives bounds, never a smaller n
@@ -246,6 +336,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
             {p: v for p, v in values[ref].items() if p in shared},
             {p: v for p, v in values[key].items() if p in shared},
             families,
+            test=options.test,
         )
         row = comparison_row(key[1], key[3], _name(ref), _name(key), result)
         row.update(
@@ -261,6 +352,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
             differs=bool(result.table.only_a or result.table.only_b),
             group=plan.group if plan.match != Match.SAME else 3,
             verdict=no_verdict.get(ref) or no_verdict.get(key) or "",
+            gated=key[0] != baseline and kinds[key[0]].get(key[2], "strict") == "strict",
         )
         if plan.match == Match.SAME and not row["differs"] and not context.changed(ref, key):
             row["group"] = SAME_GROUP  # the same result on every shared pair: one line for all
@@ -272,6 +364,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         row.update(_power_of(row, max(1, tested)))
         row.update(_noise_of(row, floors))
     comparisons = _with_holm(pd.DataFrame(rows))
+    gate = _gate(comparisons, runs, baseline, labels, options, bool(shared))
     if not one_dataset:
         notes.append(
             "the runs were made on different pair sets: they are compared on the pairs whose "
@@ -299,13 +392,14 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
             ""
             if options.reference
             else "; a condition in one run only, against the other run's best strict "
-            "condition by joint J on the shared pairs (chosen from the data: post hoc)"
+            f"condition by {title} on the shared pairs (chosen from the data: post hoc)"
         )
-        + "; unit: the source pair shared by all runs (passes when joint J passes on every "
+        + f"; unit: the source pair shared by all runs (passes when {title} passes on every "
         "block of it at identity); exact McNemar on the discordant pairs, Holm-corrected "
         "across every comparison in this table that has a discordant pair (one without "
         "cannot reach any level, Tarone's rule)"
         + (f", --only {', '.join(options.only)}" if options.only else "")
+        + ("; mid-p McNemar in place of the exact test" if options.test == "mid-p" else "")
         + "; delta intervals: Newcombe's for paired proportions; underpowered: the observed "
         "difference is below what these pairs detect with 80 % power (a miss is not "
         "evidence of no difference; a significant one is real but its size likely "
@@ -334,10 +428,127 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Do
         "the same histories in both runs)."
     )
     alerts = [block for run in runs for block in integrity_alert(run)]
-    return _document(
+    refused = not_comparable(runs)
+    if refused:  # said first and loudly, with or without the gate
+        alerts.append(Alert("warn", [Flag("Not comparable")], "", list(refused)))
+    if options.gate:
+        alerts.append(_gate_block(gate))
+    document = _document(
         pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons,
-        [*notes, *([unpaired] if unpaired else [])], method, alerts, empty,
+        [*notes, *([unpaired] if unpaired else [])], method, alerts, empty, score,
     )  # fmt: skip
+    return Comparison(document, gate)
+
+
+def _gate(
+    comparisons: pd.DataFrame,
+    runs: Sequence[RunData],
+    baseline: str,
+    labels: list[str],
+    options: Options,
+    shared: bool,
+) -> Gate:
+    """The gate's verdict, with its ``worse`` column set on ``comparisons`` in place:
+    each comparison of a later run's strict system judged by the rule (the baseline's
+    own systems against a later run's best are not a later run's regression, a probe
+    or an archive is no contestant, and a row that is not a verdict is no evidence)."""
+    title = COMPARED_SCORES[options.score]
+    margin = options.margin
+    if margin is None:
+        rule = (
+            f"significantly worse in {title} than the baseline's system it is compared "
+            f"with ({options.test} McNemar on the shared source pairs, Holm p < 0.05)"
+        )
+    else:
+        rule = (
+            f"possibly behind the baseline's system it is compared with by more than "
+            f"{margin:g} in {title} (the upper end of Tango's 95 % interval of the "
+            "baseline's rate minus its rate: non-inferiority not shown)"
+        )
+    refusals = not_comparable(runs)
+    if baseline != labels[0]:
+        refusals.append(f"the baseline {labels[0]}'s pairs cannot be rebuilt: see the notes")
+    if comparisons.empty:
+        if not refusals:
+            refusals.append(
+                "nothing was paired: the runs share no source pair"
+                if not shared
+                else f"no system of a later run meets one of the baseline {baseline}"
+            )
+        return Gate(rule, tuple(refusals))
+    judged = comparisons["gated"] & comparisons["verdict"].eq("")
+    worse: list[bool] = []
+    leads: list[float] = []
+    for judge, (_, row) in zip(judged.tolist(), comparisons.iterrows(), strict=True):
+        table = PairedTable(row["both_pass"], row["only_a"], row["only_b"], row["neither"])
+        lead = -tango_paired(table)[0] if judge and margin is not None else math.nan
+        leads.append(lead)
+        if not judge:
+            worse.append(False)
+        elif margin is None:
+            worse.append(bool(row["significant"]) and float(row["delta"]) < 0)
+        else:
+            worse.append(not lead <= margin)  # nan (no pair determined in both): not shown
+    if margin is not None:
+        comparisons["baseline_lead_high"] = leads
+    comparisons["worse"] = worse
+    if not judged.any() and not refusals:
+        refusals.append(
+            f"no strict system of a later run was compared with one of the baseline "
+            f"{baseline} (a probe or an archive is not judged, and a row that is not a "
+            "verdict is no evidence)"
+        )
+    lines = []
+    for _, row in comparisons[comparisons["worse"]].iterrows():
+        budget = f" at {int(row['budget'])} B" if comparisons["budget"].nunique() > 1 else ""
+        if margin is None:
+            lines.append(
+                f"{row['b']} against {row['a']}{budget}: {float(row['delta']):+.2f} "
+                f"[{float(row['delta_low']):+.2f}, {float(row['delta_high']):+.2f}], "
+                f"Holm p{_p(float(row['p_holm']))}"
+            )
+        else:
+            lead = float(row["baseline_lead_high"])
+            shown = (
+                "no pair was determined in both"
+                if math.isnan(lead)
+                else f"the baseline may lead by up to {lead:.3f}"
+            )
+            lines.append(
+                f"{row['b']} against {row['a']}{budget}: {float(row['delta']):+.2f}; {shown} "
+                f"(margin {margin:g})"
+            )
+    return Gate(rule, tuple(refusals), tuple(lines), int(judged.sum()))
+
+
+def _p(p: float) -> str:
+    """``=0.012``, ``<0.001`` or `` n/a`` after ``p``."""
+    return " n/a" if math.isnan(p) else "<0.001" if p < 0.001 else f"={p:.3f}"
+
+
+def _gate_block(gate: Gate) -> Block:
+    """The gate's answer, first on the page (``--fail-on-regression``)."""
+    if gate.refusals:
+        return Alert(
+            "warn",
+            [Flag(f"Gate: refused (exit {gate.status}): the runs cannot be compared")],
+            "",
+            list(gate.refusals),
+        )
+    if gate.regressions:
+        return Alert(
+            "warn",
+            [Flag(f"Gate: failed (exit {gate.status})")],
+            f"{len(gate.regressions)} of {gate.judged} compared "
+            f"system{'' if gate.judged == 1 else 's'} of a later run "
+            f"{'is' if len(gate.regressions) == 1 else 'are'} {gate.rule}:",
+            list(gate.regressions),
+        )
+    return Alert(
+        "ok",
+        "Gate: passed",
+        f"No system of a later run ({gate.judged} compared) is {gate.rule}.",
+    )
 
 
 def _name(key: RunSystem) -> str:
@@ -381,8 +592,8 @@ class _Pairing:
         return float(sum(found))
 
     def best_strict(self, label: str, reader: str, budget: int) -> RunSystem | None:
-        """A run's best strict condition by joint J on the shared pairs at a reader and
-        budget (the first listed of a tie); None: it has none that gives a verdict."""
+        """A run's best strict condition by the compared score on the shared pairs at a
+        reader and budget (the first listed of a tie); None: it has none that gives a verdict."""
         strict = [
             key
             for key in self.order
@@ -552,7 +763,7 @@ SAME_GROUP = 4
 """``group`` of a comparison whose two systems passed the same shared pairs."""
 
 
-def answer_text(comparisons: pd.DataFrame) -> str:
+def answer_text(comparisons: pd.DataFrame, score: str = "joint_J") -> str:
     """The comparison's answer in one sentence (compare.html's first line and the
     terminal's): how many systems were compared, how many differ significantly."""
     if comparisons.empty:
@@ -561,8 +772,8 @@ def answer_text(comparisons: pd.DataFrame) -> str:
     same = len(comparisons) - len(shown)
     significant = int(shown["significant"].sum())
     text = (
-        f"{len(shown)} comparison{'' if len(shown) == 1 else 's'} of joint J on the shared "
-        f"source pairs: {significant or 'none'} significant after Holm (p < 0.05)"
+        f"{len(shown)} comparison{'' if len(shown) == 1 else 's'} of {COMPARED_SCORES[score]} "
+        f"on the shared source pairs: {significant or 'none'} significant after Holm (p < 0.05)"
     )
     if same:
         text += f"; {same} the same in both runs on every shared source pair"
@@ -592,7 +803,7 @@ def same_text(comparisons: pd.DataFrame) -> str:
     )
 
 
-def _differences(comparisons: pd.DataFrame, several: bool) -> list[Block]:
+def _differences(comparisons: pd.DataFrame, several: bool, score: str) -> list[Block]:
     """compare.html's first table: every comparison but the identical ones, in order."""
     shown = comparisons[comparisons["group"] < SAME_GROUP].copy()
     if shown.empty:
@@ -605,14 +816,15 @@ def _differences(comparisons: pd.DataFrame, several: bool) -> list[Block]:
         Column("a", "against", "label"),
         Column("why", "why these two", "text"),
         *([Column("budget", "budget (B)", "integer")] if several else []),
-        Column("joint_b", "compared: joint J (shared source pairs)", "count"),
-        Column("joint_a", "against: joint J", "count"),
+        Column("joint_b", f"compared: {COMPARED_SCORES[score]} (shared source pairs)", "count"),
+        Column("joint_a", f"against: {COMPARED_SCORES[score]}", "count"),
         Column(
             "delta",
             "difference (compared - against)",
             "signed",
             interval=("delta_low", "delta_high"),
-            help="difference in joint J pass rate, with a 95 % Newcombe interval for paired data",
+            help=f"difference in {COMPARED_SCORES[score]} pass rate, with a 95 % Newcombe "
+            "interval for paired data",
         ),
         next(c for c in COMPARISON_COLUMNS if c.key == "p_holm"),
         next(c for c in COMPARISON_COLUMNS if c.key == "significant"),
@@ -630,6 +842,7 @@ def _document(
     method: str,
     alerts: Sequence[Block] = (),
     empty: str | None = None,
+    score: str = "joint_J",
 ) -> Document:
     """The answer first (which systems differ, by how much, significant or not), then
     the detail folded: every comparison, every system, the runs."""
@@ -650,7 +863,7 @@ def _document(
         Column("condition", "condition", "label"),
         Column("budget", "budget (B)", "integer"),
         *([Column("reader", "reader", "label")] if llm else []),
-        Column("joint_J", "joint J (shared source pairs)", "proportion"),
+        Column(score, f"{COMPARED_SCORES[score]} (shared source pairs)", "proportion"),
         *(
             Column(
                 f"own_{key}",
@@ -674,8 +887,8 @@ def _document(
             )
         )
     else:
-        first.append(Paragraph([Strong(answer_text(comparisons))]))
-        first += _differences(comparisons, several)
+        first.append(Paragraph([Strong(answer_text(comparisons, score))]))
+        first += _differences(comparisons, several, score)
         same = same_text(comparisons)
         if same:
             first.append(Paragraph(same))
@@ -709,11 +922,12 @@ def _document(
                         "high": "delta_high",
                         "filled": "significant",
                         "facet": None,
-                        "axis": "difference in joint J pass rate (second minus first), "
-                        "source pairs",
+                        "axis": f"difference in {COMPARED_SCORES[score]} pass rate (second "
+                        "minus first), source pairs",
                     },
-                    caption="Difference in joint J pass rate on shared source pairs, 95 % "
-                    "Newcombe intervals; filled: Holm-corrected exact McNemar p < 0.05.",
+                    caption=f"Difference in {COMPARED_SCORES[score]} pass rate on shared "
+                    "source pairs, 95 % Newcombe intervals; filled: Holm-corrected McNemar "
+                    "p < 0.05.",
                     collapsed=True,
                 )
             )
@@ -732,7 +946,8 @@ def _document(
             Section("comparisons", "Paired differences", blocks),
             Section(
                 "systems",
-                "Joint J per system on the shared pairs",
+                f"{COMPARED_SCORES[score][:1].upper()}{COMPARED_SCORES[score][1:]} per "
+                "system on the shared pairs",
                 [
                     Table(
                         "systems-table",

@@ -20,6 +20,7 @@ from audit.scoring import (
     DEFAULT_SEED,
     IDENTITY,
     FloorFinding,
+    PairedTest,
     ReaderCheck,
     Scores,
     Verdict,
@@ -49,6 +50,15 @@ class Options:
     only: tuple[str, ...] = ()
     """``audit compare --only``: the conditions (labels or specs) whose comparisons are
     wanted; empty: every one."""
+    score: str = "joint_J"
+    """``audit compare --score``: the score compared (one of ``scoring.COMPARED_SCORES``)."""
+    test: PairedTest = "exact"
+    """``audit compare --test``: the McNemar test of every comparison, exact or mid-p."""
+    gate: bool = False
+    """``audit compare --fail-on-regression``: the gate's answer heads the document."""
+    margin: float | None = None
+    """``--margin``: the gate fails a system only where the baseline may be ahead of it
+    by more than this (non-inferiority) instead of where it is significantly behind."""
 
 
 @dataclass

@@ -92,6 +92,9 @@ class RunConfigFile(BaseModel):
     backends: dict[str, BackendRecord] = Field(default_factory=dict)
     """Per backend name (the ``reader`` / writer label of the results): what served it,
     its mode, and its determinism as first measured by this run."""
+    scoring: int = 0
+    """The scoring version the run was made under (``audit.scoring.SCORING_VERSION``):
+    what its rows and scores mean.  0: a run made before it was recorded."""
 
 
 def record_backends(directory: Path, records: dict[str, BackendRecord]) -> None:
@@ -175,9 +178,11 @@ def read_config_file(directory: Path) -> RunConfigFile:
     return config
 
 
-def prepare_directory(out: Path, plan: RunPlan) -> tuple[bool, str]:
+def prepare_directory(out: Path, plan: RunPlan, *, scoring: int) -> tuple[bool, str]:
     """Create the run directory with its ``config.json``, or accept it for resuming.
 
+    ``scoring`` is the scoring version recorded in a new run's ``config.json`` (the
+    caller's ``audit.scoring.SCORING_VERSION``: this room does not score).
     Returns (resuming, run id).  A directory holding another run (its plan differs),
     or anything that is not a run, is refused: a run is never overwritten.  A run made
     before run ids gets one now.
@@ -198,6 +203,7 @@ def prepare_directory(out: Path, plan: RunPlan) -> tuple[bool, str]:
             "environment": environment().model_dump(mode="json"),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "run_id": run_id,
+            "scoring": scoring,
         }
         if _create_exclusively(config_path, json.dumps(payload, indent=2) + "\n"):
             return False, run_id

@@ -78,6 +78,11 @@ class RunData:
         return self.config_file.created if self.config_file is not None else None
 
     @property
+    def scoring(self) -> int:
+        """The scoring version it was made under (0: none recorded, an older run)."""
+        return self.config_file.scoring if self.config_file is not None else 0
+
+    @property
     def has_llm(self) -> bool:
         return bool((self.results["reader_kind"] != "exact").any())
 

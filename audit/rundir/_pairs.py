@@ -25,11 +25,16 @@ def pairs_sha256(pairs: Sequence[Pair]) -> str:
     return digest.hexdigest()
 
 
-def preset_source(name: str, seed: int | None = None) -> tuple[dict[str, Any], list[Pair], str]:
+def preset_source(
+    name: str, seed: int | None = None, pairs_per_family: int | None = None
+) -> tuple[dict[str, Any], list[Pair], str]:
     """A preset's source entry, its pairs and their sha256 (``KeyError`` if unknown);
     ``seed`` generates the preset's dataset with another seed (a replication; for a
-    natural preset, another sample of its packs).  ``NaturalSourceError`` names a
-    natural pack that fails to load."""
+    natural preset, another sample of its packs), ``pairs_per_family`` a smaller or
+    larger one (a generated preset only: ``ValueError`` for a natural one).
+    ``NaturalSourceError`` names a natural pack that fails to load."""
+    if name in NATURAL_PRESETS and pairs_per_family is not None:
+        raise ValueError(f"{name} is a natural preset: its pairs per family are its packs'")
     if name in NATURAL_PRESETS:
         natural = NATURAL_PRESETS[name]
         if seed is not None:
@@ -40,6 +45,8 @@ def preset_source(name: str, seed: int | None = None) -> tuple[dict[str, Any], l
     generation = PRESETS[name]
     if seed is not None:
         generation = generation.model_copy(update={"seed": seed})
+    if pairs_per_family is not None:
+        generation = generation.model_copy(update={"pairs_per_family": pairs_per_family})
     pairs = generate(generation)
     source = {"preset": name, "generation": generation.model_dump(mode="json")}
     return source, pairs, pairs_sha256(pairs)

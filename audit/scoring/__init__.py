@@ -11,7 +11,9 @@ from audit.scoring._claims import EquivarianceFinding, equivariance_alerts, spel
 from audit.scoring._compactions import compaction_curve
 from audit.scoring._gaps import shortcut_gaps
 from audit.scoring._metrics import (
+    COMPARED_SCORES,
     IDENTITY,
+    SCORING_VERSION,
     Metric,
     Unit,
 )
@@ -48,6 +50,7 @@ from audit.scoring._stats import (
     Interval,
     PairedComparison,
     PairedTable,
+    PairedTest,
     bootstrap_mean,
     cluster_bootstrap,
     cluster_bootstrap_interval,
@@ -57,6 +60,7 @@ from audit.scoring._stats import (
     newcombe_paired,
     paired_comparison,
     proportion,
+    tango_paired,
     wilson_arrays,
 )
 from audit.scoring._summary import summarize
@@ -81,6 +85,7 @@ SCORED_COLUMNS = (
 
 __all__ = [
     "ALPHA",
+    "COMPARED_SCORES",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
     "GROUP",
@@ -90,6 +95,7 @@ __all__ = [
     "READ_THRESHOLD",
     "REPLICATED",
     "SCORED_COLUMNS",
+    "SCORING_VERSION",
     "SYSTEM",
     "VERDICT_COLUMNS",
     "VERDICT_LEGEND",
@@ -101,6 +107,7 @@ __all__ = [
     "Metric",
     "PairedComparison",
     "PairedTable",
+    "PairedTest",
     "RankAgreement",
     "ReaderCheck",
     "Scores",
@@ -139,6 +146,7 @@ __all__ = [
     "shortcut_gaps",
     "spelling_text",
     "summarize",
+    "tango_paired",
     "unreadable",
     "verdict_rows",
     "verdicts",

@@ -123,3 +123,14 @@ LENIENT_METRICS: tuple[Metric, ...] = (
     ),
 )  # fmt: skip
 BY_NAME: dict[str, Metric] = {m.name: m for m in (*METRICS, *LENIENT_METRICS)}
+COMPARED_SCORES: dict[str, str] = {
+    m.name: m.title for m in METRICS if not m.failure and m.family is None
+}
+"""The strict scores ``audit compare --score`` compares (a pass is good, every family
+counts), each with its title: current, reveal, override, joint J, adequacy."""
+
+SCORING_VERSION = 1
+"""The version of what a run's rows and scores mean, recorded in every new run's
+``config.json`` (``scoring``); bump it whenever a score's definition (here) or a read's
+judgement (``correct``, ``adequate``, ``collision``) changes, so ``audit compare`` never
+compares runs scored two ways (exit 7).  A run made before it was recorded is version 0."""
