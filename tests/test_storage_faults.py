@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 RUN = ["run", "--preset", "cca-pilot", "--conditions", "frontier,tail",
-       "--transforms", "identity,rename:2", "--quiet", "--workers", "1"]  # fmt: skip
+       "--transforms", "identity,rename:2", "--seed", "0", "--quiet", "--workers", "1"]  # fmt: skip
 
 
 def _namespaces_work() -> bool:
