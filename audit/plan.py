@@ -157,7 +157,7 @@ def parse_conditions(text: str, option: str = "--conditions") -> list[ConditionS
             )
         seen[key] = spec.label
     labels: dict[str, ConditionSpec] = {}
-    registered = registered_names()  # not adapters(): compressors.adapters may be the package
+    registered = registered_names()
     for spec in specs:
         bare = spec.label.split(":")[0]
         if bare in registered and spec.target != bare:  # audit compare pairs by label

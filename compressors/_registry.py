@@ -54,17 +54,15 @@ def builtins() -> dict[str, type[Compressor]]:
     return {name: cls for name, cls in _registered().items() if not cls.adapter}
 
 
-def adapters() -> dict[str, type[Compressor]]:
+def adapter_classes() -> dict[str, type[Compressor]]:
     """The adapters of third-party memory libraries (``compressors.adapters``), whether
-    or not their extras are installed: each imports its library only when it runs."""
+    or not their extras are installed: each imports its library only when it runs.  (Not
+    named ``adapters``: that name on ``compressors`` is the subpackage once imported.)"""
     return {name: cls for name, cls in _registered().items() if cls.adapter}
 
 
 def registered_names() -> set[str]:
-    """Every name this package registers, built-ins and adapters.  For callers that
-    import ``adapters`` by name: once the package ``compressors.adapters`` is imported,
-    that name on ``compressors`` is the package, not the function (Python sets a
-    package's attribute to each submodule it imports)."""
+    """Every name this package registers, built-ins and adapters."""
     return set(_registered())
 
 
@@ -259,7 +257,7 @@ def available() -> list[Listing]:
     """Built-ins, then adapters (installed or not), then installed plugins (loaded to
     describe them; failures listed)."""
     rows = [Listing(name, "built-in", cls) for name, cls in builtins().items()]
-    rows += [Listing(name, "adapter", cls) for name, cls in adapters().items()]
+    rows += [Listing(name, "adapter", cls) for name, cls in adapter_classes().items()]
     for name, ep in sorted(_entry_points().items()):
         try:
             rows.append(Listing(name, f"plugin {ep.value}", _check_class(ep.load(), name)))

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from audit.cli import app
 from audit.engine._streaming import plan_variant
 from compressors import ChatRequest, ChatResponse, ChatUnavailableError, build
-from compressors._registry import adapters  # the function: compressors.adapters may be the package
+from compressors._registry import adapter_classes
 from histories import PRESETS, Pair, generate
 from tests.test_adapters import FakeWriter
 
@@ -50,7 +50,7 @@ def pilot() -> list[Pair]:
 
 
 def test_mem0_is_listed_with_its_extra_and_calls_a_model():
-    cls = adapters()["mem0_local"]
+    cls = adapter_classes()["mem0_local"]
     assert cls.uses_llm
     result = runner.invoke(app, ["compressors"])
     assert result.exit_code == 0, result.output

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from audit.cli import app
 from audit.engine._streaming import plan_variant, stream_variant
 from compressors import ChatUnavailableError, build
-from compressors._registry import adapters  # the function: compressors.adapters may be the package
+from compressors._registry import adapter_classes
 from histories import PRESETS, Pair, dump_chat, generate, parse_chat, transform
 from tests._pilot import pilot_of_24
 from tests.test_adapters import FakeWriter, Recorder
@@ -47,7 +47,7 @@ def pilot() -> list[Pair]:
 def test_the_harness_strategies_are_listed_with_their_extra():
     from compressors.adapters import ChatAdapter
 
-    found = adapters()
+    found = adapter_classes()
     result = runner.invoke(app, ["compressors"])
     assert result.exit_code == 0, result.output
     for name in (*NO_LLM, "pydantic_summary"):

@@ -29,12 +29,12 @@ from compressors import (
     ChatResponse,
     ChatUnavailableError,
     ChunkView,
-    adapters,
     build,
     builtins,
     deterministic_builtins,
     parse_spec,
 )
+from compressors._registry import adapter_classes
 from compressors.adapters import ChatAdapter, threshold_tokens
 from histories import (
     PRESETS,
@@ -173,7 +173,7 @@ def test_the_exact_reader_reads_a_transcripts_record_lines():
 
 
 def test_adapters_are_listed_never_run_by_default_and_name_their_extra():
-    found = adapters()
+    found = adapter_classes()
     others = {"cmd", "http", "mem0_local", "pydantic_window", "pydantic_clear",
               "pydantic_dedup", "pydantic_clamp", "pydantic_summary"}  # fmt: skip
     assert set(LLM + NO_LLM) | others == set(found)  # (the newer ones: their own test files)
