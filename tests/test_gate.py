@@ -401,3 +401,57 @@ def test_the_a_a_check_of_the_docs_runs_as_written(tmp_path: Path):
         result = run(*args[1:])
         assert result.exit_code == expected, (line, textwrap.shorten(result.output, 2000))
     assert compared >= 3
+
+
+# ------------------------------------------------------- what the gate cannot vouch for
+
+RAISES = (
+    "if any(r.op == 'revoke' for r in chunk.records):\n"
+    "            raise ValueError('no revokes here')\n"
+    "        " + GOOD
+)
+
+
+def test_a_later_run_whose_compressor_raised_fails_the_gate(
+    changed: tuple[Path, Path], tmp_path: Path
+):
+    """An adversary's compressor raised on 270 reads and the gate said "passed": a
+    compressor that raises has not been audited (docs/reliability.md)."""
+    main, _ = changed
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "gated_memory.py").write_text(MEMORY.format(doc="raises", body=RAISES))
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "audit", "run", *PILOT, "--conditions", "gated_memory:Memory",
+         "--transforms", "identity", "--seed", "0", "--out", str(out)],
+        cwd=code, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 5, done.stdout + done.stderr
+    result = run("compare", str(main), str(out), "--fail-on-regression",
+                 "--out", str(tmp_path / "c"))  # fmt: skip
+    assert result.exit_code == 6, result.output
+    assert re.search(r"B: gated_memory raised: \d+ reads failed", flat(result.output))
+
+
+def test_a_later_system_compared_with_nothing_is_refused_with_7(
+    runs: dict[str, Path], tmp_path: Path
+):
+    """An adversary's NEW run held its system under test at another budget than the
+    baseline's, and tail beside it: tail paired, the system under test was skipped,
+    and the gate passed."""
+    both = audit(tmp_path / "both", "frontier:budget=300,tail")
+    result = run("compare", str(runs["base"]), str(both), "--fail-on-regression",
+                 "--out", str(tmp_path / "c"))  # fmt: skip
+    assert result.exit_code == 7, result.output
+    assert "frontier:budget=300 compared with nothing" in flat(result.output)
+
+
+def test_a_probe_as_reference_is_refused_with_the_gate(runs: dict[str, Path], tmp_path: Path):
+    """``--reference probe_newest`` let a later system pass for not being worse than a
+    shortcut probe, whatever it lost against the baseline's own."""
+    with_probe = audit(tmp_path / "base", "frontier,tail,probe_newest")
+    result = run("compare", str(with_probe), str(runs["tail"]), "--fail-on-regression",
+                 "--reference", "probe_newest", "--out", str(tmp_path / "c"))  # fmt: skip
+    assert result.exit_code == 7, result.output
+    assert "--reference probe_newest is a probe of the baseline" in flat(result.output)

@@ -364,7 +364,10 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
         row.update(_power_of(row, max(1, tested)))
         row.update(_noise_of(row, floors))
     comparisons = _with_holm(pd.DataFrame(rows))
-    gate = _gate(comparisons, runs, baseline, labels, options, bool(shared))
+    gate = _gate(
+        comparisons, runs, baseline, labels, options, bool(shared),
+        _unvouched(pd.DataFrame(systems), comparisons, baseline, kinds, options, labels, runs),
+    )  # fmt: skip
     if not one_dataset:
         notes.append(
             "the runs were made on different pair sets: they are compared on the pairs whose "
@@ -440,6 +443,52 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
     return Comparison(document, gate)
 
 
+def _unvouched(
+    systems: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    baseline: str,
+    kinds: dict[str, dict[str, str]],
+    options: Options,
+    labels: list[str],
+    runs: Sequence[RunData],
+) -> tuple[list[str], list[str]]:
+    """What the gate cannot vouch for, found by an adversary: (refusals) a strict
+    system of a later run compared with nothing, and a --reference that is a probe or
+    an archive (a later system "not worse than a probe" passed whatever it lost);
+    (failures) a later run whose compressor raised, which has not been audited."""
+    refusals: list[str] = []
+    reference = options.reference
+    if reference is not None and kinds.get(baseline, {}).get(reference, "strict") != "strict":
+        refusals.append(
+            f"--reference {reference} is a {kinds[baseline][reference]} of the baseline: "
+            "the gate judges a later run's systems against a strict condition"
+        )
+    for entry in uncompared(systems, comparisons, baseline):
+        where, _, names = entry.partition(": ")
+        strict = [
+            n
+            for n in names.split(", ")
+            if kinds.get(where.split(" (")[0], {}).get(n, "strict") == "strict"
+        ]
+        if strict:
+            refusals.append(
+                f"{where}: {', '.join(strict)} compared with nothing, so the gate cannot vouch "
+                "for it (--reference CONDITION names a condition of the baseline to compare "
+                "it with)"
+            )
+    failures: list[str] = []
+    for label, later in zip(labels, runs, strict=True):
+        if label == baseline or "outcome" not in later.results:
+            continue
+        raised = later.results[later.results["outcome"].astype(str) == "error"]
+        for condition, reads in raised.groupby("condition", sort=False).size().items():
+            failures.append(
+                f"{label}: {condition} raised: {reads} reads failed (its run.log): a "
+                "compressor that raises has not been audited"
+            )
+    return refusals, failures
+
+
 def _gate(
     comparisons: pd.DataFrame,
     runs: Sequence[RunData],
@@ -447,6 +496,7 @@ def _gate(
     labels: list[str],
     options: Options,
     shared: bool,
+    unvouched: tuple[list[str], list[str]] = ([], []),
 ) -> Gate:
     """The gate's verdict, with its ``worse`` column set on ``comparisons`` in place:
     each comparison of a later run's strict system judged by the rule (the baseline's
@@ -465,7 +515,7 @@ def _gate(
             f"{margin:g} in {title} (the upper end of Tango's 95 % interval of the "
             "baseline's rate minus its rate: non-inferiority not shown)"
         )
-    refusals = not_comparable(runs)
+    refusals = not_comparable(runs) + unvouched[0]
     if baseline != labels[0]:
         refusals.append(f"the baseline {labels[0]}'s pairs cannot be rebuilt: see the notes")
     if comparisons.empty:
@@ -498,7 +548,7 @@ def _gate(
             f"{baseline} (a probe or an archive is not judged, and a row that is not a "
             "verdict is no evidence)"
         )
-    lines = []
+    lines = list(unvouched[1])
     for _, row in comparisons[comparisons["worse"]].iterrows():
         budget = f" at {int(row['budget'])} B" if comparisons["budget"].nunique() > 1 else ""
         if margin is None:
