@@ -71,7 +71,7 @@ def run(
     preset: str = "cca-pilot",
     pairs: Path | str | None = None,
     conditions: str | Sequence[str] | None = None,
-    transforms: str | None = None,
+    transforms: str | Sequence[str] | None = None,
     budgets: str | int | Sequence[int] = 1200,
     seed: int | None = None,
     reference: str | None = None,
@@ -97,8 +97,10 @@ def run(
     if conditions is None:
         specs = default_conditions()
     else:
-        items = [conditions] if isinstance(conditions, str) else list(conditions)
+        items = [conditions] if isinstance(conditions, str) else _texts(conditions, "conditions")
         specs = [spec for item in items for spec in parse_conditions(item)]
+    if transforms is not None and not isinstance(transforms, str):
+        transforms = ",".join(_texts(transforms, "transforms"))
     if pairs is not None:
         entry, pair_list, digest = file_source(Path(pairs))
     elif preset not in PRESET_NAMES:
@@ -113,6 +115,17 @@ def run(
         raise PlanError(f"{where}: {error.errors()[0]['msg']}") from None
     execute(out, plan, pair_list, workers=workers, csv=csv)
     return load_run(out)
+
+
+def _texts(value: object, option: str) -> list[str]:
+    """A list of strings, or a ``PlanError`` naming the option."""
+    if isinstance(value, Sequence) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise PlanError(f"{option}: give a comma list or a list of strings, not {value!r}")
+
+
+def _run_data(run: RunData | Path | str) -> RunData:
+    return run if isinstance(run, RunData) else load_run(Path(run))
 
 
 def _plan(
@@ -138,16 +151,24 @@ def _plan(
     )
 
 
-def scores(run_data: RunData) -> Scores:
-    """Every score of a run (``Scores.cells``: one row per reader, condition, budget,
-    transform and family, each score as k, n and its interval), computed again from
-    its reads as ``summary.json``'s were."""
+def scores(run: RunData | Path | str) -> Scores:
+    """Every score of a run (a loaded one, or its directory; ``Scores.cells``: one row per
+    reader, condition, budget, transform and family, each score as k, n and its
+    interval), computed again from its reads as ``summary.json``'s were."""
+    run_data = _run_data(run)
     return score_results(run_data.results, run_data.conditions)
 
 
-def report(run_data: RunData, out: Path | str | None = None, reference: str | None = None) -> Path:
+def report(
+    run: RunData | Path | str, out: Path | str | None = None, reference: str | None = None
+) -> Path:
     """Write report.html, report.md and the CSV tables (``out``, default the run's
-    report/ folder); returns report.html's path."""
+    report/ folder) of a run (a loaded one, or its directory); returns report.html's
+    path.  A ``reference`` that is no condition of the run is refused, as ``audit report
+    --reference`` refuses it."""
+    run_data = _run_data(run)
+    if reference is not None and reference not in set(run_data.results["condition"].astype(str)):
+        raise PlanError(f"reference: no condition {reference!r} in {run_data.path}")
     target = Path(out) if out is not None else run_data.path / "report"
     write_document(build_report(run_data, Options(reference=reference)), target)
     return target / "report.html"

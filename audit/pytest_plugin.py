@@ -62,6 +62,10 @@ class AuditResult:
         The exact reader is a function, so the counts are exact on these pairs; a
         significance test needs more pairs than a unit test runs (``audit compare
         --fail-on-regression`` on a full audit)."""
+        if not 0.0 <= margin <= 1.0:  # a negative margin made a keeper "keep less"
+            from audit.errors import PlanError
+
+            raise PlanError(f"margin: a share between 0 and 1, not {margin!r}")
         if self.errors:
             raise AssertionError(
                 f"{self.compressor.condition} raised (its reads score 0): "
@@ -116,6 +120,11 @@ class MemoryAudit:
         if score not in COMPARED_SCORES:
             raise PlanError(
                 f"memory_audit: score {score!r} is not one of {', '.join(COMPARED_SCORES)}"
+            )
+        if not isinstance(compressor, type | str):
+            raise PlanError(
+                "memory_audit: give a Compressor class or a condition name, not an instance "
+                f"({type(compressor).__name__})"
             )
         if pairs_per_family < 1 or budget < 1:
             raise PlanError("memory_audit: pairs_per_family and budget must be at least 1")

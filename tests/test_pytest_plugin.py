@@ -251,3 +251,20 @@ def test_the_workflow_runs_here(tmp_path: Path):
     assert "## memory audit: comparison of A (base), B (new)" in posted
     assert "Gate: passed" in posted
     assert (tmp_path / "runs" / "new" / "report" / "report.md").read_text() in posted
+
+
+def test_bad_arguments_are_refused_by_name(tmp_path: Path):
+    """An adversary's instance gave an AttributeError on ``__qualname__``, and a
+    negative margin made a keeper "keep less than tail"."""
+    from audit.errors import PlanError
+    from audit.pytest_plugin import MemoryAudit
+    from compressors import build
+
+    fixture = MemoryAudit(tmp_path)
+    with pytest.raises(PlanError, match="not an instance"):
+        fixture(build("frontier"))  # type: ignore[arg-type]
+    result = fixture("frontier", pairs_per_family=1)
+    for margin in (-1.0, 1.5):
+        with pytest.raises(PlanError, match="margin: a share between 0 and 1"):
+            result.assert_keeps_at_least(margin=margin)
+    result.assert_keeps_at_least()  # frontier keeps what tail keeps

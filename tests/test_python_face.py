@@ -65,6 +65,8 @@ def test_a_report_from_python(faced: audit.RunData, tmp_path: Path):
         ({"budgets": "abc"}, "budgets: 'abc' is not an integer"),
         ({"budgets": [600, 0]}, "budgets: 0 must be positive"),
         ({"seed": "soon"}, "seed: "),
+        ({"conditions": 5}, "conditions: give a comma list or a list of strings"),
+        ({"transforms": [1, 2]}, "transforms: give a comma list or a list of strings"),
     ],
 )
 def test_bad_input_raises_the_error_root_naming_it(tmp_path: Path, options: dict, named: str):
@@ -98,3 +100,23 @@ def test_the_command_line_does_not_load_the_face():
     assert done.stdout.strip() == "False"
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = audit.nope  # type: ignore[attr-defined]
+
+
+def test_a_path_is_a_run_too_and_a_list_of_transforms_is_taken(
+    faced: audit.RunData, tmp_path: Path
+):
+    """An adversary's ``audit.scores("runs/x")`` was an AttributeError and
+    ``transforms=[...]`` split a list's first item into letters."""
+    by_path = audit.scores(str(faced.path)).cells
+    assert by_path.equals(audit.scores(faced).cells)
+    assert audit.report(faced.path, tmp_path / "r").exists()
+    done = audit.run(tmp_path / "run", conditions=["tail"], transforms=["identity", "rename:1"],
+                     seed=0)  # fmt: skip
+    assert sorted(set(done.results["transform"].astype(str))) == ["identity", "rename"]
+
+
+def test_a_report_against_no_condition_is_refused(faced: audit.RunData, tmp_path: Path):
+    """``audit.report(run, reference="nope")`` wrote a report comparing against "nope"."""
+    with pytest.raises(audit.MemoryAuditError, match="reference: no condition 'nope'"):
+        audit.report(faced, tmp_path / "r", reference="nope")
+    assert not (tmp_path / "r").exists()
