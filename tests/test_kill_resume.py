@@ -126,6 +126,54 @@ def test_sigterm_stops_the_run_and_records_no_false_row(
     assert (out / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
 
 
+SLOW = """
+import time
+from compressors import Compressor, dump, load, pack
+
+
+class Slow(Compressor):
+    name = "slow_tail"
+    summary = "tail, slowly: jobs stay in flight while results wait in the pipe"
+
+    def update(self, memory, chunk, query_keys, budget):
+        time.sleep(0.01)
+        return dump(pack([*load(memory), *chunk.records][::-1], budget)[::-1])
+"""
+
+
+def test_sigterm_to_the_process_group_ends_the_run(tmp_path: Path):
+    """An adversary's ``timeout`` (SIGTERM to the whole group, as a cancelled CI job or
+    ``docker stop`` sends it) left the audit hanging for ever: each worker raised the
+    parent's signal and blocked writing it to a pipe nobody read. Now it exits 143,
+    stopped, and resume finishes the run."""
+    (tmp_path / "slow_memory.py").write_text(SLOW)
+    args = ["run", "--preset", "cca-pilot", "--transforms", "identity,rename:5", "--seed", "1",
+            "--conditions", "slow_memory:Slow,baselines", "--workers", "2", "--quiet",
+            "--out", "r"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "audit", *args], cwd=tmp_path, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    time.sleep(8)  # the first jobs in flight (the adversary's timing)
+    assert process.poll() is None, "the run ended before the signal: nothing was tested"
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail("a SIGTERM to the process group left the audit running")
+    assert process.returncode == 143, stderr
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["state"] == "stopped"
+    resumed = subprocess.run(
+        [sys.executable, "-m", "audit", "resume", "r", "--quiet"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["state"] == "complete"
+
+
 def test_sigterm_in_the_llm_stage_prints_no_stray_traceback(tmp_path: Path):
     """Issue 27 (also): SIGTERM while LLM units were in flight printed a traceback ("cannot
     store a finished job ... closed database"): the store was closed, then the event loop

@@ -16,6 +16,7 @@ import gc
 import hashlib
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -548,12 +549,18 @@ def _llm_counters(cost: LLMStageCost, clients: ClientPair, elapsed: float) -> No
 
 
 def _watch_parent() -> None:
-    """Exit this worker within a second of its parent's death.
+    """Exit this worker within a second of its parent's death, and leave signals to
+    the parent.
 
     A parent killed outright (SIGKILL, the OOM killer) cannot shut its pool down, and a
     worker waiting on the pipe would wait forever; this thread notices that the process
-    has a new parent and ends it.
+    has a new parent and ends it.  A SIGTERM to the whole process group (``timeout``,
+    a CI job cancelled, ``docker stop``) ends a worker at once, and Ctrl-C is the
+    parent's alone: a worker that raised the parent's ``Terminated`` blocked writing it
+    to a pipe nobody read, and the command never exited.
     """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
 
     def watch() -> None:
@@ -581,6 +588,9 @@ def _run_parallel(
                 record(future.result())
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)  # stop at once, not after the queue
+        workers_left: dict[int, Any] = getattr(pool, "_processes", None) or {}
+        for process in list(workers_left.values()):
+            process.terminate()  # a job in flight is lost, as a signal means; its store is not
         raise
     pool.shutdown(wait=True)
 
