@@ -282,7 +282,9 @@ def verdict_table(ctx: ReportContext) -> list[Block]:
 
 
 def _raised(reads: int) -> str:
-    return f"its compressor raised: {reads} reads failed, scored 0 (run.log)" if reads else ""
+    if not reads:
+        return ""
+    return f"its compressor raised: {reads} reads at identity failed, scored 0 (run.log)"
 
 
 def build(ctx: ReportContext) -> list[Block]:
