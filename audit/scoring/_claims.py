@@ -71,6 +71,11 @@ def spelling_text(
     return [*parts, ". Their choices depend on how identifiers are spelled."]
 
 
+def _kind(found: object) -> str:
+    """A condition's kind; ``strict`` where the frame has none (NaN in an older one)."""
+    return found if isinstance(found, str) else "strict"
+
+
 def equivariance_alerts(scores: Scores) -> list[EquivarianceFinding]:
     """One finding per (system, check) with a violation on any source pair: ``check`` is
     ``order`` (a false order-invariance claim) or ``labels`` (spelling dependence),
@@ -93,7 +98,7 @@ def equivariance_alerts(scores: Scores) -> list[EquivarianceFinding]:
                 out.append(
                     EquivarianceFinding(
                         reader=reader, condition=condition, budget=budget,
-                        kind=scores.kinds.get(condition, "strict"), check=check,
+                        kind=_kind(scores.kinds.get(condition)), check=check,
                         transform=transform,
                         k=int(cell["equivariance_violation_pairs_k"]),
                         n=int(cell["equivariance_violation_pairs_n"]),
