@@ -463,18 +463,13 @@ def _unvouched(
             f"--reference {reference} is a {kinds[baseline][reference]} of the baseline: "
             "the gate judges a later run's systems against a strict condition"
         )
-    for entry in uncompared(systems, comparisons, baseline):
-        where, _, names = entry.partition(": ")
-        strict = [
-            n
-            for n in names.split(", ")
-            if kinds.get(where.split(" (")[0], {}).get(n, "strict") == "strict"
-        ]
+    for (run, reader, budget), names in _unpaired(systems, comparisons, baseline).items():
+        strict = [n for n in names if kinds.get(run, {}).get(n, "strict") == "strict"]
         if strict:
             refusals.append(
-                f"{where}: {', '.join(strict)} compared with nothing, so the gate cannot vouch "
-                "for it (--reference CONDITION names a condition of the baseline to compare "
-                "it with)"
+                f"{run} ({reader}, {budget} B): {', '.join(strict)} compared with nothing, "
+                "so the gate cannot vouch for it (--reference CONDITION names a condition of "
+                "the baseline to compare it with)"
             )
     failures: list[str] = []
     for label, later in zip(labels, runs, strict=True):
@@ -731,11 +726,13 @@ def system_name(condition: str) -> str:
         return condition
 
 
-def uncompared(systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) -> list[str]:
-    """The systems of later runs that no comparison pairs with the baseline, one entry
-    per run, reader and budget: ``b (exact, 1200 B): full, bm25``."""
+def _unpaired(
+    systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str
+) -> dict[tuple[str, str, int], list[str]]:
+    """(later run, reader, budget) -> the conditions there that no comparison pairs with
+    the baseline."""
     if systems.empty:
-        return []
+        return {}
     paired = (
         set()
         if comparisons.empty
@@ -754,9 +751,15 @@ def uncompared(systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) 
     ):  # fmt: skip
         if wanted and run != baseline and (run, condition, budget, reader) not in paired:
             groups.setdefault((str(run), str(reader), int(budget)), []).append(str(condition))
+    return groups
+
+
+def uncompared(systems: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) -> list[str]:
+    """The systems of later runs that no comparison pairs with the baseline, one entry
+    per run, reader and budget: ``b (exact, 1200 B): full, bm25``."""
     return [
         f"{run} ({reader}, {budget} B): {', '.join(names)}"
-        for (run, reader, budget), names in groups.items()
+        for (run, reader, budget), names in _unpaired(systems, comparisons, baseline).items()
     ]
 
 
