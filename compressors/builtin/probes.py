@@ -238,6 +238,30 @@ class RareOpOrValue(_Probe):
 # ------------------------------------------------------------------ label graph
 
 
+Node = tuple[str | None, tuple[str, ...], frozenset[str]]
+"""What the label-graph probes read of a record: its key, its labels (``record_labels``,
+id first) and the keys it reads beyond its own."""
+
+_nodes: dict[str, Node] = {}
+"""A record's canonical line -> its ``Node``: asked of every record on every update,
+computed once per distinct record (keyed by content, like ``_surfaces``)."""
+
+
+def node(record: Record) -> Node:
+    """A record's ``Node``, computed once per distinct record."""
+    line = record.canonical_line
+    found = _nodes.get(line)
+    if found is None:
+        if len(_nodes) > 200_000:
+            _nodes.clear()
+        found = _nodes[line] = (
+            getattr(record, "key", None),
+            tuple(record_labels(record)),
+            frozenset(referenced_keys(record)[1:]),
+        )
+    return found
+
+
 def _label_components(records: Sequence[Record]) -> list[str]:
     """Each record's component in the label graph (one root label per component): two
     records are joined when they name a common label (a key, or the id a revoke or
@@ -250,7 +274,7 @@ def _label_components(records: Sequence[Record]) -> list[str]:
             label = up
         return label
 
-    labelled = [tuple(record_labels(record)) for record in records]
+    labelled = [labels for _, labels, _ in map(node, records)]
     for labels in labelled:
         first = root(labels[0])
         for label in labels[1:]:
@@ -258,10 +282,6 @@ def _label_components(records: Sequence[Record]) -> list[str]:
             if other != first:
                 parent[other] = first
     return [root(labels[0]) for labels in labelled]
-
-
-def _key(record: Record) -> str | None:
-    return getattr(record, "key", None)
 
 
 class _GraphProbe(_Probe):
@@ -287,7 +307,10 @@ class QueryComponent(_GraphProbe):
 
     def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
         roots = _label_components(records)
-        mine = {root for root, record in zip(roots, records, strict=True) if _key(record) in query}
+        mine = {
+            root for root, (key, _, _) in zip(roots, map(node, records), strict=True)
+            if key in query
+        }  # fmt: skip
         return [0 if root in mine else 1 for root in roots]
 
 
@@ -298,17 +321,11 @@ class QueryOneHop(_GraphProbe):
     exploits = "labels one hop from the query key's records, then recency"
 
     def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        labelled = [frozenset(record_labels(record)) for record in records]
-        near = frozenset().union(
-            *(
-                labels
-                for labels, record in zip(labelled, records, strict=True)
-                if _key(record) in query
-            )
-        )
+        nodes = list(map(node, records))
+        near = frozenset().union(*(labels for key, labels, _ in nodes if key in query))
         return [
-            0 if _key(record) in query else 1 if labels & near else 2
-            for labels, record in zip(labelled, records, strict=True)
+            0 if key in query else 1 if not near.isdisjoint(labels) else 2
+            for key, labels, _ in nodes
         ]
 
 
@@ -319,10 +336,11 @@ class SingleReference(_GraphProbe):
     exploits = "label-graph degree: keys read by exactly one other record, then recency"
 
     def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        reads = Counter(key for record in records for key in set(referenced_keys(record)[1:]))
+        nodes = list(map(node, records))
+        reads = Counter(read for _, _, named in nodes for read in named)
         return [
-            0 if (key := _key(record)) in query else 1 if key is not None and reads[key] == 1 else 2
-            for record in records
+            0 if key in query else 1 if key is not None and reads[key] == 1 else 2
+            for key, _, _ in nodes
         ]
 
 
@@ -333,9 +351,9 @@ class MostNamed(_GraphProbe):
     exploits = "label-graph in-degree: keys other records read most often, then recency"
 
     def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        reads = Counter(key for record in records for key in set(referenced_keys(record)[1:]))
+        nodes = list(map(node, records))
+        reads = Counter(read for _, _, named in nodes for read in named)
         top = max(reads.values(), default=0)
         return [
-            0 if (key := _key(record)) in query else 1 + top - reads[key] if key else 1 + top
-            for record in records
+            0 if key in query else 1 + top - reads[key] if key else 1 + top for key, _, _ in nodes
         ]
