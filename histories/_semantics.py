@@ -62,4 +62,4 @@ RESOLUTION_RULES: dict[str, str] = {
 }
 """Every resolution rule E_q applies -> the words of ``PUBLIC_SEMANTICS`` that state it
 (compared with whitespace collapsed).  A rule added to the interpreter needs an entry
-here and its statement in the text (``tests/test_llm_validity.py``)."""
+here and its statement in the text (``tests/audit/scoring/test_llm_validity.py``)."""

@@ -1,7 +1,7 @@
 """A transport-level FAKE OpenAI-compatible server, for fault injection only.
 
 The real behaviour of the client is tested against the real embedded llama.cpp server
-(tests/test_backends_client.py).  This fake exists on purpose for what a real server will
+(tests/audit/backends/test_backends_client.py).  This fake exists on purpose for what a real server will
 not do on demand: 429 with Retry-After, 503, 500, 400, connection resets, slow answers,
 content None with reasoning only, finish_reason "length", a server that ignores the JSON
 schema.  It runs in-process on 127.0.0.1 (aiohttp.web) in the test's event loop.

@@ -176,7 +176,7 @@ def cited_files(text: str) -> set[str]:
 def test_every_cited_file_is_in_the_repository():
     sources = [
         *package_files(),
-        *sorted((ROOT / "tests").glob("*.py")),
+        *sorted((ROOT / "tests").rglob("*.py")),
         *sorted((ROOT / "benchmarks").glob("*.py")),
         *sorted((ROOT / "scripts").glob("*")),
         *sorted((ROOT / "docs").glob("*.md")),
@@ -356,3 +356,22 @@ def test_each_public_face_is_exact_and_used_outside_its_package():
             )
         ]  # fmt: skip
         assert unused == [], f"{name} exports names nothing outside it uses: {unused}"
+
+
+TEST_ROOMS = {"histories", "compressors", "reports", "audit"}
+"""The folders of tests/: one a package, audit's by its rooms (tests/audit/engine/...)."""
+
+
+def test_each_test_file_lives_in_the_room_it_tests():
+    # a test of a room sits in tests/<package>/ (or tests/audit/<room>/); only the
+    # whole-house checks stay at the top, beside the shared helpers
+    top = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert top == ["test_architecture.py", "test_dependencies.py"], top
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        parts = path.relative_to(ROOT / "tests").parts[:-1]
+        if not parts:
+            continue
+        assert parts[0] in TEST_ROOMS, path
+        if parts[0] == "audit":
+            assert len(parts) == 2, path
+            assert (ROOT / "audit" / parts[1]).is_dir(), path

@@ -96,7 +96,7 @@ def test_packages_import_only_declared_dependencies():
 
 @pytest.mark.parametrize("folder", ["tests", "benchmarks"])
 def test_tests_and_benchmarks_import_only_declared_dependencies(folder: str):
-    files = sorted((ROOT / folder).glob("*.py"))
+    files = sorted((ROOT / folder).rglob("*.py"))
     assert files
     assert undeclared(files, RUNTIME | EXTRAS.get("dev", set())) == {}
 

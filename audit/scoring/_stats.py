@@ -369,7 +369,7 @@ def newcombe_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, fl
     not below 0; phi = 0 when a margin is empty).  Why this one: it never has zero
     width for n > 0, stays inside [-1, 1], needs no resampling, and covers close to
     95 % in small samples (Newcombe's evaluation; ours, by exact enumeration at
-    n = 24, in ``tests/test_stats.py``, which also checks the published examples).
+    n = 24, in ``tests/audit/scoring/test_stats.py``, which also checks the published examples).
     (nan, nan) without pairs.
     """
     n = table.n

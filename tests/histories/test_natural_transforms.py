@@ -34,7 +34,7 @@ from histories._pair import check_pair
 from histories._transforms import apply_mapping, pair_labels
 from histories.natural import multiwoz, tau2, tau2_retail, tzdata
 from histories.natural._preset import committed_lines
-from tests.test_natural_multiwoz import SPLIT
+from tests.histories.test_natural_multiwoz import SPLIT
 
 PACKS = ("multiwoz", "tau2", "tau2-retail", "tzdata")
 KINDS = [

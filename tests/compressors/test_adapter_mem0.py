@@ -19,7 +19,7 @@ from audit.engine._streaming import plan_variant
 from compressors import ChatRequest, ChatResponse, ChatUnavailableError, build
 from compressors._registry import adapter_classes
 from histories import PRESETS, Pair, generate
-from tests.test_adapters import FakeWriter
+from tests.compressors.test_adapters import FakeWriter
 
 if importlib.util.find_spec("mem0") is None:  # not imported here: the adapter imports it
     pytest.skip("mem0ai is not installed", allow_module_level=True)

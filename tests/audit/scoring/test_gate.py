@@ -22,7 +22,7 @@ from audit.cli import app
 from audit.scoring import SCORING_VERSION, PairedTable, paired_comparison, tango_paired
 from audit.scoring._stats import mcnemar_exact, mcnemar_mid_p
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 PILOT = ("--preset", "cca-pilot", "--workers", "1", "--quiet")
 

@@ -307,7 +307,7 @@ def test_disguise_rewrites_every_part_of_a_record_and_keeps_every_answer(pair, i
             assert [v is None for v in old.values()] == [v is None for v in new.values()]
 
     # no record keeps both its labels and its (revision, values): the two parts a table
-    # of the public data is keyed on (the tables of tests/test_protocol_leaks.py)
+    # of the public data is keyed on (the tables of tests/compressors/test_protocol_leaks.py)
     def parts(record):
         return (record.op, record.id), (record.op, getattr(record, "rev", None),
                                         *record_values(record))  # fmt: skip

@@ -22,7 +22,7 @@ import pytest
 
 from audit.rundir import EXIT_COMPRESSOR_RAISED, CompressorError, ErrorSite, RunStore, pack_job
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = """
 from compressors import Compressor, dump, load, pack
 

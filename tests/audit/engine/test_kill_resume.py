@@ -183,7 +183,7 @@ def test_sigterm_in_the_llm_stage_prints_no_stray_traceback(tmp_path: Path):
 
     from aiohttp import web
 
-    from tests.test_batch import answer
+    from tests.audit.engine.test_batch import answer
 
     bodies: list[object] = []
     loop = __import__("asyncio").new_event_loop()

@@ -1,7 +1,7 @@
 """The renderers of ``reports``: every block kind, hostile text, formats, files, charts.
 
 Geometry (overlaps, clipping, wrapping) is measured in a browser by
-tests/test_reports_layout.py; here the HTML, Markdown, CSV and SVG are checked as
+tests/reports/test_reports_layout.py; here the HTML, Markdown, CSV and SVG are checked as
 text, and the charts as matplotlib figures.
 """
 

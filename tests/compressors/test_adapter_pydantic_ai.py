@@ -20,7 +20,7 @@ from compressors import ChatUnavailableError, build
 from compressors._registry import adapter_classes
 from histories import PRESETS, Pair, dump_chat, generate, parse_chat, transform
 from tests._pilot import pilot_of_24
-from tests.test_adapters import FakeWriter, Recorder
+from tests.compressors.test_adapters import FakeWriter, Recorder
 
 pytest.importorskip("pydantic_ai_harness")
 
@@ -41,7 +41,7 @@ def pilot() -> list[Pair]:
 
 
 # compressors.adapters (the package) is imported inside the tests: importing it here,
-# before tests.test_adapters, would shadow the function compressors.adapters there
+# before tests.compressors.test_adapters, would shadow the function compressors.adapters there
 
 
 def test_the_harness_strategies_are_listed_with_their_extra():

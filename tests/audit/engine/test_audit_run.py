@@ -521,7 +521,7 @@ def test_the_console_fits_the_terminal_and_never_cuts_a_name(tmp_path: Path, col
 def test_a_long_condition_name_gets_an_alias_rather_than_cut_columns(tmp_path: Path):
     """An external system's condition name is a whole command line: at 80 columns the
     table names it c1 and prints the name under it, and no header or number is cut."""
-    example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+    example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "keep_newest.py"
     condition = f"cmd:{sys.executable} {example}"
     result = runner.invoke(
         app,
@@ -544,7 +544,7 @@ def test_a_long_condition_name_gets_an_alias_rather_than_cut_columns(tmp_path: P
 def test_one_long_name_is_the_only_one_aliased(tmp_path: Path):
     """Issue 28: one long cmd: name renamed four other conditions to c1..c4; the longest
     names are aliased first, only as many as the table needs."""
-    example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+    example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "keep_newest.py"
     # a long path, as in CI's venv: the verdict lines fold a name wider than the terminal
     condition = f"cmd:{sys.executable} {example} --{'x' * 40}"
     others = ["frontier_no_tombstone", "dependency_closure", "probe_lexicographic", "tail"]
@@ -568,7 +568,7 @@ def test_one_long_name_is_the_only_one_aliased(tmp_path: Path):
 def test_a_named_cmd_condition_is_labelled_by_its_name_and_pairs_across_runs(tmp_path: Path):
     """``cmd:name=NAME,run=COMMAND``: results, the table and compare say NAME; the
     same command resumes the run, and compare pairs the condition by its name."""
-    example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+    example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "keep_newest.py"
     condition = f"cmd:name=keep_newest,run={sys.executable} {example}"
     args = ["run", "--conditions", f"tail,{condition}", "--transforms", "identity",
             "--workers", "1", "--quiet", "--reference", condition]  # fmt: skip

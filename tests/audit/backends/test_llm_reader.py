@@ -3,7 +3,7 @@
 These use fixed model outputs on purpose: the point of each case is one specific
 malformed answer (empty content, answer only in reasoning, a bare map, truncated
 JSON, extra keys), which a real small model produces only by chance.  The whole
-path against the real local model is tested in tests/test_llm_stage.py.
+path against the real local model is tested in tests/audit/engine/test_llm_stage.py.
 """
 
 from __future__ import annotations

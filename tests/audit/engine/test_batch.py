@@ -6,7 +6,7 @@ own (the same answers, computed from the request, as the server's).  The exporte
 requests must be exactly the requests the live run sends (bodies and therefore cache
 keys), one round per writer update plus the reader's round, and the offline run must
 end with the same results while sending nothing.  The round trip through vLLM's own
-batch runner is in tests/test_vllm_integration.py.
+batch runner is in tests/audit/backends/test_vllm_integration.py.
 """
 
 from __future__ import annotations

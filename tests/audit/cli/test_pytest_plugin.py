@@ -18,7 +18,7 @@ from audit.plugins import plugin_names, scaffold_plugin
 
 pytest_plugins = ["pytester"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 MEMORIES = '''
 from compressors import Compressor, dump, load, pack

@@ -18,7 +18,7 @@ from histories import LogIndex, Pair, load_pairs
 from histories.natural import manifest_bytes, multiwoz
 
 SPLIT = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multiwoz21" / "test.json.zip"
+    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multiwoz21" / "test.json.zip"
 )
 PACK = resources.files("histories.natural").joinpath(multiwoz.PACK)
 

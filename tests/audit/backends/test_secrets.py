@@ -41,7 +41,7 @@ from audit.rundir import RunStore
 from tests._fake_openai import FakeOpenAI, serving_in_thread
 from tests._fault_proxy import FaultProxy
 from tests._rows import result_csv
-from tests.test_backends_hardening import RawServer, completion
+from tests.audit.backends.test_backends_hardening import RawServer, completion
 
 runner = CliRunner()
 

@@ -48,7 +48,7 @@ from histories._generate import build_pair
 from histories._pair import check_pair, compute_gold
 from histories.families import PAPER_FAMILIES, Draft
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 PAPER_SIX = (
     "rollback",

@@ -43,7 +43,7 @@ from tests._rows import result_csv
 REASONING_TOKENS = 4096
 """The default reasoning allowance of a thinking writer (``llm_writers.REASONING_TOKENS``)."""
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 GOLD = {"k": "amber-101", "j": None}
 ADEQUATE = SetRecord(id="a", key="k", value="amber-101", rev=1).canonical_json()
 LOST = SetRecord(id="b", key="k", value="onyx-303", rev=1).canonical_json()

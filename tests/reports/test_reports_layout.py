@@ -301,7 +301,7 @@ REAL_RUN = ("run", "--preset", "cca-pilot", "--transforms", "identity,rename:1",
             "--workers", "2", "--quiet")  # fmt: skip
 """A real audit with the default conditions (every built-in, archives and probes), as a
 new user's first report shows them; seconds to run."""
-EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "keep_newest.py"
 MY_RUN = ("run", "--preset", "cca-pilot", "--transforms", "identity", "--workers", "2",
           "--quiet", "--conditions", f"cmd:name=keep_newest,run={sys.executable} {EXAMPLE},"
           "tail,full")  # fmt: skip

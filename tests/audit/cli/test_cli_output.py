@@ -149,7 +149,7 @@ close a Rich markup tag that was never opened (Rich raised MarkupError on it).""
 
 
 def test_untrusted_names_reach_the_terminal_as_text(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parent.parent / "docs" / "examples" / "keep_newest.py"
+    example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "keep_newest.py"
     condition = f"cmd:{sys.executable} {example} {HOSTILE_NAME}"
     outs = []
     for name in ("h1", "h2"):
