@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -21,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from audit.rundir import EXIT_COMPRESSOR_RAISED, CompressorError, ErrorSite, RunStore, pack_job
+from tests._cli import finished_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = """
@@ -141,18 +141,6 @@ def test_a_stopped_run_resumes_to_the_same_errors(raising_run):
     whole = json.loads((work / "run" / "summary.json").read_text())
     assert summary["compressor_errors"] == whole["compressor_errors"]
     assert (out / "run.log").read_text() == (work / "run" / "run.log").read_text()
-
-
-def finished_jobs(run_dir: Path) -> int:
-    if not (run_dir / "store.sqlite").exists():
-        return 0
-    db = sqlite3.connect(run_dir / "store.sqlite")
-    try:
-        return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
-    except sqlite3.OperationalError:  # killed before the schema was written
-        return 0
-    finally:
-        db.close()
 
 
 def test_the_store_gives_job_logs_in_plan_order_whatever_order_they_finished(tmp_path: Path):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 import zipfile
 from importlib import resources
 from pathlib import Path
@@ -16,17 +14,12 @@ import pytest
 
 from histories import LogIndex, Pair, load_pairs
 from histories.natural import manifest_bytes, multiwoz
+from tests._cli import audit
 
 SPLIT = (
     Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multiwoz21" / "test.json.zip"
 )
 PACK = resources.files("histories.natural").joinpath(multiwoz.PACK)
-
-
-def audit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args], capture_output=True, text=True, check=False
-    )
 
 
 def need_split() -> Path:

@@ -15,12 +15,7 @@ import pytest
 
 from histories import load_pairs
 from histories.natural import manifest_bytes, tau2, tau2_retail
-
-
-def audit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args], capture_output=True, text=True, check=False
-    )
+from tests._cli import audit
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -19,13 +17,8 @@ from hypothesis import strategies as st
 
 from histories import LogIndex, Pair, TickRecord, load_pairs, transform
 from histories.natural import tzdata
+from tests._cli import audit
 from tests._rows import result_csv
-
-
-def audit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args], capture_output=True, text=True, check=False
-    )
 
 
 @pytest.fixture(scope="module")

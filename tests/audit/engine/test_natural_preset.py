@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,16 +15,11 @@ from audit.cli._run import DEFAULT_TRANSFORMS, PRESET_TRANSFORMS
 from audit.rundir import preset_source, rebuild_pairs
 from histories import load_pairs
 from histories.natural import NATURAL_PRESETS, multiwoz
+from tests._cli import audit
 
 runner = CliRunner()
 PACKS = ("multiwoz", "tau2", "tau2-retail", "tzdata")
 EACH = NATURAL_PRESETS["natural"].pairs_per_pack
-
-
-def audit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args], capture_output=True, text=True, check=False
-    )
 
 
 def test_generate_writes_exactly_the_pairs_a_run_of_the_preset_runs(tmp_path: Path):

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests._cli import audit
+
 RUN = ["run", "--preset", "cca-pilot", "--conditions", "tail",
        "--transforms", "identity", "--quiet", "--workers", "1"]  # fmt: skip
-
-
-def audit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-    )
 
 
 def age(run_dir: Path, stamp: str, state: str | None = None) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import audit
+
 RUN = ["run", "--preset", "cca-pilot", "--conditions", "frontier,tail",
        "--transforms", "identity,rename:2", "--seed", "0", "--quiet", "--workers", "1"]  # fmt: skip
 
@@ -45,12 +47,6 @@ def audit_command(*args: str) -> str:
 
 def in_namespace(script: str) -> None:
     subprocess.run(["unshare", "-rm", "sh", "-c", script], check=True, timeout=600)
-
-
-def audit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def one_line_error(stderr: str) -> str:

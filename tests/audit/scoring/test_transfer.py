@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -13,14 +11,9 @@ from scipy.stats import fisher_exact, kendalltau
 
 from audit.scoring import holm, rank_agreement
 from histories import load_pairs
+from tests._cli import audit
 
 CONDITIONS = "tail,frontier,frontier_alpha,full,probe_newest,probe_lexicographic"
-
-
-def audit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "audit", *args], capture_output=True, text=True, check=False
-    )
 
 
 @pytest.fixture(scope="module")
