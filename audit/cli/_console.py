@@ -44,12 +44,12 @@ from audit.scoring import (
     FloorFinding,
     FloorMessage,
     ReaderCheck,
+    SelectionWarning,
     Verdict,
     VerdictRow,
     WriterCheck,
     floor_message,
     listed,
-    selection_text,
     spelling_text,
     verdict_rows,
 )
@@ -771,10 +771,10 @@ def print_summary(
         missing = missing_baselines(summary, entries) if entries else ""
         if missing:
             console.print(missing)
-    for flag in summary["selection"]:
-        if flag["warn"] and flag["misleading"]:
-            who = "" if flag["reader"] == "exact" else f" (reader {flag['reader']})"
-            _warn(console, f"{who}: {selection_text(flag)}")
+    for flag in map(SelectionWarning.model_validate, summary["selection"]):
+        if flag.warn and flag.misleading:
+            who = "" if flag.reader == "exact" else f" (reader {flag.reader})"
+            _warn(console, f"{who}: {flag.text()}")
     written = [n for n in ("results.parquet", "results.csv") if (run_dir / n).exists()]
     seed = summary.get("run", {}).get("config", {}).get("seed")
     console.print(

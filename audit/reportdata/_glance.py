@@ -24,9 +24,10 @@ from audit.scoring import (
     VERDICT_LEGEND,
     EquivarianceFinding,
     FloorFinding,
+    Inversion,
+    SelectionWarning,
     equivariance_alerts,
     floor_message,
-    selection_text,
     selection_warnings,
     shortcut_gaps,
     spelling_text,
@@ -128,35 +129,35 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
 def _selection_alerts(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = []
     for warning in selection_warnings(ctx.scores, ctx.unreadable):
-        if not warning["warn"]:
+        if not warning.warn:
             continue
 
-        def counts(condition: str, metric: str, warning: dict[str, Any] = warning) -> str:
-            cell = ctx.identity_cell((warning["reader"], condition, warning["budget"]))
+        def counts(condition: str, metric: str, warning: SelectionWarning = warning) -> str:
+            cell = ctx.identity_cell((warning.reader, condition, warning.budget))
             return (
                 "-" if cell is None else f"{cell[f'{metric}_pairs_k']}/{cell[f'{metric}_pairs_n']}"
             )
 
         items = [
-            f"current prefers {inv['current_prefers']} over {inv['reveal_prefers']} "
-            f"({counts(inv['current_prefers'], 'current')} vs "
-            f"{counts(inv['reveal_prefers'], 'current')} source pairs), reveal the opposite "
-            f"({counts(inv['current_prefers'], 'reveal')} vs "
-            f"{counts(inv['reveal_prefers'], 'reveal')})" + _noise_note(inv)
-            for inv in warning["inversions"][:12]
+            f"current prefers {inv.current_prefers} over {inv.reveal_prefers} "
+            f"({counts(inv.current_prefers, 'current')} vs "
+            f"{counts(inv.reveal_prefers, 'current')} source pairs), reveal the opposite "
+            f"({counts(inv.current_prefers, 'reveal')} vs "
+            f"{counts(inv.reveal_prefers, 'reveal')})" + _noise_note(inv)
+            for inv in warning.inversions[:12]
         ]
-        if len(warning["inversions"]) > 12:
-            items.append(f"... and {len(warning['inversions']) - 12} more (ranking.csv)")
-        where = _where(ctx, warning["reader"], warning["budget"])
-        noise = warning.get("within_noise", False)
-        text = selection_text(warning)  # the console's text too
+        if len(warning.inversions) > 12:
+            items.append(f"... and {len(warning.inversions) - 12} more (ranking.csv)")
+        where = _where(ctx, warning.reader, warning.budget)
+        noise = warning.within_noise
+        text = warning.text()  # the console's text too
         body: list[Any] = [
             text[0].upper() + text[1:],
             " (Strict conditions only: archives and probes are not choices.)",
         ]
         title = (
             "Current accuracy would pick a different condition than reveal accuracy"
-            if warning["misleading"]
+            if warning.misleading
             else "Current and reveal accuracy pick the same best condition, but rank others "
             "in opposite orders"
         )
@@ -179,15 +180,15 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
     return blocks
 
 
-def _noise_note(inversion: dict[str, Any]) -> str:
+def _noise_note(inversion: Inversion) -> str:
     """How sure a reversal is: the exact McNemar p on each branch, uncorrected, and,
     when it is within noise, on which branch it is not significant (a significant p
     never stands beside a bare "within noise")."""
-    now, later = inversion.get("current_p"), inversion.get("reveal_p")
+    now, later = inversion.current_p, inversion.reveal_p
     if now is None or later is None:
         return ""
     shown = f"exact McNemar p {now:.2g} now, {later:.2g} after the reveal, uncorrected"
-    if not inversion.get("within_noise"):
+    if not inversion.within_noise:
         return f" ({shown})"
     weak = [w for w, p in (("now", now), ("after the reveal", later)) if p >= ALPHA]
     return f"; within noise, not significant {' or '.join(weak)} ({shown})"
@@ -314,19 +315,20 @@ def _ranking_table(ctx: ReportContext) -> Table:
     """Every inversion of current and reveal accuracy, for ranking.csv."""
     rows = []
     for warning in selection_warnings(ctx.scores, ctx.unreadable):
-        for inversion in warning["inversions"] or [{}]:
+        shown: list[Inversion | None] = [*warning.inversions] or [None]
+        for inversion in shown:
             rows.append(
                 {
-                    "reader": warning["reader"],
-                    "budget": warning["budget"],
-                    "best_by_current": " ".join(warning["best_by_current"]),
-                    "best_by_reveal": " ".join(warning["best_by_reveal"]),
-                    "current_prefers": inversion.get("current_prefers"),
-                    "reveal_prefers": inversion.get("reveal_prefers"),
-                    "current_of_preferred": _at(inversion.get("current"), 0),
-                    "current_of_other": _at(inversion.get("current"), 1),
-                    "reveal_of_preferred": _at(inversion.get("reveal"), 0),
-                    "reveal_of_other": _at(inversion.get("reveal"), 1),
+                    "reader": warning.reader,
+                    "budget": warning.budget,
+                    "best_by_current": " ".join(warning.best_by_current),
+                    "best_by_reveal": " ".join(warning.best_by_reveal),
+                    "current_prefers": inversion and inversion.current_prefers,
+                    "reveal_prefers": inversion and inversion.reveal_prefers,
+                    "current_of_preferred": _at(inversion and inversion.current, 0),
+                    "current_of_other": _at(inversion and inversion.current, 1),
+                    "reveal_of_preferred": _at(inversion and inversion.reveal, 0),
+                    "reveal_of_other": _at(inversion and inversion.reveal, 1),
                 }
             )
     columns = [

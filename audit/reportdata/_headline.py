@@ -107,16 +107,14 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
         )
     table["rank_differs"] = False
     for warning in selection_warnings(ctx.scores, ctx.unreadable):
-        if not warning["warn"]:
+        if not warning.warn:
             continue
-        involved = set(warning["misleading"]) | {
-            c
-            for inv in warning["inversions"]
-            for c in (inv["current_prefers"], inv["reveal_prefers"])
+        involved = set(warning.misleading) | {
+            c for inv in warning.inversions for c in (inv.current_prefers, inv.reveal_prefers)
         }
         mask = (
-            (table["reader"] == warning["reader"])
-            & (table["budget"] == warning["budget"])
+            (table["reader"] == warning.reader)
+            & (table["budget"] == warning.budget)
             & table["condition"].isin(involved)
         )
         table.loc[mask, "rank_differs"] = True

@@ -41,7 +41,7 @@ from audit.scoring._readers import (
     writer_checks,
 )
 from audit.scoring._replication import REPLICATED, heterogeneity_p, replicate
-from audit.scoring._selection import selection_text, selection_warnings
+from audit.scoring._selection import Inversion, SelectionWarning, selection_warnings
 from audit.scoring._stats import (
     ALPHA,
     DEFAULT_RESAMPLES,
@@ -104,6 +104,7 @@ __all__ = [
     "FloorFinding",
     "FloorMessage",
     "Interval",
+    "Inversion",
     "Metric",
     "PairedComparison",
     "PairedTable",
@@ -111,6 +112,7 @@ __all__ = [
     "RankAgreement",
     "ReaderCheck",
     "Scores",
+    "SelectionWarning",
     "Unit",
     "Verdict",
     "VerdictRow",
@@ -141,7 +143,6 @@ __all__ = [
     "reader_checks",
     "replicate",
     "score_results",
-    "selection_text",
     "selection_warnings",
     "shortcut_gaps",
     "spelling_text",

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from audit.scoring._metrics import ALL, IDENTITY
 from audit.scoring._stats import ALPHA, PairedTable, mcnemar_exact
 from audit.scoring._table import Scores
@@ -73,7 +75,67 @@ def _bounds(cell: dict[str, Any], metric: str) -> tuple[float, float] | None:
     return cell[f"{metric}_pairs_k"] / n, cell[f"{metric}_pairs_k_high"] / n
 
 
-def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list[dict[str, Any]]:
+class Inversion(BaseModel):
+    """Two conditions current accuracy ranks one way and reveal accuracy the other."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    current_prefers: str
+    reveal_prefers: str
+    current: tuple[float, float]
+    """Current accuracy's source-pair rates of (``current_prefers``, ``reveal_prefers``)."""
+    reveal: tuple[float, float]
+    current_p: float | None = None
+    """Exact McNemar p of the two on current accuracy (None: no pair both determined)."""
+    reveal_p: float | None = None
+    within_noise: bool = True
+    """Not significant on both accuracies (uncorrected p < ``ALPHA`` on each)."""
+
+
+class SelectionWarning(BaseModel):
+    """Per (reader, budget): what current and reveal accuracy each rank best, with the
+    one text the console and the report both show (summary.json keeps the fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    reader: str
+    budget: int
+    best_by_current: list[str]
+    best_by_reveal: list[str]
+    misleading: list[str]
+    """Conditions current accuracy ranks best that reveal accuracy does not."""
+    misleading_reveal_p: dict[str, dict[str, float | None]]
+    """Each misleading condition -> reveal accuracy's best -> their reveal McNemar p."""
+    inversions: list[Inversion]
+    ties_split_by_reveal: int
+    warn: bool
+    within_noise: bool
+
+    def text(self) -> str:
+        """Which condition each accuracy ranks best, which one current accuracy would
+        pick wrongly, the p of its reveal difference, and, when every reversal is
+        within noise, that no reversal is significant on both accuracies.  Every p here
+        is uncorrected."""
+        text = (
+            f"at {self.budget} B, current accuracy (answers right now) ranks "
+            f"{', '.join(self.best_by_current)} best, but reveal accuracy (after the future "
+            f"update) ranks {', '.join(self.best_by_reveal)} best"
+        )
+        if self.misleading:
+            text += f": choosing by current accuracy would pick {', '.join(self.misleading)}"
+            ps = [p for found in self.misleading_reveal_p.values() for p in found.values()]
+            shown = ", ".join(dict.fromkeys(f"{p:.2g}" for p in ps if p is not None))
+            if shown:
+                text += f" (reveal difference: exact McNemar p {shown}, uncorrected)"
+        if self.within_noise:
+            text += (
+                ". Within noise: no reversal is significant on both current and reveal "
+                "accuracy (exact McNemar on these source pairs, uncorrected p < 0.05 on each)"
+            )
+        return text + "."
+
+
+def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list[SelectionWarning]:
     """One entry per (reader, budget) with two or more measured strict conditions;
     ``warn`` is true where current accuracy's best differs from reveal accuracy's or
     an inversion exists.  ``skip_readers`` (readers that cannot read the histories,
@@ -94,7 +156,7 @@ def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list
         now, later = _bounds(cell, "current"), _bounds(cell, "reveal")
         if now is not None and later is not None:
             by_block.setdefault((reader, budget), {})[condition] = (now, later)
-    out: list[dict[str, Any]] = []
+    out: list[SelectionWarning] = []
     found: dict[str, Passes] = {}
 
     def passes(metric: str) -> Passes:  # per-pair passes, only where a warning needs them
@@ -111,13 +173,12 @@ def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list
         top_reveal = max(lo for lo, _ in reveal.values())
         best_current = [c for c, (_, hi) in current.items() if hi >= top_current]
         best_reveal = [c for c, (_, hi) in reveal.items() if hi >= top_reveal]
-        inversions: list[dict[str, Any]] = [
-            {"current_prefers": a, "reveal_prefers": b,
-             "current": [current[a][0], current[b][0]], "reveal": [reveal[a][0], reveal[b][0]]}
+        preferred = [
+            (a, b)
             for a in current
             for b in current
             if a != b and current[a][0] > current[b][1] and reveal[a][1] < reveal[b][0]
-        ]  # fmt: skip
+        ]
         ties = sum(
             1
             for i, a in enumerate(current)
@@ -125,14 +186,18 @@ def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list
             if current[a] == current[b] and reveal[a] != reveal[b]
         )
         misleading = [c for c in best_current if c not in best_reveal]
-        for inversion in inversions:
-            first: System = (reader, inversion["current_prefers"], budget)
-            second: System = (reader, inversion["reveal_prefers"], budget)
-            now_p = _mcnemar(passes("current"), first, second)
-            later_p = _mcnemar(passes("reveal"), first, second)
-            inversion.update(
-                current_p=now_p, reveal_p=later_p, within_noise=_noise(now_p) or _noise(later_p)
-            )
+        inversions: list[Inversion] = []
+        for a, b in preferred:
+            now_p = _mcnemar(passes("current"), (reader, a, budget), (reader, b, budget))
+            later_p = _mcnemar(passes("reveal"), (reader, a, budget), (reader, b, budget))
+            inversions.append(
+                Inversion(
+                    current_prefers=a, reveal_prefers=b,
+                    current=(current[a][0], current[b][0]), reveal=(reveal[a][0], reveal[b][0]),
+                    current_p=now_p, reveal_p=later_p,
+                    within_noise=_noise(now_p) or _noise(later_p),
+                )
+            )  # fmt: skip
         misleading_p = {
             c: {
                 b: _mcnemar(passes("reveal"), (reader, c, budget), (reader, b, budget))
@@ -140,51 +205,16 @@ def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list
             }
             for c in misleading
         }
-        within_noise = all(i["within_noise"] for i in inversions) and all(
+        within_noise = all(i.within_noise for i in inversions) and all(
             _noise(p) for found in misleading_p.values() for p in found.values()
         )
         out.append(
-            {
-                "reader": reader,
-                "budget": budget,
-                "best_by_current": best_current,
-                "best_by_reveal": best_reveal,
-                "misleading": misleading,
-                "misleading_reveal_p": misleading_p,
-                "inversions": inversions,
-                "ties_split_by_reveal": ties,
-                "warn": bool(misleading) or bool(inversions),
-                "within_noise": within_noise,
-            }
-        )
+            SelectionWarning(
+                reader=reader, budget=budget, best_by_current=best_current,
+                best_by_reveal=best_reveal, misleading=misleading,
+                misleading_reveal_p=misleading_p, inversions=inversions,
+                ties_split_by_reveal=ties, warn=bool(misleading) or bool(inversions),
+                within_noise=within_noise,
+            )
+        )  # fmt: skip
     return out
-
-
-def selection_text(flag: dict[str, Any]) -> str:
-    """The one text of a selection warning (an entry of ``selection_warnings``): which
-    condition each accuracy ranks best, which one current accuracy would pick wrongly,
-    the p of its reveal difference, and, when every reversal is within noise, that no
-    reversal is significant on both accuracies.  Every p here is uncorrected."""
-    text = (
-        f"at {flag['budget']} B, current accuracy (answers right now) ranks "
-        f"{', '.join(flag['best_by_current'])} best, but reveal accuracy (after the future "
-        f"update) ranks {', '.join(flag['best_by_reveal'])} best"
-    )
-    misleading = flag.get("misleading") or []
-    if misleading:
-        text += f": choosing by current accuracy would pick {', '.join(misleading)}"
-        ps = [
-            p
-            for found in (flag.get("misleading_reveal_p") or {}).values()
-            for p in found.values()
-            if p is not None
-        ]
-        if ps:
-            shown = ", ".join(dict.fromkeys(f"{p:.2g}" for p in ps))
-            text += f" (reveal difference: exact McNemar p {shown}, uncorrected)"
-    if flag.get("within_noise"):
-        text += (
-            ". Within noise: no reversal is significant on both current and reveal "
-            "accuracy (exact McNemar on these source pairs, uncorrected p < 0.05 on each)"
-        )
-    return text + "."

@@ -114,7 +114,7 @@ def summary_of(scores: Scores, meta: dict[str, Any], n_reads: int, n_pairs: int)
         "writers": [w.model_dump(mode="json") for w in unread],
         "scores": entries,
         "shortcut_gaps": shortcut_gaps(scores),
-        "selection": selection_warnings(scores, skip),
+        "selection": [w.model_dump(mode="json") for w in selection_warnings(scores, skip)],
         "probe_matches": [f.model_dump(mode="json") for f in findings],
         "verdicts": [v.model_dump(mode="json") for v in verdicts(scores, findings, checks, unread)],
         "equivariance_alerts": [f.model_dump(mode="json") for f in equivariance_alerts(scores)],

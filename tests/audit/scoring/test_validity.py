@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from audit.rundir import normalize
-from audit.scoring import score_results, selection_text, selection_warnings
+from audit.scoring import score_results, selection_warnings
 from audit.scoring._gaps import sign_flip_p
 from tests._rows import result_csv
 
@@ -581,9 +581,9 @@ def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
                                                                        [1, 1, 0, 0]))
     )  # fmt: skip
     (warning,) = selection_warnings(score_results(frame))
-    assert warning["inversions"] == []  # b may be as good now: no inversion is claimed
-    assert set(warning["best_by_current"]) == {"a", "b"}
-    assert warning["best_by_reveal"] == ["b"]
+    assert warning.inversions == []  # b may be as good now: no inversion is claimed
+    assert set(warning.best_by_current) == {"a", "b"}
+    assert warning.best_by_reveal == ["b"]
 
 
 def _reads(condition: str, current: list, reveal: list) -> list[dict]:
@@ -610,13 +610,13 @@ def test_a_reversal_of_a_pair_or_two_is_within_noise():
         + _reads("b", [1] * 23 + [0], [1] * 11 + [0] * 13)
     ))  # fmt: skip
     (warning,) = selection_warnings(score_results(close))
-    assert warning["misleading"] == ["a"]
-    (inversion,) = warning["inversions"]
-    assert inversion["current_p"] == 1.0
-    assert inversion["reveal_p"] == 1.0
-    assert inversion["within_noise"]
-    assert warning["within_noise"]
-    said = selection_text(warning)  # the console's and the report's one text
+    assert warning.misleading == ["a"]
+    (inversion,) = warning.inversions
+    assert inversion.current_p == 1.0
+    assert inversion.reveal_p == 1.0
+    assert inversion.within_noise
+    assert warning.within_noise
+    said = warning.text()  # the console's and the report's one text
     assert "Within noise" in said
     assert "p 1, uncorrected" in said
     # a: current 24/24, reveal 0/24; b: current 12/24, reveal 12/24: both differences hold
@@ -624,13 +624,13 @@ def test_a_reversal_of_a_pair_or_two_is_within_noise():
         _reads("a", [1] * 24, [0] * 24) + _reads("b", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
     ))  # fmt: skip
     (warning,) = selection_warnings(score_results(far))
-    (inversion,) = warning["inversions"]
-    assert inversion["current_p"] == pytest.approx(2 * 0.5**12)
-    assert inversion["reveal_p"] == pytest.approx(2 * 0.5**12)
-    assert not inversion["within_noise"]
-    assert not warning["within_noise"]
-    assert warning["misleading_reveal_p"] == {"a": {"b": pytest.approx(2 * 0.5**12)}}
-    assert "noise" not in selection_text(warning)  # a significant p stands alone
+    (inversion,) = warning.inversions
+    assert inversion.current_p == pytest.approx(2 * 0.5**12)
+    assert inversion.reveal_p == pytest.approx(2 * 0.5**12)
+    assert not inversion.within_noise
+    assert not warning.within_noise
+    assert warning.misleading_reveal_p == {"a": {"b": pytest.approx(2 * 0.5**12)}}
+    assert "noise" not in warning.text()  # a significant p stands alone
 
 
 def test_a_reversal_is_not_significant_only_where_its_p_says_so():
@@ -641,11 +641,16 @@ def test_a_reversal_is_not_significant_only_where_its_p_says_so():
     from hypothesis import strategies as st
 
     from audit.reportdata._glance import _noise_note
-    from audit.scoring import ALPHA
+    from audit.scoring import ALPHA, Inversion
 
     @given(st.floats(0, 1), st.floats(0, 1), st.booleans())
     def check(now: float, later: float, within: bool) -> None:
-        text = _noise_note({"current_p": now, "reveal_p": later, "within_noise": within})
+        text = _noise_note(
+            Inversion(
+                current_prefers="a", reveal_prefers="b", current=(1, 0), reveal=(0, 1),
+                current_p=now, reveal_p=later, within_noise=within,
+            )
+        )  # fmt: skip
         assert f"exact McNemar p {now:.2g} now, {later:.2g} after the reveal, uncorrected" in text
         named = text.split("not significant ", 1)[1].split(" (", 1)[0] if within else ""
         assert ("now" in named.split(" or ")) == (within and now >= ALPHA), text
@@ -699,9 +704,9 @@ def test_a_verdict_answers_each_question_from_the_scores():
     assert found["perfect"].floor == f"1/{len(builtin_probes())} probes"
     # the selection text says "within noise" only where no p beside it is significant
     (warning,) = selection_warnings(probed)
-    text = selection_text(warning)
+    text = warning.text()
     assert "uncorrected" in text
-    if warning["within_noise"]:
+    if warning.within_noise:
         assert all(float(p) >= 0.05 for p in re.findall(r"p (\d\.\d+(?:e-\d+)?)", text))
 
 
