@@ -947,6 +947,36 @@ def test_every_probe_is_the_floor_not_the_best_one_by_rate():
     assert test["p"] == pytest.approx(0.167, abs=1e-3)
 
 
+def test_sign_flip_p_counts_every_assignment_and_draws_the_seeded_signs():
+    """The exact p is the share of all 2^n sign assignments (built now from half of
+    them, cached per n) and the Monte Carlo p draws what ``rng.choice`` drew: every
+    p of a summary stays the number it was."""
+    import itertools
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def by_definition(d: list[float], seed: int) -> float:
+        moved = np.array([x for x in d if x != 0], dtype=np.float64)
+        if moved.size == 0:
+            return 1.0
+        observed = abs(moved.sum()) - 1e-12
+        if moved.size <= 16:
+            signs = np.array(list(itertools.product((1.0, -1.0), repeat=moved.size)))
+            return float(np.mean(np.abs(signs @ moved) >= observed))
+        drawn = np.random.default_rng(seed).choice((1.0, -1.0), size=(10_000, moved.size))
+        return float((np.sum(np.abs(drawn @ moved) >= observed) + 1) / 10_001)
+
+    rates = st.integers(-10, 10).map(lambda k: k / 10) | st.integers(-6, 6).map(lambda k: k / 7)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(rates, max_size=24), st.integers(0, 3))
+    def check(d: list[float], seed: int) -> None:
+        assert sign_flip_p(d, seed=seed) == by_definition(d, seed)
+
+    check()
+
+
 def test_a_monte_carlo_sign_flip_p_is_never_zero():
     # every one of 40 differences the same way: no sampled assignment reaches it, and a
     # p of 0 (printed "< 1e-15") claimed what 10,000 draws cannot show
