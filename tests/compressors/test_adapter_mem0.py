@@ -18,7 +18,7 @@ from audit.cli import app
 from audit.engine._streaming import plan_variant
 from compressors import ChatRequest, ChatResponse, ChatUnavailableError, build
 from compressors._registry import adapter_classes
-from histories import PRESETS, Pair, generate
+from histories import Pair
 from tests.compressors.test_adapters import FakeWriter
 
 if importlib.util.find_spec("mem0") is None:  # not imported here: the adapter imports it
@@ -42,11 +42,6 @@ class FactWriter:
         new = prompt.split("## New Messages", 1)[1].split("## Observation Date", 1)[0]
         facts = [{"text": f"{k} is {v}"} for k, v in _RECORD.findall(new.replace('\\"', '"'))]
         return ChatResponse(content=json.dumps({"memory": facts}), finish_reason="stop")
-
-
-@pytest.fixture(scope="module")
-def pilot() -> list[Pair]:
-    return list(generate(PRESETS["cca-pilot"]))
 
 
 def test_mem0_is_listed_with_its_extra_and_calls_a_model():

@@ -18,7 +18,7 @@ from audit.cli import app
 from audit.engine._streaming import plan_variant, stream_variant
 from compressors import ChatUnavailableError, build
 from compressors._registry import adapter_classes
-from histories import PRESETS, Pair, dump_chat, generate, parse_chat, transform
+from histories import dump_chat, parse_chat, transform
 from tests._pilot import pilot_of_24
 from tests.compressors.test_adapters import FakeWriter, Recorder
 
@@ -33,11 +33,6 @@ SPECS = {  # a condition and a budget at which it compacts on the pilot
     "pydantic_dedup": ("pydantic_dedup", 1200),
     "pydantic_clamp": ("pydantic_clamp:max_part_tokens=2", 1200),
 }
-
-
-@pytest.fixture(scope="module")
-def pilot() -> list[Pair]:
-    return list(generate(PRESETS["cca-pilot"]))
 
 
 # compressors.adapters (the package) is imported inside the tests: importing it here,

@@ -37,15 +37,12 @@ from compressors import (
 from compressors._registry import adapter_classes
 from compressors.adapters import ChatAdapter, threshold_tokens
 from histories import (
-    PRESETS,
     ChatTurn,
-    Pair,
     SetRecord,
     ToolCall,
     chat_messages,
     chat_records,
     dump_chat,
-    generate,
     parse_chat,
     transform,
 )
@@ -56,11 +53,6 @@ runner = CliRunner()
 BUDGET = 1200
 NO_LLM = ("inspect_trim", "inspect_edit", "langchain_trim")
 LLM = ("inspect_summary", "langchain_summary", "langmem_summary", "llamaindex_summary")
-
-
-@pytest.fixture(scope="module")
-def pilot() -> list[Pair]:
-    return list(generate(PRESETS["cca-pilot"]))
 
 
 # --------------------------------------------------------------------------- chat form

@@ -33,7 +33,7 @@ from compressors.adapters.command import (
     ExternalUnavailableError,
     stop_all,
 )
-from histories import PRESETS, Pair, SetRecord, generate
+from histories import SetRecord
 from tests._rows import result_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,11 +41,6 @@ EXAMPLES = ROOT / "docs" / "examples"
 NODE = shutil.which("node")
 runner = CliRunner()
 CHUNK = ChunkView([SetRecord(id="r1", key="k", value="v", rev=1)])
-
-
-@pytest.fixture(scope="module")
-def pilot() -> list[Pair]:
-    return list(generate(PRESETS["cca-pilot"]))
 
 
 @pytest.fixture(autouse=True)
