@@ -290,30 +290,44 @@ def worker_identity(specs: Sequence[ConditionSpec]) -> dict[str, Any]:
     return {"memory-audit": version, "labels": labels}
 
 
-def check_workers(specs: Sequence[ConditionSpec], versions: dict[str, str]) -> None:
-    """Refuse a cluster whose workers would run other code than the plan names."""
+def check_workers(specs: Sequence[ConditionSpec], versions: dict[str, str]) -> Callable[[], None]:
+    """Ask a worker what it would run; returns the check, which waits for the answer and
+    refuses a cluster whose workers would run other code than the plan names.
+
+    The question goes out at once and the jobs after it (``run_on_ray`` calls the check
+    before it takes any job's result): the worker that answers imports memory-audit and
+    builds every condition while the others start on jobs, instead of every job waiting
+    on it.
+    """
     ray = import_ray()
     remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_identity)
-    try:
-        found = ray.get(remote.remote(list(specs)), timeout=300)
-    except Exception as error:
-        raise ExecutorError(
-            f"--executor ray: a worker could not import memory-audit ({_cause(error)}); "
-            "install the same memory-audit on every node"
-        ) from None
-    mine = worker_identity([])["memory-audit"]
-    if found["memory-audit"] != mine:
-        raise ExecutorError(
-            f"--executor ray: the workers run memory-audit {found['memory-audit']}, the driver "
-            f"{mine}: install the same version on every node"
-        )
-    differing = {label: got for label, got in found["labels"].items() if versions.get(label) != got}
-    if differing:
-        label, got = next(iter(differing.items()))
-        raise ExecutorError(
-            f"--executor ray: condition {label} is {versions.get(label)} on the driver but "
-            f"{got!r} on a worker: install the same compressors on every node"
-        )
+    answer = remote.remote(list(specs))
+
+    def check() -> None:
+        try:
+            found = ray.get(answer, timeout=300)
+        except Exception as error:
+            raise ExecutorError(
+                f"--executor ray: a worker could not import memory-audit ({_cause(error)}); "
+                "install the same memory-audit on every node"
+            ) from None
+        mine = worker_identity([])["memory-audit"]
+        if found["memory-audit"] != mine:
+            raise ExecutorError(
+                f"--executor ray: the workers run memory-audit {found['memory-audit']}, the "
+                f"driver {mine}: install the same version on every node"
+            )
+        differing = {
+            label: got for label, got in found["labels"].items() if versions.get(label) != got
+        }
+        if differing:
+            label, got = next(iter(differing.items()))
+            raise ExecutorError(
+                f"--executor ray: condition {label} is {versions.get(label)} on the driver but "
+                f"{got!r} on a worker: install the same compressors on every node"
+            )
+
+    return check
 
 
 def _cause(error: BaseException) -> str:
@@ -329,10 +343,13 @@ def run_on_ray(
     args: tuple[Any, ...],
     record: Callable[[Result], None],
     cpus: int,
+    check: Callable[[], None] = lambda: None,
 ) -> None:
     """Run ``function(job, *args)`` for every job as a Ray task and ``record`` each
     result on the driver as it arrives (biggest jobs first, a bounded window in flight).
 
+    ``check`` (``check_workers``'s) runs before the first job's result is looked at:
+    nothing is recorded, and no job's error reported, from a cluster it refuses.
     A task whose worker died is run again by Ray (``MAX_RETRIES``); an exception raised
     by the job itself is re-raised here, as the local pool would.
     """
@@ -347,6 +364,8 @@ def run_on_ray(
             job = queue.pop()
             pending[task.remote(job, *shared)] = job
         done, _ = ray.wait(list(pending), num_returns=1)
+        check()
+        check = _checked
         for ref in done:
             job = pending.pop(ref)
             try:
@@ -363,3 +382,7 @@ def run_on_ray(
                     f"({_cause(error)}); rerun the same command to resume"
                 ) from None
             record(result)
+
+
+def _checked() -> None:
+    """The check after the first: done."""
