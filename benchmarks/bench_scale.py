@@ -1,29 +1,33 @@
 """Ray on one machine against the local process pool, and the figures of the cost model.
 
-Run: ``python benchmarks/bench_scale.py [--pairs-per-family 9] [--rounds 2]``.
+Run: ``python benchmarks/bench_scale.py [--rounds 2] [--skip-sweep]
+[--pilot-transforms ...] [--pairs-per-family 9]``.
 
-Starts a real local Ray cluster (``ray start --head --block``, 127.0.0.1, 2 CPUs, a
-private temporary directory; stopped by its process group at the end), then measures,
-each audit in a fresh process (so no run inherits another's warm caches):
+Starts a real local Ray cluster (``ray start --head --block``, 2 CPUs, a private
+temporary directory, on 127.0.0.1 only and with a token of its own: ``LOOPBACK_ENV``;
+stopped by its process group at the end), then measures, each audit in a fresh process
+(so no run inherits another's warm caches):
 
 * Ray's per-task overhead: 2,000 no-op tasks submitted at once and collected, seconds
   per task (after 50 to start the workers);
-* the pilot (cca-pilot, the 9 deterministic conditions, identity + rename:40 +
-  permute:40, budget 1200: 24 pairs x 81 instances x 78 reads = 151,632 reads) with the
-  local pool (2 workers) and with Ray, alternating, ``--rounds`` times each; the ratio
-  of the medians, of wall time and of CPU time;
+* the pilot (cca-pilot, every deterministic condition, the default `audit run`'s
+  transforms, budget 1200: the default audit, 392,616 reads; ``--pilot-transforms``
+  for others) three ways: the local pool (2 workers), Ray on that cluster
+  (``--ray-address``), and a private Ray the run starts and stops itself (no address);
+  ``--rounds`` times each, alternating; the ratios of the medians to the pool's, of
+  wall time and of CPU time;
 * a sweep of at least a million reads (``--pairs-per-family`` pairs of each of the 12
   families, generated with seed 7, under identity + rename:40 + permute:40 +
-  relabel:40: 121 instances of each pair, 78 reads each; 9 per family = 1,019,304
-  reads), once with each executor;
+  relabel:40: 121 instances of each pair; 9 per family = about a million reads), once
+  with the pool and once with the cluster;
 * CPU time as well as wall time, since a shared machine's load moves wall time: the
-  driver's own, plus the local pool's worker processes (its children) or every process
-  of the Ray cluster's session (workers, raylet, GCS: Ray's own cost included);
+  driver's own, plus the local pool's worker processes (its children), or every process
+  of the Ray cluster's session (workers, raylet, GCS: Ray's own cost included), or of
+  the run's own session for a private Ray;
 * that every run's results.parquet and summary.json are byte-identical,
   whichever executor ran it (the benchmark stops otherwise);
-* the per-read cost (the local pool's worker CPU seconds per read), the driver's cost
-  per job (its CPU seconds; it alone commits the store) and the store's commit rate
-  (``RunStore.add_job`` of real pilot jobs, one transaction each).
+* the store's commit rate (``RunStore.add_job`` of real pilot jobs, one transaction
+  each).
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ import json
 import logging
 import os
 import platform
-import re
 import resource
+import secrets
 import shutil
 import signal
 import statistics
@@ -55,7 +59,9 @@ from audit.rundir import RunStore
 from compressors import build, deterministic_builtins
 from histories import FAMILIES, PRESETS, GenerationConfig, Pair, generate
 
-PILOT_TRANSFORMS = "identity,rename:40,permute:40"
+PILOT_TRANSFORMS = "identity,rename:5,permute:5,relabel:5,rerev:10,revalue:10,disguise:5"
+"""The default `audit run`'s transforms: with every deterministic condition at 1200 B,
+the pilot is the default audit (392,616 reads)."""
 SWEEP_TRANSFORMS = "identity,rename:40,permute:40,relabel:40"
 RESULT_FILES = ("results.parquet", "summary.json")
 
@@ -66,10 +72,12 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def audit_plan(kind: str, pairs_per_family: int) -> tuple[RunPlan, list[Pair]]:
+def audit_plan(
+    kind: str, pairs_per_family: int, pilot_transforms: str = PILOT_TRANSFORMS
+) -> tuple[RunPlan, list[Pair]]:
     conditions = deterministic_builtins()
     if kind == "pilot":
-        pairs, transforms = generate(PRESETS["cca-pilot"]), PILOT_TRANSFORMS
+        pairs, transforms = generate(PRESETS["cca-pilot"]), pilot_transforms
     else:
         config = GenerationConfig(
             families=list(FAMILIES), pairs_per_family=pairs_per_family, seed=7
@@ -86,15 +94,17 @@ def audit_plan(kind: str, pairs_per_family: int) -> tuple[RunPlan, list[Pair]]:
     return plan, pairs
 
 
-def one(kind: str, executor: str, address: str | None, pairs_per_family: int) -> None:
+def one(
+    kind: str, executor: str, address: str | None, pairs_per_family: int, transforms: str
+) -> None:
     """One audit in this process; prints one JSON line."""
-    plan, pairs = audit_plan(kind, pairs_per_family)
+    plan, pairs = audit_plan(kind, pairs_per_family, transforms)
     with tempfile.TemporaryDirectory() as tmp:
         before = _cpu()
         start = time.perf_counter()
         summary = execute(
-            Path(tmp) / "run", plan, pairs, workers=2, executor=executor,  # type: ignore[arg-type]
-            ray_address=address,
+            Path(tmp) / "run", plan, pairs, workers=2,
+            executor="local" if executor == "local" else "ray", ray_address=address,
         )  # fmt: skip
         seconds = time.perf_counter() - start
         main_cpu, child_cpu = (a - b for a, b in zip(_cpu(), before, strict=True))
@@ -138,8 +148,9 @@ class SessionCPU:
     starts workers for each driver and ends them with it (and its raylet does not
     inherit their time), so each process is counted up to its last sample."""
 
-    def __init__(self, session: int) -> None:
+    def __init__(self, session: int, exclude: int | None = None) -> None:
         self.session = session
+        self.exclude = exclude
         self.before = session_cpu(session)
         self.last = dict(self.before)
         self._stop = threading.Event()
@@ -154,29 +165,46 @@ class SessionCPU:
         self._stop.set()
         self._thread.join()
         self.last.update(session_cpu(self.session))
-        return sum(cpu - self.before.get(key, 0.0) for key, cpu in self.last.items())
+        return sum(
+            cpu - self.before.get(key, 0.0)
+            for key, cpu in self.last.items()
+            if key[0] != self.exclude
+        )
 
 
 def run_one(
-    kind: str, executor: str, address: str, pairs_per_family: int, session: int
+    kind: str,
+    executor: str,
+    address: str,
+    pairs_per_family: int,
+    session: int,
+    transforms: str = PILOT_TRANSFORMS,
 ) -> dict[str, Any]:
-    cluster = SessionCPU(session)
-    out = subprocess.run(
-        [sys.executable, __file__, "--one", kind, executor, address, str(pairs_per_family)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if out.returncode != 0:
-        raise SystemExit(f"{kind} with {executor} failed:\n{out.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    result["cluster_cpu"] = cluster.stop()
+    """One audit in a fresh process (a session of its own); ``executor``: local, ray (the
+    cluster at ``address``, whose ``session`` is sampled) or private (a Ray the run
+    starts and stops itself: its processes are in the run's session)."""
+    cluster = SessionCPU(session) if executor == "ray" else None
+    command = [sys.executable, __file__, "--one", kind, executor, address,
+               str(pairs_per_family), transforms]  # fmt: skip
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    ) as process:  # fmt: skip
+        own = SessionCPU(process.pid, exclude=process.pid)
+        stdout, stderr = process.communicate()
+    own_cpu = own.stop()
+    if process.returncode != 0:
+        raise SystemExit(f"{kind} with {executor} failed:\n{stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    result["cluster_cpu"] = cluster.stop() if cluster is not None else own_cpu
     workers = result["child_cpu"] if executor == "local" else result["cluster_cpu"]
     result["cpu"] = result["main_cpu"] + workers
+    who = {"local": "pool workers", "ray": "Ray cluster", "private": "its own Ray"}[executor]
     print(
-        f"  {kind:<5} {executor:<5}: {result['seconds']:6.1f} s wall "
+        f"  {kind:<5} {executor:<7}: {result['seconds']:6.1f} s wall "
         f"(jobs {result['jobs_seconds']:.1f} s), {result['reads']:,} reads, "
         f"{result['reads'] / result['seconds']:,.0f} reads/s; CPU {result['cpu']:.1f} s = "
-        f"{result['main_cpu']:.1f} s driver + {workers:.1f} s "
-        f"{'pool workers' if executor == 'local' else 'Ray cluster'}; driver peak RSS "
+        f"{result['main_cpu']:.1f} s driver + {workers:.1f} s {who}; driver peak RSS "
         f"{result['driver_rss_mib']:,.0f} MiB; load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
@@ -185,11 +213,12 @@ def run_one(
 
 def compare(kind: str, runs: dict[str, list[dict[str, Any]]], how: str) -> None:
     """Ray against the local pool: the ratio of the median wall times, and of CPU times."""
-    for measure, unit in (("seconds", "wall time"), ("cpu", "CPU time")):
-        local = statistics.median(r[measure] for r in runs["local"])
-        ray = statistics.median(r[measure] for r in runs["ray"])
-        print(f"{kind}: ray / local {unit} = {ray:.1f} / {local:.1f} s = {ray / local:.2f}x "
-              f"({how})", flush=True)  # fmt: skip
+    for executor in (e for e in runs if e != "local"):
+        for measure, unit in (("seconds", "wall time"), ("cpu", "CPU time")):
+            local = statistics.median(r[measure] for r in runs["local"])
+            ray = statistics.median(r[measure] for r in runs[executor])
+            print(f"{kind}: {executor} / local {unit} = {ray:.1f} / {local:.1f} s = "
+                  f"{ray / local:.2f}x ({how})", flush=True)  # fmt: skip
 
 
 def identical(results: list[dict[str, Any]], kind: str) -> None:
@@ -198,6 +227,24 @@ def identical(results: list[dict[str, Any]], kind: str) -> None:
     if len(digests) != 1:
         raise SystemExit(f"{kind}: the executors' result files differ: {sorted(digests)}")
     print(f"{kind}: {', '.join(RESULT_FILES)} byte-identical across all {len(results)} runs")
+
+
+LOOPBACK_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the node's address is 127.0.0.1
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "token",  # a token of this benchmark's own, not ~/.ray/auth_token
+}
+"""The environment of the cluster and of every driver: Ray 2.60 takes the machine's
+outward address for a node, even given ``--node-ip-address 127.0.0.1`` (it rewrites a
+loopback address into the outward one), so on a machine with no network beyond loopback
+the head did not start or no driver found it."""
+
+
+def loopback_environment() -> None:
+    """Set ``LOOPBACK_ENV`` (and a fresh token) in this process, before Ray is imported:
+    the cluster and the drivers, its children, inherit it."""
+    os.environ.update(LOOPBACK_ENV)
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 def start_cluster(temp: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -210,14 +257,16 @@ def start_cluster(temp: Path) -> tuple[subprocess.Popen[bytes], str]:
     ]  # fmt: skip
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
-        )  # fmt: skip
+            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.monotonic() + 120
+    written = temp / "ray_current_cluster"  # the head's GCS address, once it is up
     while time.monotonic() < deadline:
-        found = re.search(r"--address='[^':]+:(\d+)'", log.read_text(errors="replace"))
-        if found:
-            return process, f"127.0.0.1:{found.group(1)}"
+        address = written.read_text().strip() if written.exists() else ""
+        if address and "Ray runtime started" in log.read_text(errors="replace"):
+            if not address.startswith("127.0.0.1:"):
+                raise SystemExit(f"the head took {address}, not loopback")
+            return process, address
         if process.poll() is not None:
             break
         time.sleep(0.2)
@@ -237,12 +286,7 @@ def stop_cluster(process: subprocess.Popen[bytes]) -> None:
 def task_overhead(address: str, tasks: int = 2000) -> float:
     import ray
 
-    ray.init(
-        address=address,
-        logging_level=logging.ERROR,
-        log_to_driver=False,
-        _node_ip_address="127.0.0.1",
-    )  # the head listens on loopback only
+    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     try:
         noop = ray.remote(num_cpus=1)(_noop)
         ray.get([noop.remote(i) for i in range(50)])
@@ -282,12 +326,16 @@ def main() -> None:
     parser.add_argument("--pairs-per-family", type=int, default=9)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-sweep", action="store_true")
-    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pilot-transforms", default=PILOT_TRANSFORMS, help="The pilot's transforms."
+    )
+    parser.add_argument("--one", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        kind, executor, address, per_family = args.one
-        one(kind, executor, address if executor == "ray" else None, int(per_family))
+        kind, executor, address, per_family, transforms = args.one
+        one(kind, executor, address if executor == "ray" else None, int(per_family), transforms)
         return
+    loopback_environment()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
@@ -299,13 +347,15 @@ def main() -> None:
         print(f"ray: local cluster at {address}, 2 CPUs; no-op task {overhead * 1e3:.3f} ms each "
               "(2,000 submitted at once)", flush=True)  # fmt: skip
         session = cluster.pid  # `ray start` leads the session of every cluster process
-        pilot: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
-        print(f"pilot: cca-pilot, 9 deterministic conditions, {PILOT_TRANSFORMS}")
+        executors = ("local", "ray", "private")
+        pilot: dict[str, list[dict[str, Any]]] = {e: [] for e in executors}
+        transforms = args.pilot_transforms
+        print(f"pilot: cca-pilot, every deterministic condition, {transforms}")
         for _ in range(args.rounds):
-            for executor in ("local", "ray"):
-                pilot[executor].append(run_one("pilot", executor, address, 0, session))
+            for executor in executors:
+                pilot[executor].append(run_one("pilot", executor, address, 0, session, transforms))
         compare("pilot", pilot, f"medians of {args.rounds}")
-        identical(pilot["local"] + pilot["ray"], "pilot")
+        identical([run for runs in pilot.values() for run in runs], "pilot")
         if not args.skip_sweep:
             per = args.pairs_per_family
             print(f"sweep: {per} pairs x {len(FAMILIES)} families (seed 7), {SWEEP_TRANSFORMS}")

@@ -607,8 +607,8 @@ def _run_on_ray(
 
     cluster = _ray.connect(address, workers)
     try:
-        _ray.check_workers(plan.conditions, plan.compressor_versions)
-        _ray.run_on_ray(jobs, _execute, (plan.transforms, plan.seed), record, cluster.cpus)
+        check = _ray.check_workers(plan.conditions, plan.compressor_versions)
+        _ray.run_on_ray(jobs, _execute, (plan.transforms, plan.seed), record, cluster.cpus, check)
     finally:
         _ray.disconnect()
     return cluster.cpus

@@ -24,10 +24,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import secrets
 import socket
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any, TypeVar
 
 from audit.errors import ExecutorError
@@ -45,16 +48,45 @@ driver commits, few enough that finished results do not pile up in the driver.""
 INSTALL_HINT = "--executor ray needs Ray: pip install 'memory-audit[ray]'"
 
 
-def import_ray() -> Any:
-    """The ``ray`` module, or an ``ExecutorError`` saying how to install it."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch for a machine that is no cluster: set to 0 before Ray is imported, Ray
+takes 127.0.0.1 as the node's address, for the driver, the raylet, the GCS and the
+workers alike.  Left alone on Linux, Ray takes the machine's outward address for the
+node, and rewrites a 127.0.0.1 or localhost it is given (``--node-ip-address``,
+``_node_ip_address``, the address of a head) into that address too: where the
+machine has no network beyond loopback, or a head listens on loopback only, the
+driver waits minutes for a GCS at an address where none answers."""
+
+
+def import_ray(address: str | None = None) -> Any:
+    """The ``ray`` module, or an ``ExecutorError`` saying how to install it.
+
+    ``address``: the cluster the run will use (``--ray-address``, else ``RAY_ADDRESS``);
+    none (a private Ray) or one on this machine's loopback keeps Ray on 127.0.0.1
+    (``SINGLE_MACHINE``), unless the environment says otherwise.  Only the first import
+    in a process can do that: the switch is read once.
+    """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report from a run
+    if "ray" not in sys.modules and on_loopback(target_address(address)):
+        os.environ.setdefault(SINGLE_MACHINE, "0")
     try:
         return importlib.import_module("ray")
     except ImportError:
         raise ExecutorError(INSTALL_HINT) from None
 
 
-LOOPBACK = "127.0.0.1"
+def target_address(address: str | None) -> str | None:
+    """The cluster a run joins: ``address``, else ``RAY_ADDRESS``; ``None``: a private Ray."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
+def on_loopback(target: str | None) -> bool:
+    """A private Ray (``None``), or a head at 127.0.0.1 or localhost."""
+    if target is None:
+        return True
+    host = target.removeprefix("ray://").rpartition(":")[0]
+    return host in LOOPBACK_HOSTS
 
 
 @dataclass(frozen=True)
@@ -71,34 +103,40 @@ class RayCluster:
 def connect(address: str | None, workers: int) -> RayCluster:
     """Connect to the cluster at ``address`` (``ray start --head`` prints it), else to the
     one ``RAY_ADDRESS`` names, else start a private local Ray with ``workers`` CPUs."""
-    ray = import_ray()
+    ray = import_ray(address)
     if ray.is_initialized():
         ray.shutdown()
-    target = address or os.environ.get("RAY_ADDRESS") or None
+    target = target_address(address)
     if target is not None:
         _reachable(target)
+    _authenticate(target)
     try:
         if target is None:
+            # a private Ray never listens beyond the machine: on 127.0.0.1 (import_ray)
             context = ray.init(
                 address="local",
                 num_cpus=workers,
                 include_dashboard=False,
                 logging_level=logging.WARNING,
                 log_to_driver=False,
-                _node_ip_address=LOOPBACK,  # a private Ray never listens beyond the machine
             )
         else:
-            # a head on this machine's loopback: the driver must say it is on loopback too,
-            # or Ray looks for a raylet at the machine's outward address and finds none
-            local = target.rsplit(":", 1)[0] in ("127.0.0.1", "localhost")
+            # no node address of the driver's own: Ray joins the raylet that runs on this
+            # machine, at whatever address its head gave it (the outward one, or 127.0.0.1)
             context = ray.init(
                 address=target,
                 logging_level=logging.WARNING,
                 log_to_driver=False,
-                **({"_node_ip_address": LOOPBACK} if local else {}),
             )
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as error:
+        _restore_environment()
         where = target or "a private local instance"
+        if _refused_token(error):
+            raise ExecutorError(
+                f"--executor ray: {where} refused this driver's authentication token (or "
+                "its lack of one): set RAY_AUTH_MODE=token and the cluster's token in "
+                "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH (`ray get-auth-token` on the head)"
+            ) from None
         raise ExecutorError(f"--executor ray: cannot connect to {where} ({error})") from None
     resources = ray.cluster_resources()
     nodes = [n for n in ray.nodes() if n.get("Alive")]
@@ -113,8 +151,8 @@ def connect(address: str | None, workers: int) -> RayCluster:
 def preflight(address: str | None) -> None:
     """Before any work: Ray is installed, and something listens at the address given
     (or at ``RAY_ADDRESS``); ``ExecutorError`` in one line otherwise."""
-    import_ray()
-    target = address or os.environ.get("RAY_ADDRESS") or None
+    import_ray(address)
+    target = target_address(address)
     if target is not None:
         _reachable(target)
 
@@ -164,10 +202,76 @@ def _speaks_grpc(connection: socket.socket, timeout_s: float) -> bool:
     return head[3] == 0x04  # the frame type of SETTINGS
 
 
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+_set_here: list[str] = []
+"""The environment variables ``_authenticate`` set (Ray sets ``RAY_AUTH_MODE`` too):
+removed again when the run disconnects."""
+
+
+def _authenticate(target: str | None) -> None:
+    """Set up Ray's token authentication, unless the environment already says how.
+
+    A private Ray gets a token of its own, in this process's environment, which its
+    processes inherit.  Left alone, Ray 2.5x-2.6x turns authentication on for a private
+    instance and writes a token to ``~/.ray/auth_token``; every later ``ray start
+    --head`` of the user finds that file and turns authentication on as well, and a
+    driver given such a head's address (rather than ``auto``) sends no token and is
+    refused.  A head on this machine's loopback is treated as Ray treats ``auto``: if a
+    token is at hand, the driver sends it.
+    """
+    _restore_environment()
+    if target is None:
+        if not any(name in os.environ for name in AUTH_VARIABLES):
+            _set_here.extend(["RAY_AUTH_TOKEN", "RAY_AUTH_MODE"])
+            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+            os.environ["RAY_AUTH_MODE"] = "token"  # said, so Ray does not warn it chose it
+            _reload_auth_settings()
+        return
+    if "RAY_AUTH_MODE" not in os.environ and on_loopback(target) and _token_at_hand():
+        _set_here.append("RAY_AUTH_MODE")
+        os.environ["RAY_AUTH_MODE"] = "token"
+        _reload_auth_settings()
+
+
+def _reload_auth_settings() -> None:
+    """Make Ray read the authentication variables again: it reads them once, at import
+    (as ``ray.init`` itself does when it turns authentication on)."""
+    raylet = sys.modules.get("ray._raylet")
+    config = getattr(raylet, "Config", None)
+    loader = getattr(raylet, "AuthenticationTokenLoader", None)
+    if config is not None:
+        config.initialize("")
+    if loader is not None:
+        loader.instance().reset_cache()
+
+
+def _token_at_hand() -> bool:
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    file = Path(path) if path else Path.home() / ".ray" / "auth_token"
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or file.is_file()
+
+
+def _restore_environment() -> None:
+    if _set_here:
+        while _set_here:
+            os.environ.pop(_set_here.pop(), None)
+        _reload_auth_settings()
+
+
+def _refused_token(error: BaseException) -> bool:
+    seen: BaseException | None = error
+    while seen is not None:
+        if type(seen).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def disconnect() -> None:
     ray = import_ray()
     if ray.is_initialized():
         ray.shutdown()
+    _restore_environment()
 
 
 def worker_identity(specs: Sequence[ConditionSpec]) -> dict[str, Any]:
@@ -186,30 +290,44 @@ def worker_identity(specs: Sequence[ConditionSpec]) -> dict[str, Any]:
     return {"memory-audit": version, "labels": labels}
 
 
-def check_workers(specs: Sequence[ConditionSpec], versions: dict[str, str]) -> None:
-    """Refuse a cluster whose workers would run other code than the plan names."""
+def check_workers(specs: Sequence[ConditionSpec], versions: dict[str, str]) -> Callable[[], None]:
+    """Ask a worker what it would run; returns the check, which waits for the answer and
+    refuses a cluster whose workers would run other code than the plan names.
+
+    The question goes out at once and the jobs after it (``run_on_ray`` calls the check
+    before it takes any job's result): the worker that answers imports memory-audit and
+    builds every condition while the others start on jobs, instead of every job waiting
+    on it.
+    """
     ray = import_ray()
     remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_identity)
-    try:
-        found = ray.get(remote.remote(list(specs)), timeout=300)
-    except Exception as error:
-        raise ExecutorError(
-            f"--executor ray: a worker could not import memory-audit ({_cause(error)}); "
-            "install the same memory-audit on every node"
-        ) from None
-    mine = worker_identity([])["memory-audit"]
-    if found["memory-audit"] != mine:
-        raise ExecutorError(
-            f"--executor ray: the workers run memory-audit {found['memory-audit']}, the driver "
-            f"{mine}: install the same version on every node"
-        )
-    differing = {label: got for label, got in found["labels"].items() if versions.get(label) != got}
-    if differing:
-        label, got = next(iter(differing.items()))
-        raise ExecutorError(
-            f"--executor ray: condition {label} is {versions.get(label)} on the driver but "
-            f"{got!r} on a worker: install the same compressors on every node"
-        )
+    answer = remote.remote(list(specs))
+
+    def check() -> None:
+        try:
+            found = ray.get(answer, timeout=300)
+        except Exception as error:
+            raise ExecutorError(
+                f"--executor ray: a worker could not import memory-audit ({_cause(error)}); "
+                "install the same memory-audit on every node"
+            ) from None
+        mine = worker_identity([])["memory-audit"]
+        if found["memory-audit"] != mine:
+            raise ExecutorError(
+                f"--executor ray: the workers run memory-audit {found['memory-audit']}, the "
+                f"driver {mine}: install the same version on every node"
+            )
+        differing = {
+            label: got for label, got in found["labels"].items() if versions.get(label) != got
+        }
+        if differing:
+            label, got = next(iter(differing.items()))
+            raise ExecutorError(
+                f"--executor ray: condition {label} is {versions.get(label)} on the driver but "
+                f"{got!r} on a worker: install the same compressors on every node"
+            )
+
+    return check
 
 
 def _cause(error: BaseException) -> str:
@@ -225,10 +343,13 @@ def run_on_ray(
     args: tuple[Any, ...],
     record: Callable[[Result], None],
     cpus: int,
+    check: Callable[[], None] = lambda: None,
 ) -> None:
     """Run ``function(job, *args)`` for every job as a Ray task and ``record`` each
     result on the driver as it arrives (biggest jobs first, a bounded window in flight).
 
+    ``check`` (``check_workers``'s) runs before the first job's result is looked at:
+    nothing is recorded, and no job's error reported, from a cluster it refuses.
     A task whose worker died is run again by Ray (``MAX_RETRIES``); an exception raised
     by the job itself is re-raised here, as the local pool would.
     """
@@ -243,6 +364,8 @@ def run_on_ray(
             job = queue.pop()
             pending[task.remote(job, *shared)] = job
         done, _ = ray.wait(list(pending), num_returns=1)
+        check()
+        check = _checked
         for ref in done:
             job = pending.pop(ref)
             try:
@@ -259,3 +382,7 @@ def run_on_ray(
                     f"({_cause(error)}); rerun the same command to resume"
                 ) from None
             record(result)
+
+
+def _checked() -> None:
+    """The check after the first: done."""

@@ -1,13 +1,18 @@
 """``audit run --executor ray`` on a real local Ray cluster (no mock).
 
 The module fixture starts a Ray head node the way a user would, ``ray start --head
---block`` on 127.0.0.1 with 2 CPUs and a private temporary directory, in a session of
-its own; the test connects with ``--ray-address``.  Teardown ends that session's
-process group (never ``ray stop``, which stops every Ray cluster of the user on the
-machine).  Then: the pilot through Ray gives byte-identical result files to the
-local process pool; a driver killed with SIGKILL mid-run resumes (with Ray, or with
-the local pool: the executor is not part of the plan); a worker killed mid-job is
-replaced and its job run again, nothing duplicated.
+--block`` with 2 CPUs and a private temporary directory, in a session of its own, on
+loopback only (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: as on a machine with no
+network beyond loopback) and with a token of its own (``RAY_AUTH_TOKEN``, which Ray
+then requires); the test connects with ``--ray-address 127.0.0.1:PORT``, the drivers
+given the token but not the loopback switch nor ``RAY_AUTH_MODE``: the executor must
+find both itself.  Teardown ends that session's process group (never ``ray stop``,
+which stops every Ray cluster of the user on the machine).  Then: the pilot through Ray
+gives byte-identical result files to the local process pool; a driver killed with
+SIGKILL mid-run resumes (with Ray, or with the local pool: the executor is not part of
+the plan); a worker killed mid-job is replaced and its job run again, nothing
+duplicated; a private Ray (no address) stays on 127.0.0.1, leaves no token in the
+user's home, and gives the same result files.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import contextlib
 import importlib.util
 import json
 import os
-import re
+import secrets
 import shutil
 import signal
 import socket
@@ -32,6 +37,20 @@ from pathlib import Path
 import pytest
 
 from tests._system import in_ci
+
+LOOPBACK_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+CLUSTER_ENV: dict[str, str] = {}
+"""What the drivers are given to join the fixture's cluster: its token."""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """A driver's environment: this one, less Ray's loopback switch and authentication
+    mode (the executor must set them), plus ``CLUSTER_ENV`` and ``extra``."""
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **CLUSTER_ENV, **extra}
+    for name in (LOOPBACK_SWITCH, "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
+        env.pop(name, None)
+    return env
+
 
 ARGS = ["run", "--preset", "cca-pilot-paper", "--conditions", "frontier,tail,full",
         "--transforms", "identity,rename:4,permute:2", "--quiet"]  # fmt: skip
@@ -57,7 +76,8 @@ def ray_cluster() -> Iterator[tuple[str, int]]:
         pytest.skip(message)
     temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths
     log = temp / "start.log"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    CLUSTER_ENV["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    env = {**_env(), LOOPBACK_SWITCH: "0"}
     command = [
         str(_ray_bin()), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
         "--port", "0", "--num-cpus", "2", "--temp-dir", str(temp),
@@ -70,11 +90,13 @@ def ray_cluster() -> Iterator[tuple[str, int]]:
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         port = None
+        written = temp / "ray_current_cluster"  # the GCS address, once the head is up
         while port is None:
             text = log.read_text(errors="replace")
-            found = re.search(r"--address='[^':]+:(\d+)'", text)
-            if found:
-                port = int(found.group(1))
+            address = written.read_text().strip() if written.exists() else ""
+            if address and "Ray runtime started" in text:
+                assert address.startswith("127.0.0.1:"), address  # loopback only
+                port = int(address.rpartition(":")[2])
             elif process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"ray start failed (exit {process.poll()}):\n{text[-4000:]}")
             else:
@@ -111,14 +133,15 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def audit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+def audit(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "audit", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=env or _env(),
     )
 
 
@@ -190,7 +213,7 @@ def _kill_driver_after(args: list[str], out: Path, jobs: int, timeout_s: float =
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        env=_env(),
     )
     deadline = time.monotonic() + timeout_s
     while finished_jobs(out) < jobs and process.poll() is None and time.monotonic() < deadline:
@@ -315,7 +338,7 @@ def test_a_lost_worker_is_replaced_and_nothing_is_duplicated(
         [sys.executable, "-m", "audit", *SLOW_ARGS, "--executor", "ray",
          "--ray-address", address, "--out", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        env=_env(),
     )  # fmt: skip
     killed = 0
     deadline = time.monotonic() + 120
@@ -329,3 +352,45 @@ def test_a_lost_worker_is_replaced_and_nothing_is_duplicated(
     assert killed == 2, "no worker was caught mid-job: nothing was tested"
     assert process.returncode == 0, stderr.decode(errors="replace")[-3000:]
     assert_same_results(out, reference)
+
+
+PRIVATE_PROBE = """
+from audit.engine import _ray
+_ray.connect(None, 1)  # imports Ray (as `audit run` does: Ray is not imported before)
+import ray
+try:
+    print(*sorted({node["NodeManagerAddress"] for node in ray.nodes()}))
+finally:
+    _ray.disconnect()
+"""
+
+
+def test_a_private_ray_stays_on_loopback_and_equals_the_process_pool(
+    local_run: Path, tmp_path: Path
+) -> None:
+    """No address: the run starts its own Ray, on 127.0.0.1 alone (Ray 2.60 otherwise
+    takes the machine's outward address, even when told 127.0.0.1), authenticated with a
+    token of its own that it writes nowhere (Ray otherwise writes ~/.ray/auth_token,
+    which turns authentication on for every later ``ray start --head`` of the user)."""
+    if importlib.util.find_spec("ray") is None:
+        if in_ci():
+            pytest.fail("CI=true: ray is not installed")
+        pytest.skip("ray is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = _env(HOME=str(home))
+    env.pop("RAY_AUTH_TOKEN", None)
+    probe = subprocess.run(
+        [sys.executable, "-c", PRIVATE_PROBE], capture_output=True, text=True, timeout=300,
+        env=env,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert probe.stdout.split() == ["127.0.0.1"]
+    out = tmp_path / "private"
+    result = audit(*ARGS, "--executor", "ray", "--workers", "2", "--out", str(out), env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_results(out, local_run)
+    cost = json.loads((out / "costs.json").read_text())["invocations"][-1]["deterministic"]
+    assert cost["executor"] == "ray"
+    assert cost["cpus"] == 2
+    assert not (home / ".ray").exists()
