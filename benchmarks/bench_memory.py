@@ -1,7 +1,7 @@
 """Memory, disk and time of deterministic audits as their reads grow (``audit.engine.execute``).
 
-Run: ``python benchmarks/bench_memory.py [--sweep 4,14,36] [--scale 1,10,100]
-[--transforms ...] [--workers 2]``.
+Run: ``python benchmarks/bench_memory.py [--sweep 4,14,36] [--transforms ...]
+[--workers 2]``.
 
 Every measurement runs in a fresh child process (its own peak RSS), into a fresh
 temporary run directory, with the local process pool:
@@ -12,17 +12,10 @@ temporary run directory, with the local process pool:
   reads): reads, wall and CPU time (the main process and its pool), the main process's
   peak RSS, the largest child's (a pool worker or the scoring child) and the run
   directory's size, then per million reads.
-- ``--scale``: the main process at K times the default audit's reads for each K given,
-  without K times its CPU: the default audit's 84 jobs are computed once (their results
-  cached in a file), then K x 84 jobs, each a distinct copy of a pair (its own ``Pair``
-  object, as K x 84 pairs read from a file would be) under a key of its own, go through
-  the same ``execute`` (plan, pool, commit of every job to the store, the rewrite of
-  results.parquet, the scoring child, the manifest); only the worker function is
-  replaced, by one that returns the cached result of the job's pair with its key
-  rewritten (in every row too).  So the driver's work and memory are the real ones for
-  K x 392,616 reads, and the workers' cost is not paid.  The summary is not scored (its
-  child process reads the scored columns of every row, about 0.8 KB a read: the sweep
-  measures it); the main process's figures are the point here.
+- The main process at 10x and 100x the default's reads was measured by a replay of
+  cached job results through ``execute`` (docs/scaling.md); that mode replaced private
+  functions of the executor, which a benchmark may not reach, and lives only in the
+  history (commit 94b118c).
 - neither: the original measurement (``--transforms``, cca-pilot): one worker with
   ``tracemalloc``, then the peak RSS with each of ``--workers``.
 """
@@ -30,11 +23,8 @@ temporary run directory, with the local process pool:
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
 import json
 import os
-import pickle
 import platform
 import resource
 import subprocess
@@ -43,7 +33,6 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -148,79 +137,6 @@ def sweep_point(per_family: int, workers: int) -> dict[str, Any]:
     return timed_execute(plan, pairs, workers)
 
 
-# --scale: the driver at K times the reads, the workers' results cached
-
-
-def cache_jobs(path: Path, workers: int) -> None:
-    """Compute the default audit's jobs once (the pool) and pickle their results."""
-    from audit.engine._executor import _execute, plan_jobs
-
-    plan, pairs = default_audit(DEFAULT_PER_FAMILY)
-    jobs = plan_jobs(plan, pairs)
-    with ProcessPoolExecutor(workers) as pool:
-        packed = list(
-            pool.map(_execute, jobs, [plan.transforms] * len(jobs), [plan.seed] * len(jobs))
-        )
-    results = dict(zip((job.key for job in jobs), packed, strict=True))
-    path.write_bytes(pickle.dumps(results))
-
-
-_CACHE: dict[str, Any] = {}
-_ORIGINAL: dict[str, str] = {}
-"""A replicated job's key -> the key of the job it copies (set before the pool forks)."""
-
-
-def _cached_execute(job: Any, transforms: Any, seed: int) -> Any:
-    """The worker function of ``--scale``: the cached result of the job's pair, with the
-    job's own key (in the rows' ``job_key`` too)."""
-    import pyarrow as pa
-
-    from audit.rundir._store import table_bytes, table_from_bytes
-
-    if not _CACHE:  # loaded in the worker, never in the main process
-        _CACHE.update(pickle.loads(Path(os.environ["BENCH_MEMORY_CACHE"]).read_bytes()))
-    packed = _CACHE[_ORIGINAL[job.key]]
-    table = table_from_bytes(packed.results)
-    index = table.schema.get_field_index("job_key")
-    keys = pa.array([job.key] * table.num_rows, type=table.schema.field(index).type)
-    table = table.set_column(index, table.schema.field(index), keys)
-    return dataclasses.replace(packed, key=job.key, results=table_bytes(table))
-
-
-def _count_only(out: Path, plan: Any) -> dict[str, Any]:
-    """The summary of ``--scale``: the count of reads only (not scored)."""
-    import pyarrow.parquet as pq
-
-    from audit.rundir import RESULTS_PARQUET
-
-    return {"n_reads": pq.ParquetFile(out / RESULTS_PARQUET).metadata.num_rows}
-
-
-def scale_point(factor: int, workers: int) -> dict[str, Any]:
-    """The driver's figures at ``factor`` times the default audit's reads."""
-    import audit.engine._executor as executor
-    from histories import Pair
-
-    plan, pairs = default_audit(DEFAULT_PER_FAMILY)
-    texts = [pair.to_json() for pair in pairs]
-    del pairs
-    copies = [Pair.model_validate_json(text) for _ in range(factor) for text in texts]
-    real_plan_jobs = executor.plan_jobs
-
-    def replicated_jobs(plan: Any, pairs: Sequence[Any]) -> list[Any]:
-        jobs = []
-        for i, job in enumerate(real_plan_jobs(plan, pairs)):
-            key = hashlib.sha256(f"{job.key} copy {i}".encode()).hexdigest()[:32]
-            _ORIGINAL[key] = job.key
-            jobs.append(dataclasses.replace(job, key=key))
-        return jobs
-
-    executor.plan_jobs = replicated_jobs  # type: ignore[assignment]
-    executor._execute = _cached_execute  # type: ignore[assignment]
-    executor._score = _count_only  # type: ignore[assignment]
-    return timed_execute(plan, copies, workers)
-
-
 def _child(command: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, __file__, *command],
@@ -252,11 +168,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--transforms", default="identity,rename:40,permute:40")
-    parser.add_argument(
-        "--workers", default="1,2", help="Worker counts (the first for --sweep/--scale)."
-    )
+    parser.add_argument("--workers", default="1,2", help="Worker counts (the last for --sweep).")
     parser.add_argument("--sweep", help="Pairs per family of each real audit (comma list).")
-    parser.add_argument("--scale", help="Multiples of the default audit's reads (comma list).")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
@@ -264,11 +177,6 @@ def main() -> None:
         mode, value = args.child.split(":")
         if mode == "sweep":
             print(json.dumps(sweep_point(int(value), workers[-1])))
-        elif mode == "scale":
-            print(json.dumps(scale_point(int(value), workers[-1])))
-        elif mode == "cache":
-            cache_jobs(Path(value), workers[-1])
-            print("{}")
         else:
             w, trace = mode, value
             print(json.dumps(measure(args.transforms, int(w), trace == "trace")))
@@ -288,20 +196,7 @@ def main() -> None:
         for per_family in args.sweep.split(","):
             r = _child([*pool, "--child", f"sweep:{per_family}"])
             print(_line(f"  N={per_family:>3}", r), flush=True)
-    if args.scale:
-        print(f"scale: the default audit's jobs, K copies of each pair, cached worker "
-              f"results, {workers[-1]} workers", flush=True)  # fmt: skip
-        with tempfile.TemporaryDirectory() as tmp:
-            cache = Path(tmp) / "jobs.pickle"
-            env = {**os.environ, "BENCH_MEMORY_CACHE": str(cache)}
-            _child([*pool, "--child", f"cache:{cache}"], env)
-            base = None
-            for factor in args.scale.split(","):
-                r = _child([*pool, "--child", f"scale:{factor}"], env)
-                base = base or r["rss_self_mib"]
-                print(_line(f"  K={factor:>3}", r)
-                      + f"; main RSS {r['rss_self_mib'] / base:.2f}x K=first", flush=True)  # fmt: skip
-    if args.sweep or args.scale:
+    if args.sweep:
         load = os.getloadavg()
         print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         return
