@@ -28,6 +28,7 @@ from audit.backends import (
     open_backend,
 )
 from audit.backends._cache import canonical_request
+from audit.counters import ClientCounters
 from compressors import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from tests._backends_support import LocalModel, local_model, run
 from tests._fake_openai import FakeOpenAI, Reply
@@ -144,18 +145,18 @@ def test_cache_hit_sends_nothing_and_survives_a_restart(local_model: LocalModel,
     path = tmp_path / "cache.sqlite"
     request = ask("Spell cat.")
 
-    async def first_run() -> tuple[ChatResponse, ChatResponse, dict[str, Any]]:
+    async def first_run() -> tuple[ChatResponse, ChatResponse, ClientCounters]:
         with ResponseCache(path) as cache:
             async with real_client(local_model, cache) as client:
                 sent = await client.chat(request)
                 again = await client.chat(request)
-                return sent, again, client.stats.as_dict()
+                return sent, again, client.stats
 
-    async def resumed_run() -> tuple[ChatResponse, dict[str, Any]]:
+    async def resumed_run() -> tuple[ChatResponse, ClientCounters]:
         with ResponseCache(path) as cache:  # a new process would do exactly this
             async with real_client(local_model, cache) as client:
                 answer = await client.chat(request)
-                return answer, client.stats.as_dict()
+                return answer, client.stats
 
     sent, again, stats = run(first_run())
     assert not sent.cached
@@ -163,23 +164,23 @@ def test_cache_hit_sends_nothing_and_survives_a_restart(local_model: LocalModel,
     assert again.cached
     assert again.content == sent.content
     assert again.attempts == 0
-    assert (stats["sent"], stats["attempts"], stats["cache_hits"]) == (1, 1, 1)
+    assert (stats.sent, stats.attempts, stats.cache_hits) == (1, 1, 1)
     resumed, stats = run(resumed_run())
     assert resumed.cached
     assert resumed.content == sent.content
-    assert (stats["sent"], stats["attempts"], stats["cache_hits"]) == (0, 0, 1)
+    assert (stats.sent, stats.attempts, stats.cache_hits) == (0, 0, 1)
 
 
 def test_concurrent_identical_requests_are_sent_once(local_model: LocalModel):
-    async def scenario() -> tuple[list[ChatResponse], dict[str, Any]]:
+    async def scenario() -> tuple[list[ChatResponse], ClientCounters]:
         async with real_client(local_model) as client:
             answers = await asyncio.gather(*(client.chat(ask("Say yes.")) for _ in range(4)))
-            return list(answers), client.stats.as_dict()
+            return list(answers), client.stats
 
     answers, stats = run(scenario())
-    assert stats["sent"] == 1
-    assert stats["deduplicated"] == 3
-    assert stats["saved"] == 3
+    assert stats.sent == 1
+    assert stats.deduplicated == 3
+    assert stats.saved == 3
     assert len({a.content for a in answers}) == 1
     assert sorted(a.deduplicated for a in answers) == [False, True, True, True]
 

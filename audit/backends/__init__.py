@@ -30,7 +30,6 @@ from audit.backends._cache import (
 from audit.backends._check import check_backend
 from audit.backends._client import (
     BackendClient,
-    ClientStats,
     Completion,
 )
 from audit.backends._config import (
@@ -68,7 +67,6 @@ __all__ = [
     "BackendsConfig",
     "CacheError",
     "CanonicalRequest",
-    "ClientStats",
     "Completion",
     "ModelProvisionError",
     "OfflineClient",

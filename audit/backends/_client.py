@@ -32,7 +32,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -44,6 +44,7 @@ from audit.backends._cache import CanonicalRequest, ResponseCache, canonical_req
 from audit.backends._config import BackendConfig
 from audit.backends._errors import BackendStartError
 from audit.backends._secrets import Scrubber, has_control_characters
+from audit.counters import ClientCounters
 from compressors import ChatRequest, ChatResponse
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -105,69 +106,6 @@ def parse_completion(payload: bytes) -> Completion | str:
         return f"{where.lstrip('.') or 'the body'} {what}"
 
 
-@dataclass
-class ClientStats:
-    """Counters for one client (one backend), for the run summary."""
-
-    requests: int = 0
-    """``chat()`` calls."""
-    answered: int = 0
-    """``chat()`` calls that returned (by the server, the cache or a twin; NA included):
-    with ``requests``, what is still queued or in flight."""
-    cache_hits: int = 0
-    """Answered from the cache: not sent."""
-    deduplicated: int = 0
-    """Answered by an identical request of this run (in flight, or earlier without a
-    cache): not sent."""
-    sent: int = 0
-    """Distinct requests that went to a server."""
-    attempts: int = 0
-    """HTTP attempts, retries included."""
-    retries: int = 0
-    failed: int = 0
-    """Infrastructure failures after retries (NA)."""
-    rejected: int = 0
-    """Requests the server refused as invalid (4xx outcome)."""
-    length_cutoffs: int = 0
-    """Answers cut off at ``max_tokens`` (finish_reason ``length``)."""
-    reasoning_only: int = 0
-    """Answers with no content but reasoning text."""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_chars: int = 0
-    status_counts: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def saved(self) -> int:
-        """Requests not sent thanks to the cache and in-flight deduplication."""
-        return self.cache_hits + self.deduplicated
-
-    def summary(self) -> str:
-        """One line for the run summary."""
-        line = (
-            f"{self.requests} requests: {self.sent} sent, {self.cache_hits} from cache, "
-            f"{self.deduplicated} deduplicated ({self.saved} saved)"
-        )
-        extra = []
-        if self.retries:
-            extra.append(f"{self.retries} retries")
-        if self.failed:
-            extra.append(f"{self.failed} failed (NA)")
-        if self.rejected:
-            extra.append(f"{self.rejected} rejected")
-        if self.length_cutoffs:
-            extra.append(f"{self.length_cutoffs} cut off at max_tokens")
-        if self.reasoning_only:
-            extra.append(f"{self.reasoning_only} answered only in reasoning")
-        return line + ("; " + ", ".join(extra) if extra else "")
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["saved"] = self.saved
-        data["status_counts"] = {str(k): v for k, v in self.status_counts.items()}
-        return data
-
-
 class _Endpoint:
     """One base URL: its session and its load."""
 
@@ -226,7 +164,7 @@ class BackendClient:
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
         self.model = model
         self.cache = cache
-        self.stats = ClientStats()
+        self.stats = ClientCounters()
         self.max_model_len: int | None = None
         self._api_key = api_key
         self._scrubber = Scrubber(api_key)
