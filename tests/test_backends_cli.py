@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from audit.backends import ResponseCache
 from audit.backends._cache import canonical_request
 from audit.cli import app
+from compressors import ChatResponse
 from tests._backends_support import LocalModel, local_model
 from tests._fake_openai import FakeOpenAI, Reply, serving_in_thread
 
@@ -129,7 +130,7 @@ def fill(path: Path) -> list[str]:
             ("reader@1", 3, "n"),
         ):
             request = canonical_request({**body, "seed": seed, "model": model}, repeat=0, tag=tag)
-            cache.put(request, {"content": f"answer {tag} {model}"})
+            cache.put(request, ChatResponse(content=f"answer {tag} {model}"))
             keys.append(request.key)
         missed = canonical_request({**body, "seed": 4}, repeat=0, tag="reader@1")
         cache.record_miss(missed)

@@ -547,7 +547,9 @@ def test_a_cache_sees_what_another_process_wrote(tmp_path: Path):
     )
     with ResponseCache(path, flush_s=0.0) as reader, ResponseCache(path) as writer:
         assert reader.get(request.key) is None
-        writer.put(request, {"content": "from the other process"})
+        writer.put(request, ChatResponse(content="from the other process"))
         writer.flush()
-        assert reader.get(request.key) == {"content": "from the other process"}
+        assert reader.get(request.key) == ChatResponse(
+            content="from the other process", cached=True
+        )
         assert reader.stats().entries == 1

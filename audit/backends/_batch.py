@@ -22,17 +22,17 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from audit.backends._cache import CanonicalRequest, ResponseCache
-from audit.backends._client import BackendClient, completion_response, to_cache
+from audit.backends._client import BackendClient, completion_response
 from audit.backends._config import BackendsConfig
 from audit.backends._errors import BackendConfigError, BackendError
 from audit.backends._local import SMOLLM2
 from audit.backends._open import resolve_api_key
-from audit.backends._secrets import Scrubber
+from audit.backends._secrets import Scrubber, scrub_answer
 from audit.regular_files import file_kind, open_regular
 from compressors import ChatRequest, ChatResponse
 
@@ -115,7 +115,7 @@ class OfflineClient:
             self.on_request(request, hit is not None)
         if hit is not None:
             self.cached += 1
-            return self.client.cached_answer(hit)
+            return hit
         why = self.refused.get(canon.key)
         if why is not None:
             self.refused_asked.add(canon.key)
@@ -175,25 +175,9 @@ def _parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
         answer = completion_response(body)
         if isinstance(answer, str):
             raise ValueError(f"a 200 response whose body is not a chat completion ({answer})")
-        return BatchAnswer(key, _scrubbed(answer, scrub), None)
+        return BatchAnswer(key, scrub_answer(answer, scrub), None)
     message = scrub(_error_text(failure if failure is not None else body))[:300]
     return BatchAnswer(key, None, f"HTTP {status}: {message}" if status else message)
-
-
-def _scrubbed(answer: ChatResponse, scrub: Scrub) -> ChatResponse:
-    """``answer`` with every text the cache keeps scrubbed (as ``completion_answer`` does
-    for a live answer)."""
-
-    def clean(text: str | None) -> str | None:
-        return None if text is None else scrub(text)
-
-    return replace(
-        answer,
-        content=clean(answer.content),
-        reasoning=clean(answer.reasoning),
-        finish_reason=clean(answer.finish_reason),
-        model=clean(answer.model),
-    )
 
 
 def _is_hex(text: str) -> bool:
@@ -249,7 +233,7 @@ def import_output(path: Path, cache: ResponseCache, scrub: Scrub) -> tuple[int, 
     until then is bounded by the exported requests (each answers one, once), not by the
     file; every text stored or shown has passed through ``scrub``.
     """
-    answers: list[tuple[CanonicalRequest, dict[str, object]]] = []
+    answers: list[tuple[CanonicalRequest, ChatResponse]] = []
     refused: dict[str, str] = {}
     answered: set[str] = set()
     already = 0
@@ -282,7 +266,7 @@ def import_output(path: Path, cache: ResponseCache, scrub: Scrub) -> tuple[int, 
                 "(export again with the backend's model set to the one that answers)"
             )
         answered.add(line.key)
-        answers.append((request, to_cache(line.response)))
+        answers.append((request, line.response))
     for request, response in answers:
         cache.put(request, response)
     cache.settle_pending(sorted(answered), refused)

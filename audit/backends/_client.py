@@ -31,7 +31,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -43,7 +43,7 @@ from yarl import URL
 from audit.backends._cache import CanonicalRequest, ResponseCache, canonical_request
 from audit.backends._config import BackendConfig
 from audit.backends._errors import BackendStartError
-from audit.backends._secrets import Scrubber, has_control_characters
+from audit.backends._secrets import Scrubber, has_control_characters, scrub_answer
 from audit.counters import ClientCounters
 from compressors import ChatRequest, ChatResponse
 
@@ -371,7 +371,8 @@ class BackendClient:
             hit = cache.get(key)
             if hit is not None:
                 stats.cache_hits += 1
-                return self._from_cache(hit)
+                # scrubbed again: an entry may predate scrubbing
+                return scrub_answer(hit, self._scrubber) if self._scrubber else hit
         else:
             earlier = self._memo.get(key)
             if earlier is not None:
@@ -395,7 +396,7 @@ class BackendClient:
         cache = self.cache
         if cache is not None:
             if answered:
-                cache.put(canon, _to_cache(answer))
+                cache.put(canon, answer)
             else:
                 cache.record_miss(canon)
         elif answered:
@@ -649,7 +650,9 @@ class BackendClient:
         completion = parse_completion(payload)
         if isinstance(completion, str):
             return completion
-        answer = completion_answer(completion, self.model, self._scrub)
+        answer = completion_answer(completion, self.model)
+        if self._scrubber:
+            answer = scrub_answer(answer, self._scrubber)
         usage, reasoning = answer.usage, answer.reasoning
         stats = self.stats
         stats.prompt_tokens += usage.get("prompt_tokens", 0)
@@ -661,23 +664,6 @@ class BackendClient:
         if answer.finish_reason == "length":
             stats.length_cutoffs += 1
         return replace(answer, attempts=attempts, latency_s=time.monotonic() - started)
-
-    def cached_answer(self, hit: Mapping[str, Any]) -> ChatResponse:
-        """A cache entry as this client answers it (what an offline replay must see)."""
-        return self._from_cache(hit)
-
-    def _from_cache(self, hit: Mapping[str, Any]) -> ChatResponse:
-        """A cached answer, scrubbed again (an entry written before scrubbing existed)."""
-        answer = _from_cache(hit)
-        if not self._scrubber:
-            return answer
-        scrub = self._scrub
-        return replace(
-            answer,
-            content=None if answer.content is None else scrub(answer.content),
-            reasoning=None if answer.reasoning is None else scrub(answer.reasoning),
-            model=None if answer.model is None else scrub(answer.model),
-        )
 
     def _scrub(self, text: str) -> str:
         return self._scrubber(text)
@@ -705,24 +691,19 @@ def _redirect_refused(base_url: str, location: str | None) -> str:
     )
 
 
-def completion_answer(
-    completion: Completion, model: str | None, scrub: Callable[[str], str] | None = None
-) -> ChatResponse:
-    """A validated chat completion as a ``ChatResponse`` (``scrub`` applied to every text
-    it shows).  The answer is ``content``; the reasoning text is ``reasoning`` (older
-    servers: ``reasoning_content``); the served model, else ``model``."""
-    clean = scrub or (lambda text: text)
+def completion_answer(completion: Completion, model: str | None) -> ChatResponse:
+    """A validated chat completion as a ``ChatResponse``.  The answer is ``content``; the
+    reasoning text is ``reasoning`` (older servers: ``reasoning_content``); the served
+    model, else ``model``."""
     choice = completion.choices[0]
     message = choice.message
-    content = message.content
     reasoning = message.reasoning if message.reasoning is not None else message.reasoning_content
-    finish = choice.finish_reason
     served = completion.model if isinstance(completion.model, str) and completion.model else None
     return ChatResponse(
-        content=None if content is None else clean(content),
-        reasoning=None if reasoning is None else clean(reasoning),
-        finish_reason=None if finish is None else clean(finish),
-        model=clean(served) if served else model,
+        content=message.content,
+        reasoning=reasoning,
+        finish_reason=choice.finish_reason,
+        model=served or model,
         usage=_usage(completion.usage),
         status=200,
     )
@@ -817,34 +798,3 @@ def _error_message(payload: bytes) -> str:
         if detail:
             return str(detail)[:300]
     return text.strip()[:300]
-
-
-def to_cache(answer: ChatResponse) -> dict[str, Any]:
-    """What the cache keeps of an answer."""
-    return _to_cache(answer)
-
-
-def from_cache(hit: Mapping[str, Any]) -> ChatResponse:
-    """A cached answer as a ``ChatResponse`` (``cached`` set)."""
-    return _from_cache(hit)
-
-
-def _to_cache(answer: ChatResponse) -> dict[str, Any]:
-    return {
-        "content": answer.content,
-        "reasoning": answer.reasoning,
-        "finish_reason": answer.finish_reason,
-        "model": answer.model,
-        "usage": dict(answer.usage),
-    }
-
-
-def _from_cache(hit: Mapping[str, Any]) -> ChatResponse:
-    return ChatResponse(
-        content=hit.get("content"),
-        reasoning=hit.get("reasoning"),
-        finish_reason=hit.get("finish_reason"),
-        model=hit.get("model"),
-        usage=hit.get("usage") or {},
-        cached=True,
-    )
