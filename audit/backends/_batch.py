@@ -30,7 +30,6 @@ from audit.backends._cache import CanonicalRequest, ResponseCache
 from audit.backends._client import BackendClient, completion_response
 from audit.backends._config import BackendsConfig
 from audit.backends._errors import BackendConfigError, BackendError
-from audit.backends._local import SMOLLM2
 from audit.backends._open import resolve_api_key
 from audit.backends._secrets import Scrubber, scrub_answer
 from audit.regular_files import file_kind, open_regular
@@ -52,13 +51,11 @@ def _unscrubbed(text: str) -> str:
 
 
 def batch_model(config: BackendsConfig, name: str) -> str:
-    """The served model id a backend's requests name: ``model`` as configured (a local
-    backend's default is its embedded model); a server is never asked."""
-    backend = config.get(name)
-    if backend.model:
-        return backend.model
-    if backend.kind == "local":
-        return backend.model_path.stem if backend.model_path else SMOLLM2.model_id
+    """The served model id a backend's requests name, as configured: a server is never
+    asked."""
+    model = config.get(name).declared_model
+    if model is not None:
+        return model
     raise BackendConfigError(
         "a batch names the served model in every request (it is part of the cache key), "
         "and no server is asked for it: set model = ... for this backend",

@@ -224,7 +224,7 @@ async def check_backend(
     """
     started = time.monotonic()
     backend = config.get(name)
-    where = ", ".join(backend.base_url) or "127.0.0.1 (in-process)"
+    where = backend.where
     try:
         scrub = Scrubber(resolve_api_key(name, backend, config))
     except BackendError:

@@ -324,10 +324,7 @@ class BackendClient:
             kwargs = b.template_kwargs(request.thinking)
             if kwargs:
                 body["chat_template_kwargs"] = kwargs
-        body.update(b.extra_body)
-        if b.kind == "local" and b.mode == "reproducible":
-            # llama.cpp's per-request switch; it also keeps the two modes' cache keys apart
-            body["cache_prompt"] = False
+        body.update(b.body_fields)
         return body
 
     def canonical(self, request: ChatRequest) -> CanonicalRequest:
