@@ -219,7 +219,6 @@ def test_body_sends_every_sampling_parameter_and_maps_thinking():
         thinking_off_kwargs={"thinking": False},
     )
     client = BackendClient("b", backend, base_urls=backend.base_url, model="m")
-    client._base = client._sampling()
     body = client.request_body(ask("q", json_schema=SCHEMA, thinking=True, repeat=2))
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens"):
         assert name in body
@@ -239,7 +238,6 @@ def test_body_sends_every_sampling_parameter_and_maps_thinking():
         base_urls=["http://x/v1"],
         model="m",
     )
-    strict._base = strict._sampling()
     plain = strict.request_body(ask("q", thinking=True))
     assert "chat_template_kwargs" not in plain
     assert "top_k" not in plain
@@ -251,8 +249,6 @@ def test_extra_body_is_sent_and_keyed_but_cannot_replace_a_client_field():
     plain = BackendConfig(base_url="http://x/v1")
     extra = plain.model_copy(update={"extra_body": {"cache_prompt": False}})
     clients = [BackendClient("b", b, base_urls=["http://x/v1"], model="m") for b in (plain, extra)]
-    for client in clients:
-        client._base = client._sampling()
     bodies = [client.request_body(ask("q")) for client in clients]
     assert "cache_prompt" not in bodies[0]
     assert bodies[1]["cache_prompt"] is False
@@ -270,7 +266,6 @@ def test_message_order_is_kept_in_the_body_and_the_key():
     client = BackendClient(
         "b", BackendConfig(base_url="http://x/v1"), base_urls=["http://x/v1"], model="m"
     )
-    client._base = client._sampling()
     one = ask("query")
     two = ChatRequest(messages=[ChatMessage("system", "rules"), ChatMessage("user", "memory")])
     three = ChatRequest(messages=[ChatMessage("user", "memory"), ChatMessage("system", "rules")])

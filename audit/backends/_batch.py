@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from audit.backends._cache import CanonicalRequest, ResponseCache
-from audit.backends._client import BackendClient, completion_response
-from audit.backends._config import BackendsConfig
+from audit.backends._cache import CanonicalRequest, ResponseCache, canonical_request
+from audit.backends._config import BackendConfig, BackendsConfig
 from audit.backends._errors import BackendConfigError, BackendError
 from audit.backends._open import resolve_api_key
 from audit.backends._secrets import Scrubber, scrub_answer
+from audit.backends._wire import chat_body, completion_response, error_text
 from audit.regular_files import file_kind, open_regular
 from compressors import ChatRequest, ChatResponse
 
@@ -73,7 +73,9 @@ class OfflineClient:
     its per-stream counts with it).  Identical requests are recorded once.
     """
 
-    client: BackendClient
+    backend: BackendConfig
+    model: str
+    """The served model id its requests name (``batch_model``)."""
     cache: ResponseCache
     refused: dict[str, str] = field(default_factory=dict)
     """Keys a batch refused earlier: answered as refused (not exported again)."""
@@ -88,25 +90,16 @@ class OfflineClient:
     def of(
         cls, name: str, config: BackendsConfig, cache: ResponseCache, refused: dict[str, str]
     ) -> OfflineClient:
-        backend = config.get(name)
-        client = BackendClient(
-            name,
-            backend,
-            base_urls=backend.base_url or ("http://batch.invalid",),
-            model=batch_model(config, name),
-        )
-        return cls(client, cache, refused)
-
-    @property
-    def model(self) -> str | None:
-        return self.client.model
+        return cls(config.get(name), batch_model(config, name), cache, refused)
 
     def canonical(self, request: ChatRequest) -> CanonicalRequest:
-        return self.client.canonical(request)
+        """The request as the live client would send it (the same body and key)."""
+        body = chat_body(self.backend, self.model, request)
+        return canonical_request(body, repeat=request.repeat, tag=request.tag)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         self.requests += 1
-        canon = self.client.canonical(request)
+        canon = self.canonical(request)
         hit = self.cache.get(canon.key)
         if self.on_request is not None:
             self.on_request(request, hit is not None)
@@ -173,22 +166,14 @@ def _parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
         if isinstance(answer, str):
             raise ValueError(f"a 200 response whose body is not a chat completion ({answer})")
         return BatchAnswer(key, scrub_answer(answer, scrub), None)
-    message = scrub(_error_text(failure if failure is not None else body))[:300]
+    why = failure if failure is not None else body
+    message = error_text(why) or (str(why) if why is not None else "no answer")
+    message = scrub(message)[:300]  # (cut short once scrubbed: no piece of a key survives)
     return BatchAnswer(key, None, f"HTTP {status}: {message}" if status else message)
 
 
 def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdef" for c in text)
-
-
-def _error_text(error: Any) -> str:
-    """The message of a batch's error (cut short by the caller, once it is scrubbed)."""
-    if isinstance(error, dict):
-        inner = error.get("error", error)
-        if isinstance(inner, dict):
-            return str(inner.get("message") or inner)
-        return str(error.get("message") or inner)
-    return str(error) if error is not None else "no answer"
 
 
 def key_scrubber(config: BackendsConfig) -> Scrub:
