@@ -24,10 +24,11 @@ AUDIT_ROOMS = {
     # room -> the rooms of audit it may import (besides itself)
     "audit.errors": set(),
     "audit.regular_files": set(),
+    "audit.counters": set(),
     "audit.plan": {"audit.errors"},
-    "audit.backends": {"audit.errors", "audit.regular_files"},
+    "audit.backends": {"audit.errors", "audit.regular_files", "audit.counters"},
     "audit.plugins": {"audit.errors"},
-    "audit.rundir": {"audit.errors", "audit.plan", "audit.regular_files"},
+    "audit.rundir": {"audit.errors", "audit.plan", "audit.regular_files", "audit.counters"},
     "audit.scoring": {"audit.errors"},
     "audit.engine": {
         "audit.errors", "audit.plan", "audit.rundir", "audit.scoring", "audit.backends",

@@ -28,11 +28,7 @@ from audit.backends._cache import (
     ResponseCache,
 )
 from audit.backends._check import check_backend
-from audit.backends._client import (
-    BackendClient,
-    ClientStats,
-    Completion,
-)
+from audit.backends._client import BackendClient
 from audit.backends._config import (
     BackendConfig,
     BackendsConfig,
@@ -56,6 +52,7 @@ from audit.backends._errors import (
 from audit.backends._local import SMOLLM2, ensure_local_model
 from audit.backends._open import open_backend, resolve_api_key
 from audit.backends._secrets import Scrubber, scrub
+from audit.backends._wire import Completion
 
 __all__ = [
     "OUTPUT_LINE_BYTES",
@@ -68,7 +65,6 @@ __all__ = [
     "BackendsConfig",
     "CacheError",
     "CanonicalRequest",
-    "ClientStats",
     "Completion",
     "ModelProvisionError",
     "OfflineClient",

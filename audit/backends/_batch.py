@@ -22,17 +22,16 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from audit.backends._cache import CanonicalRequest, ResponseCache
-from audit.backends._client import BackendClient, completion_response, to_cache
-from audit.backends._config import BackendsConfig
+from audit.backends._cache import CanonicalRequest, ResponseCache, canonical_request
+from audit.backends._config import BackendConfig, BackendsConfig
 from audit.backends._errors import BackendConfigError, BackendError
-from audit.backends._local import SMOLLM2
 from audit.backends._open import resolve_api_key
-from audit.backends._secrets import Scrubber
+from audit.backends._secrets import Scrubber, scrub_answer
+from audit.backends._wire import chat_body, completion_response, error_text
 from audit.regular_files import file_kind, open_regular
 from compressors import ChatRequest, ChatResponse
 
@@ -52,13 +51,11 @@ def _unscrubbed(text: str) -> str:
 
 
 def batch_model(config: BackendsConfig, name: str) -> str:
-    """The served model id a backend's requests name: ``model`` as configured (a local
-    backend's default is its embedded model); a server is never asked."""
-    backend = config.get(name)
-    if backend.model:
-        return backend.model
-    if backend.kind == "local":
-        return backend.model_path.stem if backend.model_path else SMOLLM2.model_id
+    """The served model id a backend's requests name, as configured: a server is never
+    asked."""
+    model = config.get(name).declared_model
+    if model is not None:
+        return model
     raise BackendConfigError(
         "a batch names the served model in every request (it is part of the cache key), "
         "and no server is asked for it: set model = ... for this backend",
@@ -76,7 +73,9 @@ class OfflineClient:
     its per-stream counts with it).  Identical requests are recorded once.
     """
 
-    client: BackendClient
+    backend: BackendConfig
+    model: str
+    """The served model id its requests name (``batch_model``)."""
     cache: ResponseCache
     refused: dict[str, str] = field(default_factory=dict)
     """Keys a batch refused earlier: answered as refused (not exported again)."""
@@ -91,31 +90,22 @@ class OfflineClient:
     def of(
         cls, name: str, config: BackendsConfig, cache: ResponseCache, refused: dict[str, str]
     ) -> OfflineClient:
-        backend = config.get(name)
-        client = BackendClient(
-            name,
-            backend,
-            base_urls=backend.base_url or ("http://batch.invalid",),
-            model=batch_model(config, name),
-        )
-        return cls(client, cache, refused)
-
-    @property
-    def model(self) -> str | None:
-        return self.client.model
+        return cls(config.get(name), batch_model(config, name), cache, refused)
 
     def canonical(self, request: ChatRequest) -> CanonicalRequest:
-        return self.client.canonical(request)
+        """The request as the live client would send it (the same body and key)."""
+        body = chat_body(self.backend, self.model, request)
+        return canonical_request(body, repeat=request.repeat, tag=request.tag)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         self.requests += 1
-        canon = self.client.canonical(request)
+        canon = self.canonical(request)
         hit = self.cache.get(canon.key)
         if self.on_request is not None:
             self.on_request(request, hit is not None)
         if hit is not None:
             self.cached += 1
-            return self.client.cached_answer(hit)
+            return hit
         why = self.refused.get(canon.key)
         if why is not None:
             self.refused_asked.add(canon.key)
@@ -175,39 +165,15 @@ def _parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
         answer = completion_response(body)
         if isinstance(answer, str):
             raise ValueError(f"a 200 response whose body is not a chat completion ({answer})")
-        return BatchAnswer(key, _scrubbed(answer, scrub), None)
-    message = scrub(_error_text(failure if failure is not None else body))[:300]
+        return BatchAnswer(key, scrub_answer(answer, scrub), None)
+    why = failure if failure is not None else body
+    message = error_text(why) or (str(why) if why is not None else "no answer")
+    message = scrub(message)[:300]  # (cut short once scrubbed: no piece of a key survives)
     return BatchAnswer(key, None, f"HTTP {status}: {message}" if status else message)
-
-
-def _scrubbed(answer: ChatResponse, scrub: Scrub) -> ChatResponse:
-    """``answer`` with every text the cache keeps scrubbed (as ``completion_answer`` does
-    for a live answer)."""
-
-    def clean(text: str | None) -> str | None:
-        return None if text is None else scrub(text)
-
-    return replace(
-        answer,
-        content=clean(answer.content),
-        reasoning=clean(answer.reasoning),
-        finish_reason=clean(answer.finish_reason),
-        model=clean(answer.model),
-    )
 
 
 def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdef" for c in text)
-
-
-def _error_text(error: Any) -> str:
-    """The message of a batch's error (cut short by the caller, once it is scrubbed)."""
-    if isinstance(error, dict):
-        inner = error.get("error", error)
-        if isinstance(inner, dict):
-            return str(inner.get("message") or inner)
-        return str(error.get("message") or inner)
-    return str(error) if error is not None else "no answer"
 
 
 def key_scrubber(config: BackendsConfig) -> Scrub:
@@ -249,7 +215,7 @@ def import_output(path: Path, cache: ResponseCache, scrub: Scrub) -> tuple[int, 
     until then is bounded by the exported requests (each answers one, once), not by the
     file; every text stored or shown has passed through ``scrub``.
     """
-    answers: list[tuple[CanonicalRequest, dict[str, object]]] = []
+    answers: list[tuple[CanonicalRequest, ChatResponse]] = []
     refused: dict[str, str] = {}
     answered: set[str] = set()
     already = 0
@@ -282,7 +248,7 @@ def import_output(path: Path, cache: ResponseCache, scrub: Scrub) -> tuple[int, 
                 "(export again with the backend's model set to the one that answers)"
             )
         answered.add(line.key)
-        answers.append((request, to_cache(line.response)))
+        answers.append((request, line.response))
     for request, response in answers:
         cache.put(request, response)
     cache.settle_pending(sorted(answered), refused)

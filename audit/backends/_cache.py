@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.backends._errors import CacheError
+from compressors import ChatResponse
 
 KEY_VERSION = 1
 """Bumped when the canonical request changes shape: old entries then simply miss."""
@@ -150,6 +151,31 @@ def _prefix(key: str) -> int:
     return int(key[:15], 16)
 
 
+def _entry(answer: ChatResponse) -> str:
+    """What the cache keeps of an answer: a JSON object (the layout of every entry)."""
+    kept = {
+        "content": answer.content,
+        "reasoning": answer.reasoning,
+        "finish_reason": answer.finish_reason,
+        "model": answer.model,
+        "usage": dict(answer.usage),
+    }
+    return _COMPACT.encode(kept)
+
+
+def _answer(entry: str) -> ChatResponse:
+    """A stored entry as the answer it was, ``cached`` set (a field it lacks is empty)."""
+    kept = json.loads(entry)
+    return ChatResponse(
+        content=kept.get("content"),
+        reasoning=kept.get("reasoning"),
+        finish_reason=kept.get("finish_reason"),
+        model=kept.get("model"),
+        usage=kept.get("usage") or {},
+        cached=True,
+    )
+
+
 @dataclass(frozen=True)
 class CacheStats:
     """What the cache file holds."""
@@ -249,8 +275,8 @@ class ResponseCache:
 
     # -- the request path -------------------------------------------------------------------
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The cached response for ``key`` (a dict as given to ``put``), or ``None``.
+    def get(self, key: str) -> ChatResponse | None:
+        """The cached answer for ``key`` (``cached`` set), or ``None``.
 
         A key never seen is answered from memory (no SQLite read): the prefixes of every
         stored key are loaded at open and refreshed when another process commits.
@@ -258,7 +284,7 @@ class ResponseCache:
         pending = self._pending.get(key)
         if pending is not None:
             self._pending_hits[key] += 1
-            return dict(json.loads(pending[1]))
+            return _answer(pending[1])
         prefix = _prefix(key)
         if prefix not in self._known:
             self._maybe_flush()  # (notices what other processes wrote, every flush_s)
@@ -269,16 +295,12 @@ class ResponseCache:
             return None
         self._pending_hits[key] += 1
         self._maybe_flush()
-        return dict(json.loads(row[0]))
+        return _answer(row[0])
 
-    def put(self, request: CanonicalRequest, response: Mapping[str, Any]) -> None:
+    def put(self, request: CanonicalRequest, answer: ChatResponse) -> None:
         """Store an answer (never an error) for a request that missed; logs the miss."""
         now = time.time()
-        self._pending[request.key] = (
-            request,
-            _COMPACT.encode(response),
-            now,
-        )
+        self._pending[request.key] = (request, _entry(answer), now)
         self._known.add(_prefix(request.key))
         if self.log_misses:
             self._pending_misses.append((request, False, now))

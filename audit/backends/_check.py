@@ -29,20 +29,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from audit.backends._client import (
-    BackendClient,
-    Completion,
-    _Endpoint,
-    _error_message,
-    context_length,
-    model_entries,
-    parse_completion,
-)
+from audit.backends._client import BackendClient, _Endpoint
 from audit.backends._config import BackendsConfig
 from audit.backends._determinism import measure_determinism
 from audit.backends._errors import BackendError
 from audit.backends._open import open_backend, resolve_api_key
 from audit.backends._secrets import Scrubber
+from audit.backends._wire import (
+    Completion,
+    context_length,
+    error_message,
+    model_entries,
+    parse_completion,
+)
 from compressors import ChatMessage, ChatRequest
 
 PROBE_SCHEMA: dict[str, Any] = {
@@ -148,7 +147,7 @@ async def _check_endpoint(
     attempt = await client._post(endpoint, raw)
     mode = client.backend.structured_output
     if attempt.status != 200 or attempt.failure is not None:
-        got = attempt.failure or f"HTTP {attempt.status}: {_error_message(attempt.payload)}"
+        got = attempt.failure or f"HTTP {attempt.status}: {error_message(attempt.payload)}"
         add("json_schema", False, url, f"expected HTTP 200 to a tiny request, got {got}")
         return results, True
     reply: Completion | str = parse_completion(attempt.payload)
@@ -224,7 +223,7 @@ async def check_backend(
     """
     started = time.monotonic()
     backend = config.get(name)
-    where = ", ".join(backend.base_url) or "127.0.0.1 (in-process)"
+    where = backend.where
     try:
         scrub = Scrubber(resolve_api_key(name, backend, config))
     except BackendError:

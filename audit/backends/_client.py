@@ -2,27 +2,21 @@
 
 One long-lived aiohttp session per base URL (explicit connection limits and timeouts), one
 semaphore for concurrency, requests spread over several base URLs by least outstanding
-requests.  Every sampling parameter is sent explicitly (vLLM would otherwise apply the
-model's generation_config defaults); a JSON schema goes in ``response_format``
-(``json_schema``), never in the removed ``guided_*`` fields.
+requests.  What is sent and what an answer must be is ``_wire``'s.
 
 A request is answered, in order, by: an identical request already in flight (sent once,
 ``deduplicated``), the response cache (``cached``), or the server, with retries for
-connection errors, timeouts, 408, 429 and 5xx (jittered exponential back-off, honouring
-``Retry-After``, within ``retry_budget_s``).  After the retries an infrastructure failure
-is a response with ``error`` set (NA), never a wrong answer; a 400/413/422 is recorded as
-``rejected`` (an outcome) and not retried.  Only answers are cached.
-
-What comes back is checked before it is believed: a 200 whose body is not a chat
-completion (``choices[0].message`` not an object, a ``content`` that is not a string...)
-is a named infrastructure failure (NA), never an empty or wrong answer.  Only the
-configured base URLs are contacted (a redirect is refused, NA); a body is read in chunks
-under ``max_response_bytes``, ``read_idle_timeout_s`` and ``body_timeout_s``; and the
-API key, with every 8+ character piece of it, is scrubbed from all the client returns
-(answers, reasoning, model names, error texts).
+connection errors, timeouts, 408, 429, 5xx and a malformed 200 (jittered exponential
+back-off, honouring ``Retry-After``, within ``retry_budget_s``).  After the retries an
+infrastructure failure is a response with ``error`` set (NA), never a wrong answer; a
+400/413/422 is recorded as ``rejected`` (an outcome) and not retried.  Only answers are
+cached.  Only the configured base URLs are contacted (a redirect is refused, NA); a body
+is read in chunks under ``max_response_bytes``, ``read_idle_timeout_s`` and
+``body_timeout_s``; and the API key, with every 8+ character piece of it, is scrubbed
+from all the client returns (answers, reasoning, model names, error texts).
 
 Why aiohttp rather than httpx or the openai SDK: measured on the same loopback server,
-the client must not be the bottleneck of a fast GPU server (see ``benchmarks/``).
+the client must not be the bottleneck of a fast GPU server (``benchmarks/bench_client.py``).
 """
 
 from __future__ import annotations
@@ -31,19 +25,27 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
 from audit.backends._cache import CanonicalRequest, ResponseCache, canonical_request
 from audit.backends._config import BackendConfig
 from audit.backends._errors import BackendStartError
-from audit.backends._secrets import Scrubber, has_control_characters
+from audit.backends._secrets import Scrubber, has_control_characters, scrub_answer
+from audit.backends._wire import (
+    chat_body,
+    completion_answer,
+    context_length,
+    error_message,
+    model_entries,
+    parse_completion,
+)
+from audit.counters import ClientCounters
 from compressors import ChatRequest, ChatResponse
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -54,118 +56,6 @@ MEMO_LIMIT = 65_536
 """Answers kept in memory by a client without a cache (oldest dropped first)."""
 GET_TIMEOUT_S = 30.0
 """``GET /health`` and ``/models`` (preflight, model discovery): small, quick answers."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
-
-
-class _Message(_Strict):
-    content: str | None = None
-    reasoning: str | None = None
-    reasoning_content: str | None = None
-
-
-class _Choice(_Strict):
-    message: _Message
-    finish_reason: str | None = None
-
-
-class Completion(_Strict):
-    """The part of an OpenAI chat completion the audit reads, validated: anything else in
-    a 200 is a malformed answer (NA), not an empty or wrong one.  ``model`` and ``usage``
-    are informational and read leniently."""
-
-    choices: list[_Choice] = Field(min_length=1)
-    model: Any = None
-    usage: Any = None
-
-
-_SHAPE = {
-    "model_type": "is not an object",
-    "dict_type": "is not an object",
-    "string_type": "is not a string",
-    "list_type": "is not a list",
-    "missing": "is missing",
-    "too_short": "is empty",
-}
-
-
-def parse_completion(payload: bytes) -> Completion | str:
-    """The validated completion, or why ``payload`` is not one (``choices[0].message is
-    not an object``, ``not JSON``...): a text for the error message, never the body."""
-    try:
-        return Completion.model_validate_json(payload)
-    except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        if first["type"] == "json_invalid":
-            return "the body is not JSON"
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-        what = _SHAPE.get(first["type"], "is invalid")
-        return f"{where.lstrip('.') or 'the body'} {what}"
-
-
-@dataclass
-class ClientStats:
-    """Counters for one client (one backend), for the run summary."""
-
-    requests: int = 0
-    """``chat()`` calls."""
-    answered: int = 0
-    """``chat()`` calls that returned (by the server, the cache or a twin; NA included):
-    with ``requests``, what is still queued or in flight."""
-    cache_hits: int = 0
-    """Answered from the cache: not sent."""
-    deduplicated: int = 0
-    """Answered by an identical request of this run (in flight, or earlier without a
-    cache): not sent."""
-    sent: int = 0
-    """Distinct requests that went to a server."""
-    attempts: int = 0
-    """HTTP attempts, retries included."""
-    retries: int = 0
-    failed: int = 0
-    """Infrastructure failures after retries (NA)."""
-    rejected: int = 0
-    """Requests the server refused as invalid (4xx outcome)."""
-    length_cutoffs: int = 0
-    """Answers cut off at ``max_tokens`` (finish_reason ``length``)."""
-    reasoning_only: int = 0
-    """Answers with no content but reasoning text."""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_chars: int = 0
-    status_counts: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def saved(self) -> int:
-        """Requests not sent thanks to the cache and in-flight deduplication."""
-        return self.cache_hits + self.deduplicated
-
-    def summary(self) -> str:
-        """One line for the run summary."""
-        line = (
-            f"{self.requests} requests: {self.sent} sent, {self.cache_hits} from cache, "
-            f"{self.deduplicated} deduplicated ({self.saved} saved)"
-        )
-        extra = []
-        if self.retries:
-            extra.append(f"{self.retries} retries")
-        if self.failed:
-            extra.append(f"{self.failed} failed (NA)")
-        if self.rejected:
-            extra.append(f"{self.rejected} rejected")
-        if self.length_cutoffs:
-            extra.append(f"{self.length_cutoffs} cut off at max_tokens")
-        if self.reasoning_only:
-            extra.append(f"{self.reasoning_only} answered only in reasoning")
-        return line + ("; " + ", ".join(extra) if extra else "")
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["saved"] = self.saved
-        data["status_counts"] = {str(k): v for k, v in self.status_counts.items()}
-        return data
 
 
 class _Endpoint:
@@ -200,7 +90,7 @@ class BackendClient:
     """A ``compressors.ChatClient`` for one configured backend.
 
     Create it with ``open_backend`` (which also starts and stops the local server); use
-    ``chat()`` from one event loop.
+    ``chat()`` from one event loop.  ``stats`` counts its requests.
     """
 
     def __init__(
@@ -226,31 +116,32 @@ class BackendClient:
         self.base_urls = tuple(u.rstrip("/") for u in base_urls)
         self.model = model
         self.cache = cache
-        self.stats = ClientStats()
+        self.stats = ClientCounters()
         self.max_model_len: int | None = None
-        self._api_key = api_key
-        self._scrubber = Scrubber(api_key)
         self.identity = identity
         """What the served model is beyond its name (the local GGUF's content hash): part of
         every cache key, so two files served under one name never share answers."""
+        self._api_key = api_key
+        self._scrubber = Scrubber(api_key)
         self._endpoints: list[_Endpoint] = []
         self._inflight: dict[str, asyncio.Future[ChatResponse]] = {}
         self._memo: dict[str, ChatResponse] = {}
         """Without a cache, this run's answers (bounded): a repeated request is sent once."""
         self._semaphore = asyncio.Semaphore(backend.max_concurrency * len(self.base_urls))
-        self._base: dict[str, Any] = self._sampling() if model is not None else {}
-        """Every body's fixed fields; known before ``start`` when the model is given (a
-        batch export builds bodies without a server)."""
-        self._started = False
 
     def __repr__(self) -> str:  # never the key
         return f"BackendClient({self.name!r}, model={self.model!r}, urls={list(self.base_urls)})"
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the API key, and every 8+ character piece of it, replaced by
+        ``***`` (for anything shown or stored)."""
+        return self._scrubber(text)
 
     # -- life cycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Open the sessions; find the served model when none is configured."""
-        if self._started:
+        if self._endpoints:
             return
         backend = self.backend
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -260,32 +151,22 @@ class BackendClient:
             total=backend.request_timeout_s, sock_connect=backend.connect_timeout_s
         )
         for url in self.base_urls:
+            limit = backend.max_concurrency
             connector = aiohttp.TCPConnector(
-                limit=backend.max_concurrency,
-                limit_per_host=backend.max_concurrency,
-                keepalive_timeout=60,
-                ttl_dns_cache=300,
+                limit=limit, limit_per_host=limit, keepalive_timeout=60, ttl_dns_cache=300
             )
             session = aiohttp.ClientSession(
-                connector=connector,
-                headers=headers,
-                timeout=timeout,
-                raise_for_status=False,
-                auto_decompress=True,
-                trust_env=False,
+                connector=connector, headers=headers, timeout=timeout, trust_env=False
             )
             self._endpoints.append(_Endpoint(url, session))
-        self._started = True
         if self.model is None:
             self.model = await self._discover_model()
-        self._base = self._sampling()
 
     async def aclose(self) -> None:
-        """Wait for nothing; close the sessions and flush the cache."""
+        """Close the sessions and flush the cache."""
         for endpoint in self._endpoints:
             await endpoint.session.close()
         self._endpoints = []
-        self._started = False
         if self.cache is not None:
             self.cache.flush()
 
@@ -302,19 +183,19 @@ class BackendClient:
         Status None: no usable answer (unreachable, timed out, too large), the text says
         why.  A redirect is refused (its text names the origin).  Everything returned is
         scrubbed of the API key."""
-        session = self._endpoints[0].session if self._endpoints else None
-        if session is None:
+        if not self._endpoints:
             raise BackendStartError(f"backend {self.name!r} is not started")
         attempt = await self._request(
-            session, "GET", base_url, URL(base_url + path, encoded=True), None,
-            min(GET_TIMEOUT_S, self.backend.request_timeout_s), budget_cut=False,
+            self._endpoints[0].session, "GET", base_url, URL(base_url + path, encoded=True),
+            None, min(GET_TIMEOUT_S, self.backend.request_timeout_s),
+            "the limit of a preflight request",
         )  # fmt: skip
         status = attempt.status
         if attempt.failure is not None:
-            return None, None, self._scrub(attempt.failure)
+            return None, None, self.scrub(attempt.failure)
         if status is not None and 300 <= status < 400:
-            return status, None, self._scrub(_redirect_refused(base_url, attempt.location))
-        text = self._scrub(attempt.payload.decode("utf-8", "replace"))
+            return status, None, self.scrub(_redirect_refused(base_url, attempt.location))
+        text = self.scrub(attempt.payload.decode("utf-8", "replace"))
         try:
             return status, self._scrubber.deep(json.loads(attempt.payload)), text
         except (ValueError, RecursionError):
@@ -342,64 +223,16 @@ class BackendClient:
 
     # -- the request path ---------------------------------------------------------------------
 
-    def _sampling(self) -> dict[str, Any]:
-        b = self.backend
-        base: dict[str, Any] = {
-            "model": self.model,
-            "temperature": b.temperature,
-            "top_p": b.top_p,
-            "presence_penalty": b.presence_penalty,
-            "frequency_penalty": b.frequency_penalty,
-            "n": 1,
-            "stream": False,
-        }
-        if b.api_dialect == "vllm":
-            base["top_k"] = b.top_k
-            base["min_p"] = b.min_p
-            base["repetition_penalty"] = b.repetition_penalty
-        return base
-
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The exact JSON body sent for ``request`` (also what the cache key hashes)."""
-        b = self.backend
-        body = dict(self._base)
-        body["messages"] = [{"role": m.role, "content": m.content} for m in request.messages]
-        body["max_tokens"] = request.max_tokens or b.max_tokens
-        body["seed"] = b.seed + request.repeat
-        if request.json_schema is not None and b.structured_output != "none":
-            mode = b.structured_output
-            if mode == "json_schema":
-                schema = dict(request.json_schema)
-                body["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {
-                        "name": _schema_name(schema),
-                        "schema": schema,
-                        "strict": True,
-                    },
-                }
-            elif mode == "structured_outputs":
-                body["structured_outputs"] = {"json": dict(request.json_schema)}
-            else:
-                body["response_format"] = {"type": "json_object"}
-        if b.api_dialect == "vllm":
-            kwargs = b.template_kwargs(request.thinking)
-            if kwargs:
-                body["chat_template_kwargs"] = kwargs
-        body.update(b.extra_body)
-        if b.kind == "local" and b.mode == "reproducible":
-            # llama.cpp's per-request switch; it also keeps the two modes' cache keys apart
-            body["cache_prompt"] = False
-        return body
+        return chat_body(self.backend, self.model, request)
 
     def canonical(self, request: ChatRequest) -> CanonicalRequest:
         """The request in canonical form, with its cache key."""
         return canonical_request(
-            self.request_body(request),
-            repeat=request.repeat,
-            tag=request.tag,
+            self.request_body(request), repeat=request.repeat, tag=request.tag,
             identity=self.identity,
-        )
+        )  # fmt: skip
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Answer ``request``: in-flight twin, cache, or server (see the module docstring)."""
@@ -408,17 +241,14 @@ class BackendClient:
         return answer
 
     async def _answer(self, request: ChatRequest) -> ChatResponse:
-        if not self._started:
+        if not self._endpoints:
             await self.start()
         stats = self.stats
         stats.requests += 1
         canon = self.canonical(request)
         key = canon.key
         inflight = self._inflight
-        while True:
-            pending = inflight.get(key)
-            if pending is None:
-                break
+        while (pending := inflight.get(key)) is not None:
             try:
                 answer = await asyncio.shield(pending)
             except asyncio.CancelledError:
@@ -433,16 +263,16 @@ class BackendClient:
             hit = cache.get(key)
             if hit is not None:
                 stats.cache_hits += 1
-                return self._from_cache(hit)
-        else:
-            earlier = self._memo.get(key)
-            if earlier is not None:
-                stats.deduplicated += 1
-                return replace(earlier, deduplicated=True, attempts=0, latency_s=0.0)
+                # scrubbed again: an entry may predate scrubbing
+                return scrub_answer(hit, self._scrubber) if self._scrubber else hit
+        elif (earlier := self._memo.get(key)) is not None:
+            stats.deduplicated += 1
+            return replace(earlier, deduplicated=True, attempts=0, latency_s=0.0)
         shared: asyncio.Future[ChatResponse] = asyncio.get_running_loop().create_future()
         inflight[key] = shared
         try:
-            answer = await self._fetch(canon)
+            answer = await self._send(canon)
+            self._keep(canon, answer)
         except BaseException:
             shared.cancel()  # twins waiting on it ask for themselves
             raise
@@ -451,125 +281,117 @@ class BackendClient:
         shared.set_result(answer)
         return answer
 
-    async def _fetch(self, canon: CanonicalRequest) -> ChatResponse:
-        answer = await self._send(canon)
+    def _keep(self, canon: CanonicalRequest, answer: ChatResponse) -> None:
+        """An answer into the cache (or, without one, the bounded memo); a failed or
+        rejected request only into the cache's miss log."""
         answered = answer.error is None and answer.rejected is None
-        cache = self.cache
-        if cache is not None:
+        if self.cache is not None:
             if answered:
-                cache.put(canon, _to_cache(answer))
+                self.cache.put(canon, answer)
             else:
-                cache.record_miss(canon)
+                self.cache.record_miss(canon)
         elif answered:
             memo = self._memo
             if len(memo) >= MEMO_LIMIT:
                 del memo[next(iter(memo))]
             memo[canon.key] = answer
-        return answer
 
     async def _send(self, canon: CanonicalRequest) -> ChatResponse:
-        backend = self.backend
-        attempts = 0
+        backend, stats = self.backend, self.stats
         async with self._semaphore:
             # counted and timed from the moment a slot is free: a request waiting behind
             # others (one slot of a reproducible server) has not been sent yet, and its
             # retry budget is not spent by the wait
-            stats = self.stats
             stats.sent += 1
             started = time.monotonic()
             deadline = started + backend.retry_budget_s
+            attempts = 0
             while True:
                 endpoint = self._pick()
                 attempts += 1
                 stats.attempts += 1
-                remaining = deadline - time.monotonic()
-                attempt = await self._post(
-                    endpoint,
-                    canon.body,
-                    remaining if remaining < backend.request_timeout_s else None,
-                )
+                left = deadline - time.monotonic()
+                cut = left if left < backend.request_timeout_s else None
+                attempt = await self._post(endpoint, canon.body, cut)
                 status = attempt.status
                 if status is not None:
                     stats.status_counts[status] = stats.status_counts.get(status, 0) + 1
-                if attempt.failure is not None and attempt.final:
-                    return self._failure(attempt.failure, status, started, attempts)
-                if status == 200 and attempt.failure is None:
-                    parsed = self._parse(attempt.payload, started, attempts)
-                    if isinstance(parsed, ChatResponse):
-                        return parsed
-                    failure = f"{endpoint.base_url}: malformed 200 response: {parsed}"
-                elif status is not None and 300 <= status < 400:
-                    # never to an origin that is not configured (nor, simply, to any other URL)
-                    return self._failure(
-                        f"{endpoint.base_url}: HTTP {status}: "
-                        + _redirect_refused(endpoint.base_url, attempt.location),
-                        status,
-                        started,
-                        attempts,
-                    )
-                elif status in REJECTED_STATUS:
-                    stats.rejected += 1
-                    return ChatResponse(
-                        content=None,
-                        model=self.model,
-                        status=status,
-                        rejected=self._scrub(_error_message(attempt.payload)),
-                        attempts=attempts,
-                        latency_s=time.monotonic() - started,
-                    )
-                elif status is not None and status not in RETRYABLE_STATUS and status < 500:
-                    # 401/403/404...: retrying cannot help, and it is not the answer's fault
-                    return self._failure(
-                        f"{endpoint.base_url}: HTTP {status}: {_error_message(attempt.payload)}",
-                        status,
-                        started,
-                        attempts,
-                    )
-                else:
-                    failure = attempt.failure or (
-                        f"{endpoint.base_url}: HTTP {status}: {_error_message(attempt.payload)}"
-                    )
-                if attempts > backend.max_retries:
-                    return self._failure(
-                        f"{failure} (gave up after {attempts} attempts)",
-                        status,
-                        started,
-                        attempts,
-                    )
-                left = deadline - time.monotonic()
-                if attempt.retry_after is not None and attempt.retry_after > left:
-                    return self._failure(
-                        f"{failure} (the server asked to retry after {attempt.retry_after:g} s, "
-                        f"beyond the retry budget of {backend.retry_budget_s:g} s: "
-                        f"{max(left, 0):.1f} s left after {attempts} attempts)",
-                        status,
-                        started,
-                        attempts,
-                    )
-                delay = self._backoff(attempts, attempt.retry_after)
-                if delay > left:
-                    return self._failure(
-                        f"{failure} (retry budget of {backend.retry_budget_s:g} s spent "
-                        f"after {attempts} attempts)",
-                        status,
-                        started,
-                        attempts,
-                    )
-                stats.retries += 1
-                await asyncio.sleep(delay)
+                verdict = self._verdict(endpoint.base_url, attempt, started, attempts)
+                if isinstance(verdict, ChatResponse):
+                    return verdict
+                failure, retryable = verdict
+                if retryable and attempts > backend.max_retries:
+                    failure += f" (gave up after {attempts} attempts)"
+                elif retryable:
+                    left = deadline - time.monotonic()
+                    wait = attempt.retry_after
+                    if wait is not None and wait > left:
+                        failure += (
+                            f" (the server asked to retry after {wait:g} s, beyond the retry "
+                            f"budget of {backend.retry_budget_s:g} s: {max(left, 0):.1f} s "
+                            f"left after {attempts} attempts)"
+                        )
+                    elif (delay := self._backoff(attempts, wait)) > left:
+                        failure += (
+                            f" (retry budget of {backend.retry_budget_s:g} s spent after "
+                            f"{attempts} attempts)"
+                        )
+                    else:
+                        stats.retries += 1
+                        await asyncio.sleep(delay)
+                        continue
+                stats.failed += 1
+                return ChatResponse(
+                    content=None, model=self.model, error=self.scrub(failure), status=status,
+                    attempts=attempts, latency_s=time.monotonic() - started,
+                )  # fmt: skip
 
-    def _failure(
-        self, message: str, status: int | None, started: float, attempts: int
-    ) -> ChatResponse:
-        self.stats.failed += 1
-        return ChatResponse(
-            content=None,
-            model=self.model,
-            error=self._scrub(message),
-            status=status,
-            attempts=attempts,
-            latency_s=time.monotonic() - started,
-        )
+    def _verdict(
+        self, url: str, attempt: _Attempt, started: float, attempts: int
+    ) -> ChatResponse | tuple[str, bool]:
+        """What one attempt gave: the answer (or the server's rejection), else why it
+        failed and whether another attempt may mend it."""
+        status = attempt.status
+        if attempt.failure is not None:
+            return attempt.failure, not attempt.final
+        if status == 200:
+            answer = self._parse(attempt.payload)
+            if isinstance(answer, str):
+                return f"{url}: malformed 200 response: {answer}", True
+            return replace(answer, attempts=attempts, latency_s=time.monotonic() - started)
+        if status is not None and 300 <= status < 400:
+            # never to an origin that is not configured (nor, simply, to any other URL)
+            return f"{url}: HTTP {status}: " + _redirect_refused(url, attempt.location), False
+        message = error_message(attempt.payload)
+        if status in REJECTED_STATUS:
+            self.stats.rejected += 1
+            return ChatResponse(
+                content=None, model=self.model, status=status, rejected=self.scrub(message),
+                attempts=attempts, latency_s=time.monotonic() - started,
+            )  # fmt: skip
+        # 401/403/404...: retrying cannot help, and it is not the answer's fault
+        retryable = status is None or status in RETRYABLE_STATUS or status >= 500
+        return f"{url}: HTTP {status}: {message}", retryable
+
+    def _parse(self, payload: bytes) -> ChatResponse | str:
+        """The answer of a 200, scrubbed and counted; or why the body is not a chat
+        completion."""
+        completion = parse_completion(payload)
+        if isinstance(completion, str):
+            return completion
+        answer = completion_answer(completion, self.model)
+        if self._scrubber:
+            answer = scrub_answer(answer, self._scrubber)
+        stats, reasoning = self.stats, answer.reasoning
+        stats.prompt_tokens += answer.usage.get("prompt_tokens", 0)
+        stats.completion_tokens += answer.usage.get("completion_tokens", 0)
+        if reasoning:
+            stats.reasoning_chars += len(reasoning)
+            if not answer.content:
+                stats.reasoning_only += 1
+        if answer.finish_reason == "length":
+            stats.length_cutoffs += 1
+        return answer
 
     def _pick(self) -> _Endpoint:
         endpoints = self._endpoints
@@ -578,6 +400,15 @@ class BackendClient:
         now = time.monotonic()
         healthy = [e for e in endpoints if e.down_until <= now] or endpoints
         return min(healthy, key=lambda e: e.outstanding)
+
+    def _backoff(self, attempts: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after + random.uniform(0, 0.1 * max(retry_after, 0.1))
+        b = self.backend
+        ceiling = min(b.backoff_max_s, b.backoff_initial_s * 2 ** (attempts - 1))
+        return random.uniform(ceiling / 2, ceiling)
+
+    # -- one HTTP exchange --------------------------------------------------------------------
 
     async def _post(
         self, endpoint: _Endpoint, body: bytes, timeout_s: float | None = None
@@ -606,8 +437,7 @@ class BackendClient:
         url: URL,
         body: bytes | None,
         timeout_s: float | None,
-        *,
-        budget_cut: bool = True,
+        which: str = "what the retry budget had left",
     ) -> _Attempt:
         """One HTTP exchange, never raising for the network's sake: redirects are not
         followed, the body is read under the size cap and the body timeouts, and every
@@ -618,12 +448,8 @@ class BackendClient:
             options["timeout"] = aiohttp.ClientTimeout(
                 total=max(timeout_s, 0.001), sock_connect=backend.connect_timeout_s
             )
-        if timeout_s is None:
-            limit, which = backend.request_timeout_s, "request_timeout_s"
-        elif budget_cut:
-            limit, which = timeout_s, "what the retry budget had left"
         else:
-            limit, which = timeout_s, "the limit of a preflight request"
+            timeout_s, which = backend.request_timeout_s, "request_timeout_s"
         try:
             async with session.request(
                 method, url, data=body, allow_redirects=False, **options
@@ -640,7 +466,7 @@ class BackendClient:
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             if isinstance(error, TimeoutError):
-                detail = f"timeout: no complete answer within {limit:.3g} s ({which})"
+                detail = f"timeout: no complete answer within {timeout_s:.3g} s ({which})"
             else:
                 text = str(error)
                 detail = f"{type(error).__name__}: {text}" if text else type(error).__name__
@@ -699,56 +525,6 @@ class BackendClient:
                 return f"{base_url}: response larger than {cap} bytes (max_response_bytes)"
             chunks.append(chunk)
 
-    def _backoff(self, attempts: int, retry_after: float | None) -> float:
-        b = self.backend
-        if retry_after is not None:
-            return retry_after + random.uniform(0, 0.1 * max(retry_after, 0.1))
-        ceiling = min(b.backoff_max_s, b.backoff_initial_s * 2 ** (attempts - 1))
-        return random.uniform(ceiling / 2, ceiling)
-
-    def _parse(self, payload: bytes, started: float, attempts: int) -> ChatResponse | str:
-        """The answer of a 200, scrubbed; or why the body is not a chat completion."""
-        completion = parse_completion(payload)
-        if isinstance(completion, str):
-            return completion
-        answer = completion_answer(completion, self.model, self._scrub)
-        usage, reasoning = answer.usage, answer.reasoning
-        stats = self.stats
-        stats.prompt_tokens += usage.get("prompt_tokens", 0)
-        stats.completion_tokens += usage.get("completion_tokens", 0)
-        if reasoning:
-            stats.reasoning_chars += len(reasoning)
-            if not answer.content:
-                stats.reasoning_only += 1
-        if answer.finish_reason == "length":
-            stats.length_cutoffs += 1
-        return replace(answer, attempts=attempts, latency_s=time.monotonic() - started)
-
-    def cached_answer(self, hit: Mapping[str, Any]) -> ChatResponse:
-        """A cache entry as this client answers it (what an offline replay must see)."""
-        return self._from_cache(hit)
-
-    def _from_cache(self, hit: Mapping[str, Any]) -> ChatResponse:
-        """A cached answer, scrubbed again (an entry written before scrubbing existed)."""
-        answer = _from_cache(hit)
-        if not self._scrubber:
-            return answer
-        scrub = self._scrub
-        return replace(
-            answer,
-            content=None if answer.content is None else scrub(answer.content),
-            reasoning=None if answer.reasoning is None else scrub(answer.reasoning),
-            model=None if answer.model is None else scrub(answer.model),
-        )
-
-    def _scrub(self, text: str) -> str:
-        return self._scrubber(text)
-
-    def scrub(self, text: str) -> str:
-        """``text`` with the API key, and every 8+ character piece of it, replaced by
-        ``***`` (for anything shown or stored)."""
-        return self._scrubber(text)
-
 
 def _redirect_refused(base_url: str, location: str | None) -> str:
     """Why a redirect was not followed, naming where it pointed (its origin only)."""
@@ -756,96 +532,14 @@ def _redirect_refused(base_url: str, location: str | None) -> str:
         return "a redirect without a Location, refused"
     try:
         target = URL(base_url).join(URL(location))
-        origin = f"{target.scheme}://{target.host}" + (
-            f":{target.explicit_port}" if target.explicit_port is not None else ""
-        )
+        port = f":{target.explicit_port}" if target.explicit_port is not None else ""
+        origin = f"{target.scheme}://{target.host}{port}"
     except ValueError:
         origin = "a malformed Location"
     return (
         f"redirect to {origin} refused: requests go only to the configured base URL "
         "(redirects are never followed)"
     )
-
-
-def completion_answer(
-    completion: Completion, model: str | None, scrub: Callable[[str], str] | None = None
-) -> ChatResponse:
-    """A validated chat completion as a ``ChatResponse`` (``scrub`` applied to every text
-    it shows).  The answer is ``content``; the reasoning text is ``reasoning`` (older
-    servers: ``reasoning_content``); the served model, else ``model``."""
-    clean = scrub or (lambda text: text)
-    choice = completion.choices[0]
-    message = choice.message
-    content = message.content
-    reasoning = message.reasoning if message.reasoning is not None else message.reasoning_content
-    finish = choice.finish_reason
-    served = completion.model if isinstance(completion.model, str) and completion.model else None
-    return ChatResponse(
-        content=None if content is None else clean(content),
-        reasoning=None if reasoning is None else clean(reasoning),
-        finish_reason=None if finish is None else clean(finish),
-        model=clean(served) if served else model,
-        usage=_usage(completion.usage),
-        status=200,
-    )
-
-
-def completion_response(data: Any, model: str | None = None) -> ChatResponse | str:
-    """A chat completion given as decoded JSON (a batch output line's body) as a
-    ``ChatResponse``, validated exactly as a live answer is; or why it is not one."""
-    completion = parse_completion(json.dumps(data).encode())
-    return completion if isinstance(completion, str) else completion_answer(completion, model)
-
-
-def _schema_name(schema: Mapping[str, Any]) -> str:
-    title = schema.get("title")
-    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(title or "answer"))
-    return name[:64] or "answer"
-
-
-def _usage(raw: object) -> dict[str, int]:
-    """The integer counts of ``usage``, and ``reasoning_tokens`` from
-    ``completion_tokens_details`` when the server reports it (a part of
-    ``completion_tokens``, which counts reasoning and answer together)."""
-    if not isinstance(raw, Mapping):
-        return {}
-    usage = {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
-    details = raw.get("completion_tokens_details")
-    if isinstance(details, Mapping):
-        reasoning = details.get("reasoning_tokens")
-        if isinstance(reasoning, int) and not isinstance(reasoning, bool):
-            usage["reasoning_tokens"] = reasoning
-    return usage
-
-
-def model_entries(data: object) -> dict[str, Mapping[str, Any]]:
-    """A ``/v1/models`` answer's entries by id (and alias): ``{}`` for anything that is not
-    a model list.  Lenient: an entry without a string id, or junk aliases, are skipped."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("data"), list):
-        return {}
-    entries: dict[str, Mapping[str, Any]] = {}
-    for entry in data["data"]:
-        if isinstance(entry, Mapping) and isinstance(entry.get("id"), str) and entry["id"]:
-            entries.setdefault(entry["id"], entry)
-    for entry in data["data"]:
-        aliases = entry.get("aliases") if isinstance(entry, Mapping) else None
-        if isinstance(aliases, list) and entry.get("id") in entries:
-            for alias in aliases:
-                if isinstance(alias, str) and alias:
-                    entries.setdefault(alias, entry)
-    return entries
-
-
-def context_length(entry: Mapping[str, Any]) -> int | None:
-    """A ``/v1/models`` entry's context length: vLLM ``max_model_len``, llama.cpp ``n_ctx``."""
-    value = entry.get("max_model_len")
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    meta = entry.get("meta")
-    n_ctx = meta.get("n_ctx") if isinstance(meta, Mapping) else None
-    if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
-        return n_ctx
-    return None
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -860,53 +554,3 @@ def _retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def _error_message(payload: bytes) -> str:
-    text = payload[:2000].decode("utf-8", "replace")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text.strip()[:300] or "(empty body)"
-    if isinstance(data, Mapping):
-        error = data.get("error", data)
-        if isinstance(error, Mapping):
-            message = error.get("message") or error.get("detail") or error
-            return str(message)[:300]
-        if isinstance(error, str):
-            return error[:300]
-        detail = data.get("detail") or data.get("message")
-        if detail:
-            return str(detail)[:300]
-    return text.strip()[:300]
-
-
-def to_cache(answer: ChatResponse) -> dict[str, Any]:
-    """What the cache keeps of an answer."""
-    return _to_cache(answer)
-
-
-def from_cache(hit: Mapping[str, Any]) -> ChatResponse:
-    """A cached answer as a ``ChatResponse`` (``cached`` set)."""
-    return _from_cache(hit)
-
-
-def _to_cache(answer: ChatResponse) -> dict[str, Any]:
-    return {
-        "content": answer.content,
-        "reasoning": answer.reasoning,
-        "finish_reason": answer.finish_reason,
-        "model": answer.model,
-        "usage": dict(answer.usage),
-    }
-
-
-def _from_cache(hit: Mapping[str, Any]) -> ChatResponse:
-    return ChatResponse(
-        content=hit.get("content"),
-        reasoning=hit.get("reasoning"),
-        finish_reason=hit.get("finish_reason"),
-        model=hit.get("model"),
-        usage=hit.get("usage") or {},
-        cached=True,
-    )

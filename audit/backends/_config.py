@@ -51,6 +51,7 @@ from pydantic_settings.exceptions import SettingsError
 from yarl import URL
 
 from audit.backends._errors import BackendConfigError, RoleNotConfiguredError, UnknownBackendError
+from audit.backends._local import SMOLLM2
 
 Role = Literal["reader", "writer"]
 ROLES: tuple[Role, ...] = ("reader", "writer")
@@ -282,6 +283,43 @@ class BackendConfig(BaseModel):
             raise ValueError("backoff_max_s must be >= backoff_initial_s")
         return self
 
+    # -- what the rest of the code asks of a backend, instead of asking its kind --------
+
+    @property
+    def embedded(self) -> bool:
+        """Served by llama.cpp inside this process (``kind = "local"``): no base URL to
+        reach, its start (``open_backend``) is its health check."""
+        return self.kind == "local"
+
+    @property
+    def declared_model(self) -> str | None:
+        """The model id its requests name, as far as the configuration says (no server is
+        asked): ``model``; for the embedded backend, else ``model_path``'s stem or
+        SmolLM2; None when only the server can say."""
+        if self.model or not self.embedded:
+            return self.model
+        return self.model_path.stem if self.model_path is not None else SMOLLM2.model_id
+
+    @property
+    def run_mode(self) -> str:
+        """The mode a run records: the embedded backend's ``mode``; ``server`` for a server
+        (its own configuration decides)."""
+        return self.mode if self.embedded else "server"
+
+    @property
+    def body_fields(self) -> dict[str, JsonValue]:
+        """Fields added to every request body (and so to its key): ``extra_body``, and for
+        the embedded backend in reproducible mode llama.cpp's ``cache_prompt = false``
+        (which also keeps the two modes' cache keys apart)."""
+        if self.embedded and self.mode == "reproducible":
+            return {**self.extra_body, "cache_prompt": False}
+        return self.extra_body
+
+    @property
+    def where(self) -> str:
+        """Where it answers: its base URLs, or the in-process server."""
+        return ", ".join(self.base_url) or "127.0.0.1 (in-process llama.cpp)"
+
     def template_kwargs(self, thinking: bool | None) -> dict[str, JsonValue]:
         """The ``chat_template_kwargs`` sent for a request with this ``thinking`` setting."""
         if thinking is None:
@@ -479,11 +517,6 @@ def default_cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "memory-audit"
-
-
-def default_cache_path() -> Path:
-    """The default response cache database: ``<default_cache_dir()>/responses.sqlite``."""
-    return default_cache_dir() / "responses.sqlite"
 
 
 @contextmanager

@@ -74,7 +74,6 @@ def local_spec(
         path = backend.model_path.expanduser()
         if not path.is_file():
             raise BackendConfigError(f"{path} is not a file", field=f"backends.{name}.model_path")
-        model_id = backend.model or path.stem
         try:
             digest = model_sha256(path, cache_dir)
         except OSError as error:
@@ -83,11 +82,10 @@ def local_spec(
             ) from None
     else:
         path = ensure_local_model(cache_dir, status=status)
-        model_id = backend.model or SMOLLM2.model_id
         digest = SMOLLM2.sha256  # (checked when it was provisioned)
     return LocalServerSpec(
         model_path=path,
-        model_id=model_id,
+        model_id=backend.declared_model or SMOLLM2.model_id,
         model_sha256=digest,
         n_parallel=backend.n_parallel,
         reproducible=backend.mode == "reproducible",
@@ -122,7 +120,7 @@ async def open_backend(
         owned = cache = ResponseCache(cache)
     server: LocalServer | None = None
     try:
-        if backend.kind == "local":
+        if backend.embedded:
             cache_dir = config.resolved_cache_dir()
             spec = await asyncio.to_thread(local_spec, backend, cache_dir, name, status)
             server = await asyncio.to_thread(LOCAL_SERVERS.acquire, spec, status)

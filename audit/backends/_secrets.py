@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
+
+from compressors import ChatResponse
 
 FRAGMENT = 8
 """The shortest piece of a key that is scrubbed (shorter ones occur in ordinary text)."""
@@ -128,6 +131,22 @@ class Scrubber:
 def scrub(text: str, secret: str | None) -> str:
     """``text`` with ``secret`` and every 8+ character piece of it replaced by ``***``."""
     return Scrubber(secret)(text)
+
+
+def scrub_answer(answer: ChatResponse, scrub: Callable[[str], str]) -> ChatResponse:
+    """``answer`` with every text it shows passed through ``scrub`` (a live answer, a
+    cached one written before scrubbing existed, a batch's)."""
+
+    def clean(text: str | None) -> str | None:
+        return None if text is None else scrub(text)
+
+    return replace(
+        answer,
+        content=clean(answer.content),
+        reasoning=clean(answer.reasoning),
+        finish_reason=clean(answer.finish_reason),
+        model=clean(answer.model),
+    )
 
 
 def has_control_characters(value: str) -> bool:

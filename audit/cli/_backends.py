@@ -54,13 +54,9 @@ def list_backends(config: ConfigOption = None, env_file: EnvFileOption = Path(".
     settings = _config(config, env_file)
     width = max(len(name) for name in settings.backends)
     for name, backend in sorted(settings.backends.items()):
-        where = ", ".join(backend.base_url) if backend.base_url else "in-process llama.cpp"
-        model = backend.model or (
-            "SmolLM2-135M-Instruct-Q4_1" if backend.kind == "local" else "(the one served)"
-        )
-        line = (
-            f"{name:<{width}}  {backend.kind:<6}  {'+'.join(backend.roles):<13}  {model}  @ {where}"
-        )
+        model = backend.declared_model or "(the one served)"
+        roles = "+".join(backend.roles)
+        line = f"{name:<{width}}  {backend.kind:<6}  {roles:<13}  {model}  @ {backend.where}"
         typer.echo(terminal_text(line))  # audit.toml's text, never acted on by the terminal
 
 
@@ -97,7 +93,7 @@ def check(
     async def run() -> bool:
         ok = True
         for chosen in names:
-            local = settings.get(chosen).kind == "local"
+            local = settings.get(chosen).embedded
             if sys.stderr.isatty():  # someone is watching: say what the wait is for
                 typer.echo(
                     f"checking {chosen}"

@@ -456,7 +456,9 @@ def llm_stage_line(stage: dict[str, Any]) -> str:
         f"LLM stage: {stage['sample']} source pair{'' if stage['sample'] == 1 else 's'} x "
         f"{repeats} repeat{'' if repeats == 1 else 's'}; {models}."
     )
-    if "local" in (stage.get("writer"), stage.get("reader")):
+    from audit.backends import SMOLLM2  # (only for a run with an LLM stage)
+
+    if SMOLLM2.model_id in (stage.get("writer_model"), stage.get("reader_model")):
         line += (
             " The embedded model is tiny and answers poorly; a real audit points --config "
             "at a vLLM server."

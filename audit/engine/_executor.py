@@ -364,7 +364,7 @@ async def _measure_backends(
             roles=role_names,
             kind=kind,
             model=getattr(client, "model", None),
-            mode=getattr(backend, "mode", None) if kind == "local" else "server",
+            mode=getattr(backend, "run_mode", "server"),
             determinism=None
             if result is None or not result.compared
             else Determinism.model_validate(result.as_dict()),

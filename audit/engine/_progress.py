@@ -115,11 +115,10 @@ class RunProgress(Protocol):
 
 
 def client_counters(client: object) -> ClientCounters | None:
-    """A backend client's request counters, when it keeps them (a ``BackendClient``):
-    the one reading of them, for the progress display and for costs.json alike."""
+    """A copy of a backend client's request counters, when it keeps them (a
+    ``BackendClient``): the one reading of them, for the progress display and costs.json."""
     stats = getattr(client, "stats", None)
-    as_dict = getattr(stats, "as_dict", None)
-    return ClientCounters.model_validate(as_dict()) if callable(as_dict) else None
+    return stats.model_copy(deep=True) if isinstance(stats, ClientCounters) else None
 
 
 def request_tallies(writer: ChatClient | None, reader: ChatClient | None) -> Tallies:

@@ -11,7 +11,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 from audit.backends import (
-    SMOLLM2,
     BackendClient,
     BackendsConfig,
     BackendStartError,
@@ -24,12 +23,7 @@ from compressors import ChatClient
 def declared_model(config: BackendsConfig, name: str) -> str:
     """The model a backend will serve, as far as the configuration says (for results and
     unit keys; the served id is recorded per read as well)."""
-    backend = config.get(name)
-    if backend.model:
-        return backend.model
-    if backend.kind == "local":
-        return Path(backend.model_path).stem if backend.model_path else SMOLLM2.model_id
-    return "served-model"
+    return config.get(name).declared_model or "served-model"
 
 
 @asynccontextmanager
@@ -59,7 +53,7 @@ async def open_clients(
                 client = await stack.enter_async_context(
                     open_backend(name, config, role=role, cache=cache, status=status)  # type: ignore[arg-type]
                 )
-                if check_reachable and config.get(name).kind != "local":  # local: health-checked
+                if check_reachable:
                     await ensure_reachable(client)
                 opened[name] = client
             clients.append(opened[name])
@@ -67,9 +61,10 @@ async def open_clients(
 
 
 async def ensure_reachable(client: BackendClient) -> None:
-    """Raise ``BackendStartError`` when a base URL of ``client`` does not answer at all
-    (``GET /models``; any HTTP status counts as an answer: some routers have no such
-    endpoint, and a key problem shows in the reads)."""
+    """Raise ``BackendStartError`` when a configured base URL of ``client`` does not
+    answer at all (``GET /models``; any HTTP status counts as an answer: some routers
+    have no such endpoint, and a key problem shows in the reads).  The embedded backend
+    has none: its start was its check."""
     for base_url in client.backend.base_url:
         status, _, text = await client.get_json(base_url, "/models")
         if status is None:

@@ -7,6 +7,7 @@ once (``_columns``); the store commits finished jobs atomically (``_store``); an
 execution and rendering live elsewhere and come here for every file.
 """
 
+from audit.counters import ClientCounters
 from audit.rundir._columns import (
     OUTCOMES,
     RESULT_COLUMNS,
@@ -16,7 +17,6 @@ from audit.rundir._columns import (
 )
 from audit.rundir._config import (
     BackendRecord,
-    ClientCounters,
     Determinism,
     Environment,
     Invocation,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from audit.counters import ClientCounters
 from audit.errors import RunDataError, RunDirectoryError
 from audit.plan import RunPlan
 from audit.rundir._layout import (
@@ -274,34 +275,6 @@ class StageCost(BaseModel):
     """``local`` (a process pool) or ``ray``; None in runs made before there was a choice."""
     cpus: int | None = None
     """With ``ray``: the cluster's CPUs."""
-
-
-class ClientCounters(BaseModel):
-    """One backend client's counters (``audit.backends.ClientStats``)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    requests: int = 0
-    """Chat calls made by the stage."""
-    answered: int = 0
-    """Of these, answered (by the server, the cache or a twin; NA included)."""
-    sent: int = 0
-    """Distinct requests that went to a server."""
-    cache_hits: int = 0
-    """Answered from the response cache: not sent."""
-    deduplicated: int = 0
-    """Answered by an identical request of this run: not sent."""
-    attempts: int = 0
-    retries: int = 0
-    failed: int = 0
-    """Infrastructure failures after retries (NA)."""
-    rejected: int = 0
-    length_cutoffs: int = 0
-    reasoning_only: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_chars: int = 0
-    status_counts: dict[str, int] = Field(default_factory=dict)
 
 
 class LLMStageCost(BaseModel):

@@ -52,7 +52,7 @@ def test_the_cache_is_created_owner_only(tmp_path: Path, umask_022: None):
     path = tmp_path / "new" / "dir" / "responses.sqlite"
     request = canonical_request({"model": "m", "messages": []}, repeat=0, tag="t")
     with ResponseCache(path) as cache:
-        cache.put(request, {"content": "a prompt's answer"})
+        cache.put(request, ChatResponse(content="a prompt's answer"))
         cache.flush()
         files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
         assert all(f.exists() for f in files)
@@ -104,11 +104,14 @@ def test_explain_blames_the_key_component_in_a_full_cache(
     path = tmp_path / "c.sqlite"
     with ResponseCache(path) as cache:
         target = canonical_request(body("memory 0"), repeat=0, tag="reader@1")
-        cache.put(target, {"content": "the entry"})
+        cache.put(target, ChatResponse(content="the entry"))
         cache.flush()
         # 250 newer entries with the same model and tag but other memories
         for i in range(1, 251):
-            cache.put(canonical_request(body(f"memory {i}"), repeat=0, tag="reader@1"), {})
+            cache.put(
+                canonical_request(body(f"memory {i}"), repeat=0, tag="reader@1"),
+                ChatResponse(content=None),
+            )
         cache.flush()
         missed = canonical_request(body("memory 0", **change), repeat=0, tag="reader@1")
         cache.record_miss(missed)
@@ -120,7 +123,7 @@ def test_explain_blames_the_key_component_in_a_full_cache(
 def test_explain_lists_key_components_before_message_text(tmp_path: Path):
     with ResponseCache(tmp_path / "c.sqlite") as cache:
         entry = canonical_request(body("memory A"), repeat=0, tag="reader@1")
-        cache.put(entry, {})
+        cache.put(entry, ChatResponse(content=None))
         cache.flush()
         missed = canonical_request(body("memory B", seed=9), repeat=0, tag="reader@1")
         cache.record_miss(missed)

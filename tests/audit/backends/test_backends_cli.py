@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from audit.backends import ResponseCache
 from audit.backends._cache import canonical_request
 from audit.cli import app
+from compressors import ChatResponse
 from tests._backends_support import LocalModel, local_model
 from tests._fake_openai import FakeOpenAI, Reply, serving_in_thread
 
@@ -89,9 +90,15 @@ def test_backends_check_unreachable_and_unknown(workdir: Path):
     result = runner.invoke(app, ["backends", "check", "nope"])
     assert result.exit_code == 2
     assert "no backend named 'nope'" in result.output
+    (workdir / "audit.toml").write_text(
+        '[backends.gone]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        '[backends.qwen]\nkind = "local"\nmodel_path = "/models/qwen-0.5b.gguf"\n'
+    )
     result = runner.invoke(app, ["backends", "list"])
     assert result.exit_code == 0
-    assert re.search(r"^gone\s+openai\s+reader\+writer", result.output, re.M)
+    assert re.search(r"^gone\s+openai\s+reader\+writer\s+\(the one served\)", result.output, re.M)
+    assert re.search(r"^qwen\s+local\s+reader\+writer\s+qwen-0\.5b\s+@ 127", result.output, re.M)
+    assert re.search(r"^local\s+local\s+reader\+writer\s+SmolLM2-135M", result.output, re.M)
 
 
 def test_backends_list_shows_control_characters_of_audit_toml_as_text(workdir: Path):
@@ -129,7 +136,7 @@ def fill(path: Path) -> list[str]:
             ("reader@1", 3, "n"),
         ):
             request = canonical_request({**body, "seed": seed, "model": model}, repeat=0, tag=tag)
-            cache.put(request, {"content": f"answer {tag} {model}"})
+            cache.put(request, ChatResponse(content=f"answer {tag} {model}"))
             keys.append(request.key)
         missed = canonical_request({**body, "seed": 4}, repeat=0, tag="reader@1")
         cache.record_miss(missed)
@@ -186,3 +193,15 @@ def test_cache_commands_use_the_configured_path(workdir: Path, monkeypatch: pyte
     assert f"no cache at {workdir / 'env.sqlite'}" in result.output
     fill(workdir / "env.sqlite")
     assert "3 entries" in runner.invoke(app, ["cache", "stats"]).output
+
+
+def test_the_tiny_model_note_follows_the_model_not_the_backend_name():
+    from audit.backends import SMOLLM2
+    from audit.cli._console import llm_stage_line
+
+    stage = {"sample": 1, "repeats": 1, "reader": "local", "reader_model": SMOLLM2.model_id}
+    assert "The embedded model is tiny" in llm_stage_line(stage)
+    bigger = {**stage, "reader_model": "qwen-7b"}  # the local backend serving another GGUF
+    assert "tiny" not in llm_stage_line(bigger)
+    elsewhere = {**stage, "reader": "cpu", "reader_model": SMOLLM2.model_id}
+    assert "The embedded model is tiny" in llm_stage_line(elsewhere)

@@ -28,6 +28,7 @@ from audit.backends import (
     open_backend,
 )
 from audit.backends._cache import canonical_request
+from audit.counters import ClientCounters
 from compressors import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from tests._backends_support import LocalModel, local_model, run
 from tests._fake_openai import FakeOpenAI, Reply
@@ -144,18 +145,18 @@ def test_cache_hit_sends_nothing_and_survives_a_restart(local_model: LocalModel,
     path = tmp_path / "cache.sqlite"
     request = ask("Spell cat.")
 
-    async def first_run() -> tuple[ChatResponse, ChatResponse, dict[str, Any]]:
+    async def first_run() -> tuple[ChatResponse, ChatResponse, ClientCounters]:
         with ResponseCache(path) as cache:
             async with real_client(local_model, cache) as client:
                 sent = await client.chat(request)
                 again = await client.chat(request)
-                return sent, again, client.stats.as_dict()
+                return sent, again, client.stats
 
-    async def resumed_run() -> tuple[ChatResponse, dict[str, Any]]:
+    async def resumed_run() -> tuple[ChatResponse, ClientCounters]:
         with ResponseCache(path) as cache:  # a new process would do exactly this
             async with real_client(local_model, cache) as client:
                 answer = await client.chat(request)
-                return answer, client.stats.as_dict()
+                return answer, client.stats
 
     sent, again, stats = run(first_run())
     assert not sent.cached
@@ -163,23 +164,23 @@ def test_cache_hit_sends_nothing_and_survives_a_restart(local_model: LocalModel,
     assert again.cached
     assert again.content == sent.content
     assert again.attempts == 0
-    assert (stats["sent"], stats["attempts"], stats["cache_hits"]) == (1, 1, 1)
+    assert (stats.sent, stats.attempts, stats.cache_hits) == (1, 1, 1)
     resumed, stats = run(resumed_run())
     assert resumed.cached
     assert resumed.content == sent.content
-    assert (stats["sent"], stats["attempts"], stats["cache_hits"]) == (0, 0, 1)
+    assert (stats.sent, stats.attempts, stats.cache_hits) == (0, 0, 1)
 
 
 def test_concurrent_identical_requests_are_sent_once(local_model: LocalModel):
-    async def scenario() -> tuple[list[ChatResponse], dict[str, Any]]:
+    async def scenario() -> tuple[list[ChatResponse], ClientCounters]:
         async with real_client(local_model) as client:
             answers = await asyncio.gather(*(client.chat(ask("Say yes.")) for _ in range(4)))
-            return list(answers), client.stats.as_dict()
+            return list(answers), client.stats
 
     answers, stats = run(scenario())
-    assert stats["sent"] == 1
-    assert stats["deduplicated"] == 3
-    assert stats["saved"] == 3
+    assert stats.sent == 1
+    assert stats.deduplicated == 3
+    assert stats.saved == 3
     assert len({a.content for a in answers}) == 1
     assert sorted(a.deduplicated for a in answers) == [False, True, True, True]
 
@@ -218,7 +219,6 @@ def test_body_sends_every_sampling_parameter_and_maps_thinking():
         thinking_off_kwargs={"thinking": False},
     )
     client = BackendClient("b", backend, base_urls=backend.base_url, model="m")
-    client._base = client._sampling()
     body = client.request_body(ask("q", json_schema=SCHEMA, thinking=True, repeat=2))
     for name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens"):
         assert name in body
@@ -238,7 +238,6 @@ def test_body_sends_every_sampling_parameter_and_maps_thinking():
         base_urls=["http://x/v1"],
         model="m",
     )
-    strict._base = strict._sampling()
     plain = strict.request_body(ask("q", thinking=True))
     assert "chat_template_kwargs" not in plain
     assert "top_k" not in plain
@@ -250,8 +249,6 @@ def test_extra_body_is_sent_and_keyed_but_cannot_replace_a_client_field():
     plain = BackendConfig(base_url="http://x/v1")
     extra = plain.model_copy(update={"extra_body": {"cache_prompt": False}})
     clients = [BackendClient("b", b, base_urls=["http://x/v1"], model="m") for b in (plain, extra)]
-    for client in clients:
-        client._base = client._sampling()
     bodies = [client.request_body(ask("q")) for client in clients]
     assert "cache_prompt" not in bodies[0]
     assert bodies[1]["cache_prompt"] is False
@@ -269,7 +266,6 @@ def test_message_order_is_kept_in_the_body_and_the_key():
     client = BackendClient(
         "b", BackendConfig(base_url="http://x/v1"), base_urls=["http://x/v1"], model="m"
     )
-    client._base = client._sampling()
     one = ask("query")
     two = ChatRequest(messages=[ChatMessage("system", "rules"), ChatMessage("user", "memory")])
     three = ChatRequest(messages=[ChatMessage("user", "memory"), ChatMessage("system", "rules")])
@@ -546,7 +542,9 @@ def test_a_cache_sees_what_another_process_wrote(tmp_path: Path):
     )
     with ResponseCache(path, flush_s=0.0) as reader, ResponseCache(path) as writer:
         assert reader.get(request.key) is None
-        writer.put(request, {"content": "from the other process"})
+        writer.put(request, ChatResponse(content="from the other process"))
         writer.flush()
-        assert reader.get(request.key) == {"content": "from the other process"}
+        assert reader.get(request.key) == ChatResponse(
+            content="from the other process", cached=True
+        )
         assert reader.stats().entries == 1

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from audit.backends import (
+    SMOLLM2,
     BackendConfig,
     BackendConfigError,
     RoleNotConfiguredError,
@@ -215,3 +216,26 @@ def test_defaults_need_no_file(workdir: Path):
     config = load_config()
     assert set(config.backends) == {LOCAL}
     assert config.resolved_cache_path().name == "responses.sqlite"
+
+
+def test_a_backend_answers_what_the_code_would_otherwise_ask_its_kind():
+    """The embedded backend's differences are attributes of the backend, not ``kind``
+    tests spread over the code: its declared model, the mode a run records, the body
+    fields its requests carry, where it answers."""
+    local = BackendConfig(kind="local")
+    gguf = BackendConfig(kind="local", model_path=Path("/m/qwen-0.5b.gguf"), mode="throughput")
+    served = BackendConfig(base_url="http://x/v1", extra_body={"cache_prompt": False})
+    assert (local.embedded, gguf.embedded, served.embedded) == (True, True, False)
+    assert (local.declared_model, gguf.declared_model) == (SMOLLM2.model_id, "qwen-0.5b")
+    assert served.declared_model is None
+    assert served.model_copy(update={"model": "m"}).declared_model == "m"
+    assert (local.run_mode, gguf.run_mode, served.run_mode) == (
+        "reproducible",
+        "throughput",
+        "server",
+    )
+    # llama.cpp's prompt cache off in reproducible mode only; a server's own extra_body kept
+    assert (local.body_fields, gguf.body_fields) == ({"cache_prompt": False}, {})
+    assert served.body_fields == {"cache_prompt": False}
+    assert served.where == "http://x/v1"
+    assert "in-process" in local.where
