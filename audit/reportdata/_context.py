@@ -27,6 +27,7 @@ from audit.scoring import (
     WriterCheck,
     floor_findings,
     reader_checks,
+    shortcut_gaps,
     unreadable,
     verdicts,
     wilson_arrays,
@@ -158,6 +159,12 @@ class ReportContext:
         """The floor check (``scoring._probes``), run once for the floor box and the
         verdicts."""
         return floor_findings(self.scores, self.unreadable)
+
+    @cached_property
+    def shortcut_gaps(self) -> list[dict[str, Any]]:
+        """Every system's gaps under each transform (``scoring.shortcut_gaps``, all
+        families), computed once for the summary's findings and the transforms section."""
+        return shortcut_gaps(self.scores, resamples=self.options.resamples, seed=self.options.seed)
 
     @cached_property
     def verdicts(self) -> list[Verdict]:

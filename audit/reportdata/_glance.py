@@ -28,7 +28,6 @@ from audit.scoring import (
     floor_message,
     selection_text,
     selection_warnings,
-    shortcut_gaps,
     spelling_text,
     verdict_rows,
 )
@@ -102,7 +101,7 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
         label = ctx.label
         parts = spelling_text(spelled, lambda f: Strong(label((f.reader, f.condition, f.budget))))
         findings.append([Flag("Spelling dependence: "), *parts])
-    for gap in shortcut_gaps(ctx.scores, resamples=ctx.options.resamples, seed=ctx.options.seed):
+    for gap in ctx.shortcut_gaps:
         value, p = gap["reveal_gap_blocks"], gap.get("reveal_gap_p")
         system: System = (gap["reader"], gap["condition"], gap["budget"])
         if value is None or value < GAP_SHOWN or p is None or p >= 0.05:
