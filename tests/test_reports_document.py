@@ -865,6 +865,41 @@ def test_the_index_gives_each_systems_outcome() -> None:
     assert {"fail", "NA", "pass"} <= {o for row in outcomes for o in row}
 
 
+def test_a_memory_is_printed_once_per_pair_and_linked_where_it_repeats() -> None:
+    """A cell holding one memory (one sha256) in its six places: the page prints it once,
+    at an anchor, and links the other five to it; another cell's memory is its own."""
+    drill = _small_drill(1)
+    pair = drill.pairs[0]
+    cells = [
+        dict(cell, memories={v: {b: {"lines": [{"text": f"kept in cell {i}", "mark": False}],
+                                     "bytes": 14, "sha": f"sha-{i}"}
+                                 for b in ("current", "reveal", "override")} for v in "AB"})
+        for i, cell in enumerate(pair["cells"])
+    ]  # fmt: skip
+    assert len(cells) > 1
+    doc = Document(
+        "t", Facts([]), sections=[Section("d", "d", [DrillDown([dict(pair, cells=cells)])])]
+    )
+    page = _html.render_pages(doc)["pairs-001.html"]
+    anchors = re.findall(r'<pre class="log" id="(pair-1-m\d+)">', page)
+    links = re.findall(r'<a href="#(pair-1-m\d+)">', page)
+    assert len(anchors) == len(set(anchors)) == len(cells)
+    assert sorted(links) == sorted(a for a in anchors for _ in range(5))
+    for i in range(len(cells)):
+        assert page.count(f"kept in cell {i}<") == 1
+    unhashed = [
+        dict(cell, memories={v: {"current": dict(m["current"], sha=None)}
+                             for v, m in cell["memories"].items()})
+        for cell in cells[:1]
+    ]  # fmt: skip
+    doc = Document(
+        "t", Facts([]), sections=[Section("d", "d", [DrillDown([dict(pair, cells=unhashed)])])]
+    )
+    page = _html.render_pages(doc)["pairs-001.html"]
+    assert page.count("kept in cell 0<") == 2  # no sha256, nothing to match: both shown
+    assert "The same memory as" not in page
+
+
 # ----------------------------------------------------------------------- charts
 
 
