@@ -10,7 +10,7 @@ does not.
 Safety rules (model output is untrusted):
 
 * autoescape is on for every template; the only values marked safe are the SVG
-  charts, which matplotlib writes from numbers and texts it escapes, and the
+  charts, which ``_charts`` writes from numbers and texts it escapes, and the
   drill-down's record logs and memories, escaped here once per text (``_log``: ``&``,
   ``<`` and ``>``, all that can end element text; they are never put in an attribute);
 * every printed string passes ``finalize`` -> ``visible``: control and invisible
