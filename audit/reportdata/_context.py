@@ -27,6 +27,7 @@ from audit.scoring import (
     WriterCheck,
     floor_findings,
     reader_checks,
+    selection_warnings,
     shortcut_gaps,
     unreadable,
     verdicts,
@@ -165,6 +166,13 @@ class ReportContext:
         """Every system's gaps under each transform (``scoring.shortcut_gaps``, all
         families), computed once for the summary's findings and the transforms section."""
         return shortcut_gaps(self.scores, resamples=self.options.resamples, seed=self.options.seed)
+
+    @cached_property
+    def selection_warnings(self) -> list[dict[str, Any]]:
+        """Where current accuracy would pick another condition than reveal accuracy
+        (``scoring.selection_warnings``), for the headline's ranks, the summary and
+        ranking.csv; read, never changed."""
+        return selection_warnings(self.scores, self.unreadable)
 
     @cached_property
     def verdicts(self) -> list[Verdict]:

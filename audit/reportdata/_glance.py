@@ -27,7 +27,6 @@ from audit.scoring import (
     equivariance_alerts,
     floor_message,
     selection_text,
-    selection_warnings,
     spelling_text,
     verdict_rows,
 )
@@ -126,7 +125,7 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
 
 def _selection_alerts(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = []
-    for warning in selection_warnings(ctx.scores, ctx.unreadable):
+    for warning in ctx.selection_warnings:
         if not warning["warn"]:
             continue
 
@@ -312,7 +311,7 @@ def _at(values: Any, index: int) -> float:
 def _ranking_table(ctx: ReportContext) -> Table:
     """Every inversion of current and reveal accuracy, for ranking.csv."""
     rows = []
-    for warning in selection_warnings(ctx.scores, ctx.unreadable):
+    for warning in ctx.selection_warnings:
         for inversion in warning["inversions"] or [{}]:
             rows.append(
                 {
