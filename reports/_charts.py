@@ -1,47 +1,39 @@
-"""Charts as inline SVG (matplotlib, Agg backend): one drawing per ``Chart`` kind.
+"""Charts as inline SVG, written from the numbers: one drawing per ``Chart`` kind.
 
-Layout is measured, not guessed: facets are stacked top to bottom, each panel's
-ticks, title and labels are measured with the renderer before the panels are
-placed, so no text of one panel can overlap the next; titles wrap to their panel's
-width; the legend goes below the last panel with as many columns as fit, and every
-legend names every series (proxy handles, one per declared series).  The figure's
-size follows its content (rows, label widths), and ``bbox_inches="tight"`` keeps
-every label inside the SVG.  No constrained layout: it warns when space is short.
+No plotting library: a chart is a few dozen rectangles, paths and texts, and drawing
+them with matplotlib cost more than a second of every report (its import, and two
+layout passes and a tight bounding box per chart).
 
-Text stays text in the SVG (``svg.fonttype = none``); mathtext is off (a ``$`` in a
-condition name is a dollar sign); every string passes ``visible`` and labels are
-cut to ``LABEL_MAX`` characters.  Ids carry a salt from the chart id and a hash of
-the drawing, and the output carries no date, so the same data give the same bytes.
-Colours are the Okabe-Ito palette (colour-blind safe); every series also differs
-in marker, line style or hatch, so a grey-scale print stays readable.
+Layout is measured, not guessed: a text's width is the sum of its characters'
+advance widths in DejaVu Sans, the font the SVG asks for (``_ADVANCE``; a character
+outside ASCII counts as wide), and its height the font's ascent and descent.  Facets
+are stacked top to bottom, aligned on the left; each panel's title is wrapped to its
+width and its labels are measured before the panels are placed, so no text of one
+panel can overlap the next.  The legend goes below the last panel with as many
+columns as fit, and names every series declared (one entry per series, drawn or not).
+The SVG is as large as what it holds plus a margin, so every label is inside it.
+
+Text stays text in the SVG; every string passes ``visible`` and is escaped, and labels
+are cut to ``LABEL_MAX`` characters.  Ids (hatch tiles, the legend group) carry a hash
+of the chart id and of the drawing, and the output carries no date, so the same data
+give the same bytes and several charts share a page.  Colours are the Okabe-Ito palette
+(colour-blind safe); every series also differs in marker, line style or hatch, so a
+grey-scale print stays readable; rates in a heatmap are coloured on cividis.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
+import html
 import itertools
 import math
-import re
-import textwrap
+import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
-
-import matplotlib
-
-matplotlib.use("Agg")
 
 import numpy as np
 import pandas as pd
-from matplotlib.artist import Artist
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
-from matplotlib.legend import Legend
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 
 from reports import _format
 from reports._document import Chart
@@ -50,42 +42,66 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "<", ">", "h", "p")
 LINESTYLES: tuple[Literal["-", "--", ":", "-."], ...] = ("-", "--", ":", "-.")
 HATCHES = ("", "//", "\\\\", "xx", "||", "--", "++", "/-")
-"""Straight lines only: a dotted or circled hatch tile is hundreds of Bezier circles
-(``oo`` 140 KB, ``..`` 70 KB of SVG each), which made two charts 600 KB of a report."""
+"""Straight lines only, one small tile each (defined once per chart): a dotted or
+circled tile is many curves a bar."""
 
 FONT = 9.0
-"""Points; the SVG is shown at its natural size, so this is the size on screen."""
+"""Points (12 CSS px); the SVG is shown at its natural size, so this is the size on screen."""
 LABEL_MAX = 90
 """Characters of a tick or legend label; longer ones are cut (``...``)."""
-WIDTH = 10.0
-"""Inches a chart aims at (960 px): whole in a 1280 px window."""
-AXES_MIN, AXES_MAX = 3.5, 6.5
-GAP = 0.22
-"""Inches between one panel's lowest text and the next panel's title."""
 RATE_AXIS = "share passing (95 % interval)"
 
-_RC: dict[str, Any] = {
-    "svg.fonttype": "none",
-    "text.parse_math": False,
-    "text.usetex": False,
-    "font.family": "sans-serif",
-    "font.sans-serif": ["DejaVu Sans"],
-    "font.size": FONT,
-    "axes.titlesize": FONT + 1,
-    "axes.labelsize": FONT,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.color": "#dddddd",
-    "grid.linewidth": 0.6,
-    "legend.frameon": False,
-    "legend.fontsize": FONT,
-    "hatch.linewidth": 0.6,
-    "figure.dpi": 72,
-    "savefig.dpi": 72,
+PT = 4 / 3
+"""CSS pixels per point: the drawing's unit is the pixel."""
+INCH = 96.0
+SIZE = FONT * PT
+TITLE_SIZE = (FONT + 1) * PT
+WIDTH = 10.0 * INCH
+"""Pixels a chart aims at: whole in a 1280 px window."""
+AXES_MIN, AXES_MAX = 3.5 * INCH, 6.5 * INCH
+GAP = 0.22 * INCH
+"""Between one panel's lowest text and the next panel's title."""
+MARGIN = 0.08 * INCH
+TICK = 3.5 * PT
+"""A tick's length, and the room between a tick and its label."""
+ASCENT, DESCENT = 1901 / 2048, 483 / 2048
+"""DejaVu Sans, in ems: a text's box spans ascent above its baseline, descent below."""
+_ADVANCE = (
+    651, 821, 942, 1716, 1303, 1946, 1597, 563, 799, 799, 1024, 1716, 651, 739, 651, 690,
+    1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303, 690, 690, 1716, 1716, 1716,
+    1087, 2048, 1401, 1405, 1430, 1577, 1294, 1178, 1587, 1540, 604, 604, 1343, 1141, 1767,
+    1532, 1612, 1235, 1612, 1423, 1300, 1251, 1499, 1401, 2025, 1403, 1251, 1403, 799, 690,
+    799, 1716, 1024, 1024, 1255, 1300, 1126, 1300, 1260, 721, 1300, 1298, 569, 569, 1186,
+    569, 1995, 1298, 1253, 1300, 1300, 842, 1067, 803, 1298, 1212, 1675, 1212, 1212, 1075,
+    1303, 690, 1303, 1716,
+)  # fmt: skip
+"""Advance widths of DejaVu Sans (1/2048 em) of the characters 32 to 126."""
+_OTHER_ADVANCE = 1700
+"""Any other character: wider than all but a few of DejaVu Sans' (a wide East Asian
+one is a whole em)."""
+SPARE = 1.06
+"""Room for a renderer that rounds each advance to a pixel (matplotlib measures these
+texts 4 to 7 % wider) or lacks the font."""
+_CIVIDIS = (
+    "#00224e", "#00285b", "#002e6a", "#053371", "#1a386f", "#273e6e", "#32436d", "#3b496c",
+    "#434e6c", "#4b546c", "#535a6d", "#5a5f6e", "#61656f", "#686a71", "#6f7073", "#767676",
+    "#7d7c78", "#848279", "#8c8878", "#938e78", "#9b9476", "#a39a74", "#aba072", "#b4a76f",
+    "#bcae6c", "#c4b468", "#cdbb63", "#d5c25e", "#dec958", "#e7d150", "#f0d846", "#f9e03a",
+    "#fee838",
+)  # fmt: skip
+"""The cividis colour map at 0, 1/32, ..., 1 (linear between them)."""
+_HATCH_PATHS = {
+    "//": "M-1 1L1-1M0 6L6 0M5 7L7 5",
+    "\\\\": "M-1 5L1 7M0 0L6 6M5-1L7 1",
+    "xx": "M-1 1L1-1M0 6L6 0M5 7L7 5M-1 5L1 7M0 0L6 6M5-1L7 1",
+    "||": "M3 0V6",
+    "--": "M0 3H6",
+    "++": "M3 0V6M0 3H6",
+    "/-": "M-1 1L1-1M0 6L6 0M5 7L7 5M0 3H6",
 }
-
-_FONT = FontProperties(family="sans-serif", size=FONT)
+"""Each hatch as the path of a 6 px tile."""
+_DASHES = {"-": None, "--": (3.7, 1.6), ":": (1.0, 1.65), "-.": (6.4, 1.6, 1.0, 1.6)}
+"""Dash patterns in line widths."""
 
 
 def _label(value: object) -> str:
@@ -97,128 +113,492 @@ def _order(values: Sequence[Any] | pd.Series) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
-def _text_width(renderer: Any, text: str) -> float:
-    """Points (the figure is 72 dpi) a one-line text takes at ``FONT``."""
-    if not text:
-        return 0.0
-    width, _, _ = renderer.get_text_width_height_descent(text, _FONT, ismath=False)
-    return float(width)
+def text_width(text: str, size: float = SIZE) -> float:
+    """Pixels a one-line text takes at ``size`` px, with ``SPARE`` to spare."""
+    total = 0
+    for char in text:
+        code = ord(char)
+        if 32 <= code < 127:
+            total += _ADVANCE[code - 32]
+        elif unicodedata.combining(char):
+            continue
+        elif unicodedata.east_asian_width(char) in ("W", "F"):
+            total += 2048
+        else:
+            total += _OTHER_ADVANCE
+    return total / 2048 * size * SPARE
 
 
-def _wrap(renderer: Any, text: str, width_pt: float) -> str:
-    """Lines of ``text`` no wider than ``width_pt`` (broken at spaces, or anywhere)."""
-    if _text_width(renderer, text) * 1.12 <= width_pt:
-        return text
-    chars = max(12, int(len(text) * width_pt / (_text_width(renderer, text) * 1.12)))
-    return "\n".join(textwrap.wrap(text, chars, break_long_words=True, break_on_hyphens=False))
+def _wrap(text: str, width: float, size: float) -> list[str]:
+    """Lines of ``text`` no wider than ``width`` px, broken at spaces (a word wider than
+    a line on lines of its own, broken anywhere)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        candidate = f"{line} {word}" if line else word
+        if text_width(candidate, size) <= width:
+            line = candidate
+            continue
+        if line:
+            lines.append(line)
+            line = ""
+        while text_width(word, size) > width and len(word) > 1:
+            cut = len(word) - 1
+            while cut > 1 and text_width(word[:cut], size) > width:
+                cut -= 1
+            lines.append(word[:cut])
+            word = word[cut:]
+        line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
 
 
-class _Stack:
-    """Panels (facets) stacked top to bottom, aligned on the left, sized in inches.
+def _number(value: float) -> str:
+    return f"{value:.6g}"
 
-    ``panel`` adds an axes whose plotting area is ``height`` inches tall; ``finish``
-    measures the text around each axes and places them so that none of it overlaps,
-    then adds the legend below (as many columns as fit the width).  Text sizes are in
-    points, so they are measured once on a provisional canvas and the figure is then
-    given its final size.
-    """
 
-    def __init__(self, axes_width: float | None = None) -> None:
-        self.figure = Figure(figsize=(30, 30), dpi=72)
-        canvas: Any = FigureCanvasAgg(self.figure)  # untyped in matplotlib's stubs
-        self.renderer: Any = canvas.get_renderer()
-        self.axes_width = axes_width
-        self.panels: list[tuple[Axes, float, str]] = []
+def _minus(text: str) -> str:
+    """A negative tick label with a typographic minus."""
+    return "\u2212" + text[1:] if text.startswith("-") else text
 
-    def panel(self, title: str, height: float) -> Axes:
-        ax = self.figure.add_axes((0.3, 0.3, 0.2, 0.2))
-        self.panels.append((ax, height, _label(title) if title else ""))
-        return ax
 
-    def _extents(self, ax: Axes, width: float, height: float) -> tuple[float, ...]:
-        """Inches of text beyond the axes box when it is ``width`` x ``height`` inches:
-        left, right, above, below (measured on the provisional 30-inch canvas)."""
-        ax.set_position((10 / 30, 10 / 30, width / 30, height / 30))
-        box = ax.get_tightbbox(self.renderer)
-        inner = ax.get_window_extent(self.renderer)
-        if box is None:
-            return 0.0, 0.0, 0.0, 0.0
-        return (
-            max(0.0, inner.x0 - box.x0) / 72,
-            max(0.0, box.x1 - inner.x1) / 72,
-            max(0.0, box.y1 - inner.y1) / 72,
-            max(0.0, inner.y0 - box.y0) / 72,
-        )
+def _colour(value: float) -> str:
+    """A rate in [0, 1] on cividis."""
+    position = max(0.0, min(1.0, value)) * (len(_CIVIDIS) - 1)
+    low = min(int(position), len(_CIVIDIS) - 2)
+    share = position - low
+    a, b = _CIVIDIS[low], _CIVIDIS[low + 1]
+    rgb = [
+        round(int(a[i : i + 2], 16) * (1 - share) + int(b[i : i + 2], 16) * share)
+        for i in (1, 3, 5)
+    ]
+    return "#" + "".join(f"{c:02x}" for c in rgb)
 
-    def finish(
+
+# ------------------------------------------------------------------------ drawing
+
+
+@dataclass
+class Plotted:
+    """One series as drawn: its name, style and points (pixels, NaN where none)."""
+
+    name: str
+    style: tuple[str, str, str]
+    """(marker, colour, line style)."""
+    points: list[tuple[float, float]]
+
+
+@dataclass
+class PanelBox:
+    """A panel (facet) as placed: its title lines and its plotting area in pixels."""
+
+    title: list[str]
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+@dataclass
+class Drawing:
+    """A chart as SVG elements, with what was drawn for checks (panels, series)."""
+
+    items: list[str] = field(default_factory=list)
+    hatches: list[str] = field(default_factory=list)
+    panels: list[PanelBox] = field(default_factory=list)
+    series: list[Plotted] = field(default_factory=list)
+    box: list[float] = field(default_factory=lambda: [math.inf, math.inf, -math.inf, -math.inf])
+
+    def _extend(self, x0: float, y0: float, x1: float, y1: float) -> None:
+        box = self.box
+        box[0], box[1] = min(box[0], x0), min(box[1], y0)
+        box[2], box[3] = max(box[2], x1), max(box[3], y1)
+
+    def text(
         self,
-        legend: Sequence[Artist] = (),
-        side: Callable[[Axes], None] | None = None,
-    ) -> Figure:
-        """Place the panels and the legend; ``side(ax)`` may add a colour bar right of
-        the first panel (called once the panels are placed)."""
-        left = max(self._extents(ax, AXES_MAX, h)[0] for ax, h, _ in self.panels)
-        width = self.axes_width or min(AXES_MAX, max(AXES_MIN, WIDTH - left - 0.3))
-        for ax, _, title in self.panels:
-            if title:
-                ax.set_title(_wrap(self.renderer, title, width * 72), loc="left")
-        tops: list[float] = []
-        top, right = 0.0, 0.0
-        for ax, height, _ in self.panels:
-            _, beyond, above, below = self._extents(ax, width, height)
-            tops.append(top + above)
-            top += above + height + below + GAP
-            right = max(right, beyond)
-        box = self._legend(legend, left + width + right) if legend else None
-        legend_height = 0.0 if box is None else box.get_window_extent(self.renderer).height / 72
-        size = (left + width + right + (1.2 if side else 0.0), top + legend_height)
-        self.figure.set_size_inches(size)
-        for (ax, height, _), at in zip(self.panels, tops, strict=True):
-            ax.set_position(
-                (left / size[0], 1 - (at + height) / size[1], width / size[0], height / size[1])
+        x: float,
+        y: float,
+        text: str,
+        *,
+        size: float = SIZE,
+        anchor: Literal["start", "middle", "end"] = "start",
+        align: Literal["center", "top", "bottom"] = "center",
+        vertical: bool = False,
+        color: str | None = None,
+    ) -> None:
+        """A text; ``(x, y)``: where ``anchor`` of it is, and ``align`` of its box (the
+        box of a ``vertical`` text, which reads upwards, is centred on ``x``)."""
+        text = _format.visible(text)
+        if not text:
+            return
+        width = text_width(text, size)
+        shift = {"start": 0.0, "middle": width / 2, "end": width}[anchor]
+        fill = f' fill="{color}"' if color else ""
+        size_attr = "" if size == SIZE else f' font-size="{_number(size)}"'
+        anchor_attr = "" if anchor == "start" else f' text-anchor="{anchor}"'
+        body = html.escape(text, quote=False)
+        if vertical:
+            base = x + (ASCENT - DESCENT) / 2 * size
+            self._extend(base - ASCENT * size, y - width + shift, base + DESCENT * size, y + shift)
+            self.items.append(
+                f'<text x="{_number(base)}" y="{_number(y)}" transform="rotate(-90 '
+                f'{_number(base)} {_number(y)})"{anchor_attr}{size_attr}{fill}>{body}</text>'
             )
-        if box is not None:
-            box.set_bbox_to_anchor((0.0, 1 - top / size[1]), transform=self.figure.transFigure)
-        if side is not None:
-            side(self.panels[0][0])
-        return self.figure
-
-    def _legend(self, handles: Sequence[Artist], width: float) -> Legend:
-        labels = [str(h.get_label()) for h in handles]
-        entry = max(_text_width(self.renderer, t) for t in labels) + 4.8 * FONT
-        columns = max(1, min(len(labels), int(width * 72 // entry)))
-        box = self.figure.legend(
-            list(handles),
-            labels,
-            loc="upper left",
-            ncols=columns,
-            alignment="left",
-            borderaxespad=0.0,
+            return
+        base = {
+            "center": y + (ASCENT - DESCENT) / 2 * size,
+            "top": y + ASCENT * size,
+            "bottom": y - DESCENT * size,
+        }[align]
+        self._extend(x - shift, base - ASCENT * size, x - shift + width, base + DESCENT * size)
+        self.items.append(
+            f'<text x="{_number(x)}" y="{_number(base)}"{anchor_attr}{size_attr}{fill}>'
+            f"{body}</text>"
         )
-        box.set_gid("legend")
-        return box
+
+    def path(
+        self,
+        points: Sequence[tuple[float, float]],
+        color: str,
+        width: float,
+        dash: Sequence[float] | None = None,
+    ) -> None:
+        """An open line through ``points``."""
+        if len(points) < 2:
+            return
+        d = "M" + "L".join(f"{_number(x)} {_number(y)}" for x, y in points)
+        dashes = f' stroke-dasharray="{",".join(_number(v * width) for v in dash)}"' if dash else ""
+        self.items.append(
+            f'<path d="{d}" fill="none" stroke="{color}" stroke-width="{_number(width)}"{dashes}/>'
+        )
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        self._extend(min(xs), min(ys), max(xs), max(ys))
+
+    def rect(
+        self,
+        x: float,
+        y: float,
+        w: float,
+        h: float,
+        fill: str,
+        edge: str | None = None,
+        edge_width: float = 0.4 * PT,
+        hatch: str = "",
+    ) -> None:
+        if w <= 0 or h <= 0:
+            return
+        stroke = f' stroke="{edge}" stroke-width="{_number(edge_width)}"' if edge else ""
+        where = f'x="{_number(x)}" y="{_number(y)}" width="{_number(w)}" height="{_number(h)}"'
+        self.items.append(f'<rect {where} fill="{fill}"{stroke}/>')
+        if hatch:
+            if hatch not in self.hatches:
+                self.hatches.append(hatch)
+            self.items.append(f'<rect {where} fill="url(#@@h{self.hatches.index(hatch)})"/>')
+        self._extend(x, y, x + w, y + h)
+
+    def marker(self, kind: str, x: float, y: float, color: str, face: str, size: float) -> None:
+        """A marker of ``size`` px across, edged in ``color``, filled with ``face``."""
+        r = size / 2
+        if kind == "o":
+            d = (
+                f"M{_number(x - r)} {_number(y)}a{_number(r)} {_number(r)} 0 1 0 {_number(2 * r)} "
+                f"0a{_number(r)} {_number(r)} 0 1 0 {_number(-2 * r)} 0z"
+            )
+        else:
+            d = (
+                "M"
+                + "L".join(
+                    f"{_number(x + px * r)} {_number(y + py * r)}" for px, py in _SHAPES[kind]
+                )
+                + "z"
+            )
+        self.items.append(
+            f'<path d="{d}" fill="{face}" stroke="{color}" stroke-width="{_number(PT)}"/>'
+        )
+        self._extend(x - r, y - r, x + r, y + r)
+
+    def error(
+        self, x0: float, y0: float, x1: float, y1: float, color: str, width: float, cap: float
+    ) -> None:
+        """An error bar from (x0, y0) to (x1, y1) (horizontal or vertical), capped."""
+        if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+            return
+        horizontal = y0 == y1
+        d = f"M{_number(x0)} {_number(y0)}L{_number(x1)} {_number(y1)}"
+        for x, y in ((x0, y0), (x1, y1)):
+            if horizontal:
+                d += f"M{_number(x)} {_number(y - cap)}V{_number(y + cap)}"
+            else:
+                d += f"M{_number(x - cap)} {_number(y)}H{_number(x + cap)}"
+        self.items.append(
+            f'<path d="{d}" fill="none" stroke="{color}" stroke-width="{_number(width)}"/>'
+        )
+        self._extend(min(x0, x1) - cap, min(y0, y1) - cap, max(x0, x1) + cap, max(y0, y1) + cap)
 
 
-def _proxy_marker(i: int, name: str, filled: bool = True) -> Line2D:
-    return Line2D(
-        [],
-        [],
-        linestyle="none",
-        marker=MARKERS[i % len(MARKERS)],
-        color=PALETTE[i % len(PALETTE)],
-        markerfacecolor=PALETTE[i % len(PALETTE)] if filled else "white",
-        label=_label(name),
-    )
+def _polygon(corners: int, start: float, inner: float | None = None) -> list[tuple[float, float]]:
+    """A regular polygon (a star with ``inner`` radius), radius 1, first corner at ``start``
+    degrees (0: up)."""
+    points = []
+    steps = corners * 2 if inner else corners
+    for i in range(steps):
+        angle = math.radians(start + 360 * i / steps)
+        radius = inner if inner and i % 2 else 1.0
+        points.append((radius * math.sin(angle), -radius * math.cos(angle)))
+    return points
 
 
-def _proxy_patch(i: int, name: str) -> Patch:
-    return Patch(
-        facecolor=PALETTE[i % len(PALETTE)],
-        hatch=HATCHES[i % len(HATCHES)],
-        edgecolor="black",
-        linewidth=0.4,
-        label=_label(name),
-    )
+_SHAPES: dict[str, list[tuple[float, float]]] = {
+    "s": [(-0.8, -0.8), (0.8, -0.8), (0.8, 0.8), (-0.8, 0.8)],
+    "D": [(0, -1), (0.8, 0), (0, 1), (-0.8, 0)],
+    "^": _polygon(3, 0),
+    "v": _polygon(3, 180),
+    "<": _polygon(3, 270),
+    ">": _polygon(3, 90),
+    "P": [(-0.33, -1), (0.33, -1), (0.33, -0.33), (1, -0.33), (1, 0.33), (0.33, 0.33),
+          (0.33, 1), (-0.33, 1), (-0.33, 0.33), (-1, 0.33), (-1, -0.33), (-0.33, -0.33)],
+    "X": [(r * x - s * y, s * x + r * y) for x, y in
+          [(-0.33, -1), (0.33, -1), (0.33, -0.33), (1, -0.33), (1, 0.33), (0.33, 0.33),
+           (0.33, 1), (-0.33, 1), (-0.33, 0.33), (-1, 0.33), (-1, -0.33), (-0.33, -0.33)]
+          for r, s in [(math.cos(math.pi / 4), math.sin(math.pi / 4))]],
+    "*": _polygon(5, 0, 0.4),
+    "h": _polygon(6, 0),
+    "p": _polygon(5, 0),
+}  # fmt: skip
+
+
+# ------------------------------------------------------------------------ panels
+
+
+@dataclass
+class _Scale:
+    """Data to pixels along one axis: ``low`` maps to ``start``, ``high`` to ``end``."""
+
+    low: float
+    high: float
+    log: bool = False
+    start: float = 0.0
+    end: float = 1.0
+
+    def __call__(self, value: float) -> float:
+        v = math.log2(value) if self.log else value
+        low, high = (
+            (math.log2(self.low), math.log2(self.high)) if self.log else (self.low, self.high)
+        )
+        return self.start + (v - low) / (high - low) * (self.end - self.start)
+
+
+Plot = Callable[[Drawing, _Scale, _Scale], None]
+
+
+@dataclass
+class _Panel:
+    """One facet: its plotting area's height, axes, grid and what it draws."""
+
+    title: str
+    height: float
+    x: _Scale
+    x_ticks: list[tuple[float, str]]
+    plot: Plot
+    rows: list[str] | None = None
+    """Categorical rows, top to bottom (a y axis of labels); else a numeric y axis."""
+    y: _Scale | None = None
+    y_ticks: list[tuple[float, str]] = field(default_factory=list)
+    y_title: str = ""
+    x_tick_marks: bool = True
+    x_labels: bool = True
+    x_vertical: bool = False
+    grid_x: bool = True
+    grid_y: bool = False
+    background: str | None = None
+
+
+@dataclass
+class _Entry:
+    """A legend entry: its name and how its handle is drawn."""
+
+    name: str
+    kind: Literal["marker", "patch", "line"]
+    color: str
+    face: str = ""
+    marker: str = "o"
+    hatch: str = ""
+    dash: str = "-"
+
+
+def _y_label_width(panel: _Panel) -> float:
+    labels = panel.rows if panel.rows is not None else [t for _, t in panel.y_ticks]
+    width = max((text_width(_label(t)) for t in labels), default=0.0)
+    width += TICK if panel.rows is not None else 2 * TICK
+    if panel.y_title:
+        width += (ASCENT + DESCENT) * SIZE + TICK
+    return width
+
+
+def _x_label_height(panel: _Panel) -> float:
+    if not panel.x_labels or not panel.x_ticks:
+        return 0.0
+    room = 2 * TICK if panel.x_tick_marks else TICK
+    if panel.x_vertical:
+        return room + max(text_width(t) for _, t in panel.x_ticks)
+    return room + (ASCENT + DESCENT) * SIZE
+
+
+def _compose(
+    panels: Sequence[_Panel],
+    x_title: str = "",
+    legend: Sequence[_Entry] = (),
+    axes_width: float | None = None,
+    side: Callable[[Drawing, PanelBox], None] | None = None,
+) -> Drawing:
+    """Place the panels top to bottom, draw each, then the legend below."""
+    drawing = Drawing()
+    left = max(_y_label_width(p) for p in panels)
+    width = axes_width or min(AXES_MAX, max(AXES_MIN, WIDTH - left - 0.3 * INCH))
+    x0, x1 = left, left + width
+    top = 0.0
+    for index, panel in enumerate(panels):
+        title = _wrap(_label(panel.title), width, TITLE_SIZE) if panel.title else []
+        line = TITLE_SIZE * (ASCENT + DESCENT)
+        for number, text in enumerate(title):
+            drawing.text(x0, top + number * line, text, size=TITLE_SIZE, align="top")
+        if title:
+            top += len(title) * line + 6 * PT
+        box = PanelBox(title, x0, top, x1, top + panel.height)
+        _draw_panel(drawing, panel, box)
+        drawing.panels.append(box)
+        top = box.y1 + _x_label_height(panel)
+        if index == len(panels) - 1 and x_title:
+            drawing.text((x0 + x1) / 2, top + TICK, _label(x_title), anchor="middle", align="top")
+            top += TICK + (ASCENT + DESCENT) * SIZE
+        top += GAP
+    if side is not None:
+        side(drawing, drawing.panels[0])
+    if legend:
+        _legend(drawing, legend, top - GAP + 0.1 * INCH)
+    return drawing
+
+
+def _draw_panel(drawing: Drawing, panel: _Panel, box: PanelBox) -> None:
+    x = _Scale(panel.x.low, panel.x.high, panel.x.log, box.x0, box.x1)
+    if panel.rows is not None:
+        y = _Scale(-0.5, len(panel.rows) - 0.5, False, box.y0, box.y1)
+    else:
+        assert panel.y is not None
+        y = _Scale(panel.y.low, panel.y.high, False, box.y1, box.y0)
+    if panel.background:
+        drawing.rect(box.x0, box.y0, box.x1 - box.x0, box.y1 - box.y0, panel.background)
+    grid = "#dddddd"
+    if panel.grid_x:
+        for value, _ in panel.x_ticks:
+            drawing.path([(x(value), box.y0), (x(value), box.y1)], grid, 0.6 * PT)
+    if panel.grid_y:
+        for value, _ in panel.y_ticks:
+            drawing.path([(box.x0, y(value)), (box.x1, y(value))], grid, 0.6 * PT)
+    panel.plot(drawing, x, y)
+    spine = 0.8 * PT
+    drawing.path([(box.x0, box.y0), (box.x0, box.y1), (box.x1, box.y1)], "#000000", spine)
+    if panel.rows is not None:
+        for row, name in enumerate(panel.rows):
+            drawing.text(box.x0 - TICK, y(row), _label(name), anchor="end")
+    else:
+        for value, text in panel.y_ticks:
+            drawing.path([(box.x0 - TICK, y(value)), (box.x0, y(value))], "#000000", spine)
+            drawing.text(box.x0 - 2 * TICK, y(value), text, anchor="end")
+        if panel.y_title:
+            left = box.x0 - 2 * TICK - max(text_width(t) for _, t in panel.y_ticks) - TICK
+            middle = (box.y0 + box.y1) / 2
+            drawing.text(
+                left - (ASCENT + DESCENT) * SIZE / 2,
+                middle,
+                _label(panel.y_title),
+                anchor="middle",
+                vertical=True,
+            )
+    below = box.y1 + (2 * TICK if panel.x_tick_marks else TICK)
+    last = -math.inf
+    for value, text in panel.x_ticks:
+        at = x(value)
+        if panel.x_tick_marks:
+            drawing.path([(at, box.y1), (at, box.y1 + TICK)], "#000000", spine)
+        if not panel.x_labels:
+            continue
+        if panel.x_vertical:
+            drawing.text(at, below, text, anchor="end", vertical=True)
+            continue
+        half = text_width(text) / 2
+        if at - half < last + TICK:  # would overlap the label before it
+            continue
+        drawing.text(at, below, text, anchor="middle", align="top")
+        last = at + half
+
+
+def _legend(drawing: Drawing, entries: Sequence[_Entry], top: float) -> None:
+    """Entries in as many columns as fit the drawing's width, row by row, in a group."""
+    handle, pad, spacing, row = 2.0 * SIZE, 0.8 * SIZE, 2.0 * SIZE, 1.7 * SIZE
+    names = [_label(e.name) for e in entries]
+    entry = max(text_width(n) for n in names) + handle + pad
+    left, right = drawing.box[0], drawing.box[2]
+    columns = max(1, min(len(entries), int((right - left + spacing) // (entry + spacing))))
+    start = len(drawing.items)
+    for index, (item, name) in enumerate(zip(entries, names, strict=True)):
+        x = left + (index % columns) * (entry + spacing)
+        y = top + (index // columns) * row + row / 2
+        middle = x + handle / 2
+        if item.kind == "patch":
+            drawing.rect(
+                x, y - 0.35 * SIZE, handle, 0.7 * SIZE, item.color, "#000000", hatch=item.hatch
+            )
+        elif item.kind == "line":
+            drawing.path([(x, y), (x + handle, y)], item.color, 1.2 * PT, _DASHES[item.dash])
+            drawing.marker(item.marker, middle, y, item.color, item.face, 5 * PT)
+        else:
+            drawing.marker(item.marker, middle, y, item.color, item.face, 5 * PT)
+        drawing.text(x + handle + pad, y, name)
+    drawing.items[start:] = ['<g id="@@legend">', *drawing.items[start:], "</g>"]
+
+
+# ------------------------------------------------------------------------- ticks
+
+
+def _nice_step(span: float, bins: int, integer: bool = False) -> float:
+    """The smallest step of 1, 2, 2.5 or 5 times a power of ten (whole numbers only when
+    ``integer``) that splits ``span`` into at most ``bins`` parts."""
+    raw = span / bins
+    power = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    for factor in (1, 2, 2.5, 5, 10):
+        step = factor * power
+        if step >= raw * (1 - 1e-9) and (not integer or float(step).is_integer()):
+            return step
+    return 10 * power
+
+
+def _ticks(low: float, high: float, bins: int, integer: bool = False) -> list[tuple[float, str]]:
+    """Ticks at multiples of a nice step inside [low, high], labelled with the decimals
+    the step needs (all alike)."""
+    step = _nice_step(high - low, bins, integer)
+    if integer:
+        step = max(1.0, step)
+    decimals = 0 if integer else max(0, -math.floor(math.log10(step) + 1e-9))
+    if not integer and not float(round(step * 10**decimals, 9)).is_integer():
+        decimals += 1
+    first = math.ceil(low / step - 1e-9)
+    out = []
+    for k in itertools.count(first):
+        value = k * step
+        if value > high + 1e-9 * step:
+            break
+        value = 0.0 if abs(value) < 1e-12 else value
+        out.append((value, _minus(f"{value:.{decimals}f}")))
+    return out
+
+
+RATE_TICKS = [(0.0, "0"), (0.25, "0.25"), (0.5, "0.5"), (0.75, "0.75"), (1.0, "1")]
+RATE = _Scale(-0.03, 1.03)
+
+
+# ------------------------------------------------------------------------- data
 
 
 def _facets(chart: Chart) -> list[tuple[str, pd.DataFrame]]:
@@ -230,95 +610,90 @@ def _facets(chart: Chart) -> list[tuple[str, pd.DataFrame]]:
     return [(str(name), frame[frame[key] == name]) for name in _order(frame[key])]
 
 
-def _rows(ax: Axes, labels: Sequence[Any]) -> dict[Any, int]:
-    """Categorical rows top to bottom; returns value -> row position."""
-    ax.set_yticks(range(len(labels)), [_label(v) for v in labels])
-    ax.set_ylim(len(labels) - 0.5, -0.5)
-    ax.tick_params(axis="y", length=0)
-    ax.grid(axis="y", visible=False)
-    return {v: i for i, v in enumerate(labels)}
-
-
-def _rate_axis(ax: Axes, title: str | None = None) -> None:
-    """A [0, 1] axis: x by default, y (with ``title``) when a title is given."""
-    ticks, names = [0.0, 0.25, 0.5, 0.75, 1.0], ["0", "0.25", "0.5", "0.75", "1"]
-    if title is None:
-        ax.set_xlim(-0.03, 1.03)
-        ax.set_xticks(ticks, names)
-    else:
-        ax.set_ylim(-0.03, 1.03)
-        ax.set_yticks(ticks, names)
-        ax.set_ylabel(_label(title))
-
-
-def _err(rates: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> Any:
-    r, lo, hi = (np.asarray(v, dtype=float) for v in (rates, lows, highs))
-    return np.vstack(
-        [np.nan_to_num(r - lo, nan=0.0).clip(min=0), np.nan_to_num(hi - r, nan=0.0).clip(min=0)]
-    )
-
-
-def _proportion(rows: list[dict[str, Any]], prefix: str) -> tuple[list[float], Any]:
-    """Rates (NaN when not measured) and their interval as error-bar lengths."""
-    rates = [_format.proportion_rate(r, prefix) for r in rows]
-    values = [math.nan if v is None else v for v in rates]
-    lows = [
-        math.nan if _format.is_missing(r.get(f"{prefix}_low")) else float(r[f"{prefix}_low"])
-        for r in rows
-    ]
-    highs = [
-        math.nan if _format.is_missing(r.get(f"{prefix}_high")) else float(r[f"{prefix}_high"])
-        for r in rows
-    ]
-    return values, _err(values, lows, highs)
-
-
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return cast(list[dict[str, Any]], frame.to_dict("records"))
 
 
-def _bottom_axis(stack: _Stack, title: str) -> None:
-    stack.panels[-1][0].set_xlabel(_label(title))
+def _float(value: Any) -> float:
+    return math.nan if _format.is_missing(value) else float(value)
+
+
+def _proportion(row: dict[str, Any], prefix: str) -> tuple[float, float, float]:
+    """A proportion's rate and interval (NaN when not measured; the interval never
+    leaves the rate's side)."""
+    rate = _format.proportion_rate(row, prefix)
+    value = math.nan if rate is None else rate
+    low, high = _float(row.get(f"{prefix}_low")), _float(row.get(f"{prefix}_high"))
+    low = value if math.isnan(low) else min(low, value)
+    high = value if math.isnan(high) else max(high, value)
+    return value, low, high
+
+
+def _marker_size(points: float = 5.0) -> float:
+    return points * PT
 
 
 # ------------------------------------------------------------------------- kinds
 
 
-def _dots(chart: Chart) -> Figure:
+def _dots(chart: Chart) -> Drawing:
     """Points with intervals, one row per label, one dodged marker per series."""
     options = chart.options
     series = [(str(p), str(n)) for p, n in options["series"]]
     step = min(0.22, 0.7 / max(1, len(series)))
-    row = max(0.28, 0.12 * len(series) + 0.06)
-    stack = _Stack()
+    row = max(0.28, 0.12 * len(series) + 0.06) * INCH
+    panels = []
     for title, group in _facets(chart):
         labels = _order(group[options["label"]])
-        ax = stack.panel(title, row * len(labels) + 0.1)
-        position = _rows(ax, labels)
+        position = {v: i for i, v in enumerate(labels)}
         records = _records(group)
-        for s, (prefix, _) in enumerate(series):
-            y = [
-                position[r[options["label"]]] + (s - (len(series) - 1) / 2) * step for r in records
-            ]
-            rates, err = _proportion(records, prefix)
-            ax.errorbar(
-                rates,
-                y,
-                xerr=err,
-                fmt=MARKERS[s % len(MARKERS)],
-                color=PALETTE[s % len(PALETTE)],
-                markerfacecolor="white" if s == 0 else PALETTE[s % len(PALETTE)],
-                markersize=5,
-                capsize=2,
-                linewidth=1,
+
+        def plot(
+            d: Drawing,
+            x: _Scale,
+            y: _Scale,
+            records: list[dict[str, Any]] = records,
+            position: dict[Any, int] = position,
+        ) -> None:
+            for s, (prefix, name) in enumerate(series):
+                color = PALETTE[s % len(PALETTE)]
+                face = "#ffffff" if s == 0 else color
+                points = []
+                for r in records:
+                    at = y(position[r[options["label"]]] + (s - (len(series) - 1) / 2) * step)
+                    rate, low, high = _proportion(r, prefix)
+                    if math.isnan(rate):
+                        points.append((math.nan, at))
+                        continue
+                    d.error(x(low), at, x(high), at, color, PT, 2 * PT)
+                    d.marker(MARKERS[s % len(MARKERS)], x(rate), at, color, face, _marker_size())
+                    points.append((x(rate), at))
+                d.series.append(Plotted(name, (MARKERS[s % len(MARKERS)], color, "none"), points))
+
+        panels.append(
+            _Panel(
+                title,
+                row * len(labels) + 0.1 * INCH,
+                RATE,
+                RATE_TICKS,
+                plot,
+                rows=[str(v) for v in labels],
             )
-        _rate_axis(ax)
-    _bottom_axis(stack, options.get("axis", RATE_AXIS))
-    handles = [_proxy_marker(s, name, filled=s != 0) for s, (_, name) in enumerate(series)]
-    return stack.finish(handles)
+        )
+    legend = [
+        _Entry(
+            name,
+            "marker",
+            PALETTE[s % len(PALETTE)],
+            "#ffffff" if s == 0 else PALETTE[s % len(PALETTE)],
+            MARKERS[s % len(MARKERS)],
+        )
+        for s, (_, name) in enumerate(series)
+    ]
+    return _compose(panels, options.get("axis", RATE_AXIS), legend)
 
 
-def _forest(chart: Chart) -> Figure:
+def _forest(chart: Chart) -> Drawing:
     """Differences with intervals, one row per comparison; filled markers where ``filled``."""
     options = chart.options
     names = tuple(options.get("legend", ("significant", "not significant")))
@@ -328,47 +703,53 @@ def _forest(chart: Chart) -> Figure:
     bound = max(0.1, float(finite.abs().max()) if len(finite) else 1.0) * 1.08
     if bound <= 1.2:  # differences of rates: never wider than [-1, 1] needs
         bound = min(bound, 1.05)
-    stack = _Stack()
+    scale = _Scale(-bound, bound)
+    ticks = [t for t in _ticks(-bound, bound, 7) if abs(t[0]) <= bound]
     kinds: set[bool] = set()
+    color = PALETTE[5]
+    panels = []
     for title, group in _facets(chart):
         labels = _order(group[options["label"]])
-        ax = stack.panel(title, 0.28 * len(labels) + 0.1)
-        position = _rows(ax, labels)
-        y = np.array([position[v] for v in group[options["label"]]], dtype=float)
-        x = group[options["value"]].to_numpy(dtype=float)
-        err = _err(x, group[options["low"]].to_numpy(float), group[options["high"]].to_numpy(float))
-        filled = np.array([_format.truthy(v) for v in group[options["filled"]]], dtype=bool)
-        for mask, face in ((filled, PALETTE[5]), (~filled, "white")):
-            if mask.any():
-                kinds.add(face != "white")
-                ax.errorbar(
-                    x[mask],
-                    y[mask],
-                    xerr=err[:, mask],
-                    fmt="o",
-                    color=PALETTE[5],
-                    markerfacecolor=face,
-                    capsize=2,
-                    linewidth=1,
-                )
-        ax.axvline(0, color="black", linewidth=0.8)
-        ax.set_xlim(-bound, bound)
-        ax.xaxis.set_major_locator(MaxNLocator(7, symmetric=True))
-    _bottom_axis(stack, options.get("axis", ""))
-    handles = [
-        Line2D(
-            [],
-            [],
-            linestyle="none",
-            marker="o",
-            color=PALETTE[5],
-            markerfacecolor=PALETTE[5] if fill else "white",
-            label=_label(names[0] if fill else names[1]),
+        position = {v: i for i, v in enumerate(labels)}
+        rows = [
+            (position[label], _float(v), _float(lo), _float(hi), _format.truthy(f))
+            for label, v, lo, hi, f in zip(
+                group[options["label"]],
+                group[options["value"]],
+                group[options["low"]],
+                group[options["high"]],
+                group[options["filled"]],
+                strict=True,
+            )
+        ]
+        kinds.update(f for _, v, _, _, f in rows if not math.isnan(v))
+
+        def plot(d: Drawing, x: _Scale, y: _Scale, rows: list[Any] = rows) -> None:
+            d.path([(x(0.0), y.start), (x(0.0), y.end)], "#000000", 0.8 * PT)
+            for row, value, low, high, filled in rows:
+                if math.isnan(value):
+                    continue
+                low = value if math.isnan(low) else min(low, value)
+                high = value if math.isnan(high) else max(high, value)
+                d.error(x(low), y(row), x(high), y(row), color, PT, 2 * PT)
+                d.marker("o", x(value), y(row), color, color if filled else "#ffffff", 6 * PT)
+
+        panels.append(
+            _Panel(
+                title,
+                0.28 * INCH * len(labels) + 0.1 * INCH,
+                scale,
+                ticks,
+                plot,
+                rows=[str(v) for v in labels],
+            )
         )
+    legend = [
+        _Entry(names[0] if fill else names[1], "marker", color, color if fill else "#ffffff")
         for fill in (True, False)
         if fill in kinds
     ]
-    return stack.finish(handles)
+    return _compose(panels, options.get("axis", ""), legend)
 
 
 def _cell_text(value: Any) -> str:
@@ -376,138 +757,196 @@ def _cell_text(value: Any) -> str:
     return "" if missing else _format.shorten(value, 16)
 
 
-def _heatmap(chart: Chart) -> Figure:
+def _heatmap(chart: Chart) -> Drawing:
     """Rates as colours, one cell per (row, column), each cell annotated with ``text``."""
     options = chart.options
     frame = chart.data
-    columns = _order(frame[options["column"]])
-    stack = _Stack()
+    columns = [str(c) for c in _order(frame[options["column"]])]
     texts = [_cell_text(t) for t in frame[options["text"]]]
-    cell = max(0.5, max(_text_width(stack.renderer, t) for t in texts) / 72 + 0.14)
-    tick_width = max(_text_width(stack.renderer, _label(c)) for c in columns) / 72
-    stack.axes_width = cell * len(columns)
-    image: Any = None
+    cell = max(0.5 * INCH, max(text_width(t) for t in texts) + 0.14 * INCH)
+    names = [_label(c) for c in columns]
+    vertical = max(text_width(n) for n in names) > cell - 0.06 * INCH
     facets = _facets(chart)
+    panels = []
     for f, (title, group) in enumerate(facets):
-        labels = _order(group[options["row"]])
-        ax = stack.panel(title, 0.32 * len(labels))
-        ax.grid(False)
-        ax.set_facecolor("#eeeeee")
-        grid = np.full((len(labels), len(columns)), np.nan)
-        records = _records(group)
-        for r in records:
-            value = r[options["value"]]
-            if not _format.is_missing(value):
-                grid[labels.index(r[options["row"]]), columns.index(r[options["column"]])] = value
-        image = ax.pcolormesh(
-            np.arange(len(columns) + 1) - 0.5,
-            np.arange(len(labels) + 1) - 0.5,
-            np.ma.masked_invalid(grid),
-            vmin=0,
-            vmax=1,
-            cmap="cividis",
-            edgecolors="white",
-            linewidth=0.8,
-        )
-        _rows(ax, labels)
-        ax.set_xlim(-0.5, len(columns) - 0.5)
-        for r in records:
-            text = _cell_text(r[options["text"]])
-            i, j = labels.index(r[options["row"]]), columns.index(r[options["column"]])
-            value = grid[i, j]
-            light = np.isnan(value) or value > 0.55
-            ax.text(j, i, text, ha="center", va="center", color="black" if light else "white")
-        ax.tick_params(axis="x", length=0)
-        if f == len(facets) - 1:
-            vertical = tick_width > cell - 0.06
-            ax.set_xticks(
-                range(len(columns)),
-                [_label(c) for c in columns],
-                rotation=90 if vertical else 0,
-                ha="center",
+        labels = [str(v) for v in _order(group[options["row"]])]
+        cells = [
+            (labels.index(str(r)), columns.index(str(c)), _float(v), _cell_text(t))
+            for r, c, v, t in zip(
+                group[options["row"]],
+                group[options["column"]],
+                group[options["value"]],
+                group[options["text"]],
+                strict=True,
             )
-        else:
-            ax.set_xticks([])
+        ]
 
-    def side(first: Axes) -> None:
-        size = stack.figure.get_size_inches()
-        box = first.get_position()
-        height = min(2.4, box.height * size[1])
-        cax = stack.figure.add_axes(
-            (box.x1 + 0.25 / size[0], box.y1 - height / size[1], 0.16 / size[0], height / size[1])
+        def plot(d: Drawing, x: _Scale, y: _Scale, cells: list[Any] = cells) -> None:
+            for i, j, value, _ in cells:
+                if not math.isnan(value):
+                    d.rect(
+                        x(j - 0.5),
+                        y(i - 0.5),
+                        x(j + 0.5) - x(j - 0.5),
+                        y(i + 0.5) - y(i - 0.5),
+                        _colour(value),
+                        "#ffffff",
+                        0.8 * PT,
+                    )
+            for i, j, value, text in cells:
+                light = math.isnan(value) or value > 0.55
+                d.text(x(j), y(i), text, anchor="middle", color=None if light else "#ffffff")
+
+        last = f == len(facets) - 1
+        panels.append(
+            _Panel(
+                title,
+                0.32 * INCH * len(labels),
+                _Scale(-0.5, len(columns) - 0.5),
+                list(zip(range(len(columns)), names, strict=True)),
+                plot,
+                rows=labels,
+                x_tick_marks=False,
+                x_labels=last,
+                x_vertical=vertical,
+                grid_x=False,
+                background="#eeeeee",
+            )
         )
-        bar = stack.figure.colorbar(image, cax=cax)
-        if bar.solids is not None:
-            bar.solids.set_rasterized(False)  # vector, not an embedded PNG
-        bar.set_label(_label(options.get("axis", "share passing")))
 
-    return stack.finish(side=side)
+    def side(d: Drawing, first: PanelBox) -> None:
+        x0 = first.x1 + 0.25 * INCH
+        width, height = 0.16 * INCH, min(2.4 * INCH, first.y1 - first.y0)
+        top, steps = first.y0, 64
+        for k in range(steps):  # bottom (0) to top (1), as thin slices
+            y = top + height * (1 - (k + 1) / steps)
+            d.rect(x0, y, width, height / steps + 0.3, _colour((k + 0.5) / steps))
+        d.path(
+            [
+                (x0, top),
+                (x0 + width, top),
+                (x0 + width, top + height),
+                (x0, top + height),
+                (x0, top),
+            ],
+            "#000000",
+            0.8 * PT,
+        )
+        widest = 0.0
+        for k in range(6):
+            at = top + height * (1 - k / 5)
+            d.path([(x0 + width, at), (x0 + width + TICK, at)], "#000000", 0.8 * PT)
+            label = f"{k / 5:.1f}"
+            d.text(x0 + width + 2 * TICK, at, label)
+            widest = max(widest, text_width(label))
+        axis = _label(options.get("axis", "share passing"))
+        d.text(
+            x0 + width + 3 * TICK + widest + (ASCENT + DESCENT) * SIZE / 2,
+            top + height / 2,
+            axis,
+            anchor="middle",
+            vertical=True,
+        )
+
+    return _compose(panels, axes_width=cell * len(columns), side=side)
 
 
-def _bars(chart: Chart) -> Figure:
+def _bars(chart: Chart) -> Drawing:
     """Horizontal bars of a proportion with intervals: one row per group, one bar per series."""
     options = chart.options
     prefix = options["prefix"]
     names = _order(chart.data[options["series"]])
     height = 0.8 / len(names)
-    stack = _Stack()
+    panels = []
     for title, group in _facets(chart):
         labels = _order(group[options["group"]])
-        ax = stack.panel(title, max(0.3, 0.15 * len(names) + 0.08) * len(labels))
-        position = _rows(ax, labels)
-        for s, name in enumerate(names):
-            records = _records(group[group[options["series"]] == name])
-            if not records:
-                continue
-            y = [position[r[options["group"]]] - 0.4 + height * (s + 0.5) for r in records]
-            rates, err = _proportion(records, prefix)
-            ax.barh(
-                y,
-                np.nan_to_num(np.asarray(rates, dtype=float)),
-                height,
-                xerr=err,
-                capsize=1.5,
-                color=PALETTE[s % len(PALETTE)],
-                hatch=HATCHES[s % len(HATCHES)],
-                edgecolor="black",
-                linewidth=0.4,
-                error_kw={"linewidth": 0.7},
+        position = {v: i for i, v in enumerate(labels)}
+        bars = [
+            (
+                names.index(r[options["series"]]),
+                position[r[options["group"]]],
+                *_proportion(r, prefix),
             )
-        _rate_axis(ax)
-    _bottom_axis(stack, options.get("axis", RATE_AXIS))
-    return stack.finish([_proxy_patch(s, str(n)) for s, n in enumerate(names)])
+            for r in _records(group)
+        ]
+
+        def plot(d: Drawing, x: _Scale, y: _Scale, bars: list[Any] = bars) -> None:
+            for s, row, rate, low, high in bars:
+                top = row - 0.4 + height * s
+                value = 0.0 if math.isnan(rate) else rate
+                d.rect(
+                    x(0.0),
+                    y(top),
+                    x(value) - x(0.0),
+                    y(top + height) - y(top),
+                    PALETTE[s % len(PALETTE)],
+                    "#000000",
+                    hatch=HATCHES[s % len(HATCHES)],
+                )
+                if not math.isnan(rate):
+                    middle = y(top + height / 2)
+                    d.error(x(low), middle, x(high), middle, "#000000", 0.7 * PT, 1.5 * PT)
+
+        panels.append(
+            _Panel(
+                title,
+                max(0.3, 0.15 * len(names) + 0.08) * INCH * len(labels),
+                RATE,
+                RATE_TICKS,
+                plot,
+                rows=[str(v) for v in labels],
+            )
+        )
+    legend = [
+        _Entry(str(n), "patch", PALETTE[s % len(PALETTE)], hatch=HATCHES[s % len(HATCHES)])
+        for s, n in enumerate(names)
+    ]
+    return _compose(panels, options.get("axis", RATE_AXIS), legend)
 
 
-def _stacked(chart: Chart) -> Figure:
+def _stacked(chart: Chart) -> Drawing:
     """Counts stacked left to right, one bar per label; every part is in the legend."""
     options = chart.options
     parts = [(str(c), str(n)) for c, n in options["parts"]]
-    stack = _Stack()
     frame = chart.data
     labels = _order(frame[options["label"]])
-    ax = stack.panel("", 0.3 * len(labels) + 0.1)
-    position = _rows(ax, labels)
-    y = [position[v] for v in frame[options["label"]]]
-    left = np.zeros(len(frame))
-    for c, (column, _) in enumerate(parts):
-        values = np.nan_to_num(frame[column].to_numpy(dtype=float))
-        ax.barh(
-            y,
-            values,
-            left=left,
-            color=PALETTE[c % len(PALETTE)],
-            hatch=HATCHES[c % len(HATCHES)],
-            edgecolor="black",
-            linewidth=0.4,
-        )
-        left += values
-    ax.set_xlim(0, max(1.0, float(left.max(initial=0)) * 1.05))
-    ax.xaxis.set_major_locator(MaxNLocator(8, integer=True))
-    _bottom_axis(stack, options.get("axis", "count"))
-    return stack.finish([_proxy_patch(c, name) for c, (_, name) in enumerate(parts)])
+    position = {v: i for i, v in enumerate(labels)}
+    rows = [position[v] for v in frame[options["label"]]]
+    values = [np.nan_to_num(frame[column].to_numpy(dtype=float)) for column, _ in parts]
+    totals = np.sum(values, axis=0) if values else np.zeros(len(frame))
+    high = max(1.0, float(totals.max(initial=0)) * 1.05)
+
+    def plot(d: Drawing, x: _Scale, y: _Scale) -> None:
+        left = np.zeros(len(frame))
+        for c, counts in enumerate(values):
+            for row, start, count in zip(rows, left, counts, strict=True):
+                d.rect(
+                    x(start),
+                    y(row - 0.4),
+                    x(start + count) - x(start),
+                    y(row + 0.4) - y(row - 0.4),
+                    PALETTE[c % len(PALETTE)],
+                    "#000000",
+                    hatch=HATCHES[c % len(HATCHES)],
+                )
+            left = left + counts
+
+    panel = _Panel(
+        "",
+        0.3 * INCH * len(labels) + 0.1 * INCH,
+        _Scale(0.0, high),
+        _ticks(0.0, high, 8, integer=True),
+        plot,
+        rows=[str(v) for v in labels],
+    )
+    legend = [
+        _Entry(name, "patch", PALETTE[c % len(PALETTE)], hatch=HATCHES[c % len(HATCHES)])
+        for c, (_, name) in enumerate(parts)
+    ]
+    return _compose([panel], options.get("axis", "count"), legend)
 
 
-def _curve(chart: Chart) -> Figure:
+def _curve(chart: Chart) -> Drawing:
     """A proportion against ``x``, one line per series; coinciding series are dodged."""
     options = chart.options
     frame = chart.data
@@ -517,58 +956,85 @@ def _curve(chart: Chart) -> Figure:
     log = options.get("x_log")
     if log is None:
         log = bool(xs) and xs[0] > 0 and xs[-1] / xs[0] >= 4
+    log = bool(log) and bool(xs) and xs[0] > 0
     spacing = min((b - a for a, b in itertools.pairwise(xs)), default=1.0) if not log else 1.0
-    stack = _Stack(axes_width=6.0)
+    pad = 0.25 if log else 0.25 * spacing
+    if not xs:
+        scale = _Scale(0.0, 1.0)
+    elif log:
+        scale = _Scale(xs[0] / 2**pad, xs[-1] * 2**pad, True)
+    else:
+        scale = _Scale(xs[0] - pad, xs[-1] + pad)
+    ticks = [(v, _format.number(v, 0 if float(v).is_integer() else 2)) for v in xs]
+
+    def style(s: int) -> tuple[str, str, str, str]:
+        """(marker, colour, line style, face) of series ``s``."""
+        color = PALETTE[s % len(PALETTE)]
+        hollow = (s // len(PALETTE)) % 2
+        dash = LINESTYLES[(s // len(PALETTE)) % len(LINESTYLES)]
+        return MARKERS[s % len(MARKERS)], color, dash, "#ffffff" if hollow else color
+
+    panels = []
     for title, group in _facets(chart):
-        ax = stack.panel(title, 2.4)
+        lines = []
         for s, name in enumerate(names):
             rows = group[group[key] == name].sort_values(x_key)
             if rows.empty:
                 continue
-            records = _records(rows)
-            rates, err = _proportion(records, prefix)
             shift = (s - (len(names) - 1) / 2) * min(0.04, 0.2 / len(names))
-            x = rows[x_key].to_numpy(dtype=float)
-            x = x * 2**shift if log else x + shift * spacing
-            ax.errorbar(
-                x,
-                rates,
-                yerr=err,
-                marker=MARKERS[s % len(MARKERS)],
-                color=PALETTE[s % len(PALETTE)],
-                linestyle=LINESTYLES[(s // len(PALETTE)) % len(LINESTYLES)],
-                markerfacecolor="white" if (s // len(PALETTE)) % 2 else PALETTE[s % len(PALETTE)],
-                capsize=2,
-                linewidth=1.2,
-                markersize=5,
+            points = []
+            for r in _records(rows):
+                v = _float(r[x_key])
+                if math.isnan(v) or (log and v <= 0):
+                    continue
+                points.append(
+                    (v * 2**shift if log else v + shift * spacing, *_proportion(r, prefix))
+                )
+            lines.append((s, str(name), points))
+
+        def plot(d: Drawing, x: _Scale, y: _Scale, lines: list[Any] = lines) -> None:
+            for s, name, points in lines:
+                marker, color, dash, face = style(s)
+                drawn = [
+                    (x(px), y(rate) if not math.isnan(rate) else math.nan)
+                    for px, rate, _, _ in points
+                ]
+                run: list[tuple[float, float]] = []
+                for point in [*drawn, (math.nan, math.nan)]:  # a gap where a rate is missing
+                    if math.isnan(point[1]):
+                        d.path(run, color, 1.2 * PT, _DASHES[dash])
+                        run = []
+                    else:
+                        run.append(point)
+                for (_, rate, low, high), (at, _) in zip(points, drawn, strict=True):
+                    if not math.isnan(rate):
+                        d.error(at, y(low), at, y(high), color, 1.2 * PT, 2 * PT)
+                for at, level in drawn:
+                    if not math.isnan(level):
+                        d.marker(marker, at, level, color, face, _marker_size())
+                d.series.append(Plotted(name, (marker, color, dash), drawn))
+
+        panels.append(
+            _Panel(
+                title,
+                2.4 * INCH,
+                scale,
+                ticks,
+                plot,
+                y=RATE,
+                y_ticks=RATE_TICKS,
+                y_title=options.get("axis", "share passing"),
+                grid_y=True,
             )
-        if log:
-            ax.set_xscale("log", base=2)
-            ax.minorticks_off()
-        if xs:
-            ax.set_xticks(xs, [_format.number(v, 0 if float(v).is_integer() else 2) for v in xs])
-            pad = 0.25 if log else 0.25 * spacing
-            ax.set_xlim(
-                xs[0] / 2**pad if log else xs[0] - pad, xs[-1] * 2**pad if log else xs[-1] + pad
-            )
-        _rate_axis(ax, options.get("axis", "share passing"))
-    _bottom_axis(stack, options.get("x_title", ""))
-    handles = [
-        Line2D(
-            [],
-            [],
-            marker=MARKERS[s % len(MARKERS)],
-            color=PALETTE[s % len(PALETTE)],
-            linestyle=LINESTYLES[(s // len(PALETTE)) % len(LINESTYLES)],
-            markerfacecolor="white" if (s // len(PALETTE)) % 2 else PALETTE[s % len(PALETTE)],
-            label=_label(n),
         )
-        for s, n in enumerate(names)
-    ]
-    return stack.finish(handles)
+    legend = []
+    for s, name in enumerate(names):
+        marker, color, dash, face = style(s)
+        legend.append(_Entry(str(name), "line", color, face, marker, dash=dash))
+    return _compose(panels, options.get("x_title", ""), legend, axes_width=6.0 * INCH)
 
 
-_KINDS: dict[str, Callable[[Chart], Figure]] = {
+_KINDS: dict[str, Callable[[Chart], Drawing]] = {
     "dots": _dots,
     "forest": _forest,
     "heatmap": _heatmap,
@@ -581,54 +1047,49 @@ _KINDS: dict[str, Callable[[Chart], Figure]] = {
 # ---------------------------------------------------------------------------- SVG
 
 
-def _svg(figure: Figure, salt: str, title: str) -> str:
-    """The figure as an inline <svg> (no prolog, no metadata, no date, unique ids).
-
-    Ids are prefixed with a hash of the chart id and the drawing, so several charts
-    share a page and the same data give the same bytes.  The size is set in CSS
-    pixels, and a minimum width keeps a chart legible on a narrow window (its figure
-    scrolls instead).
-    """
-    buffer = io.StringIO()
-    with matplotlib.rc_context(cast(Any, _RC | {"svg.hashsalt": salt})):
-        figure.savefig(
-            buffer, format="svg", bbox_inches="tight", pad_inches=0.08, metadata={"Date": None}
-        )
-    text = buffer.getvalue()
-    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", text[text.find("<svg") :], flags=re.DOTALL)
-    prefix = "c" + hashlib.sha256(f"{salt}\n{svg}".encode()).hexdigest()[:8] + "-"
-    svg = re.sub(r'id="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', svg)
-    svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m.group(1)})", svg)
-    svg = re.sub(
-        r'((?:xlink:)?href)="#([^"]+)"', lambda m: f'{m.group(1)}="#{prefix}{m.group(2)}"', svg
+def _svg(drawing: Drawing, salt: str, title: str) -> str:
+    """The drawing as an inline <svg>: its size in CSS pixels, a margin around what it
+    holds, ids prefixed with a hash of the chart id and the drawing (unique on a page,
+    the same for the same data), and a minimum width that keeps it legible on a narrow
+    window (its figure scrolls instead)."""
+    x0, y0, x1, y1 = drawing.box
+    width, height = math.ceil(x1 - x0 + 2 * MARGIN), math.ceil(y1 - y0 + 2 * MARGIN)
+    defs = "".join(
+        f'<pattern id="@@h{i}" patternUnits="userSpaceOnUse" width="6" height="6">'
+        f'<path d="{_HATCH_PATHS[hatch]}" stroke="#000000" stroke-width="0.8"/></pattern>'
+        for i, hatch in enumerate(drawing.hatches)
     )
-    size = re.search(r'width="([\d.]+)pt" height="([\d.]+)pt"', svg)
-    assert size is not None, "matplotlib wrote an SVG without a size in points"
-    width, height = (float(v) * 4 / 3 for v in size.groups())
-    label = title.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
-    return svg.replace(
-        size.group(0),
-        f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{label}" '
-        f'class="chart" style="min-width: {min(width, 640.0):.0f}px"',
-        1,
+    body = (
+        (f"<defs>{defs}</defs>" if defs else "")
+        + f'<g transform="translate({_number(MARGIN - x0)} {_number(MARGIN - y0)})">'
+        + "\n".join(drawing.items)
+        + "</g>"
+    )
+    prefix = "c" + hashlib.sha256(f"{salt}\n{body}".encode()).hexdigest()[:8] + "-"
+    label = html.escape(title, quote=True)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{label}" class="chart" '
+        f'style="min-width: {min(width, 640)}px" font-family="DejaVu Sans, sans-serif" '
+        f'font-size="{_number(SIZE)}">\n' + body.replace("@@", prefix) + "\n</svg>"
     )
 
 
-def draw(chart: Chart) -> Figure | None:
-    """The chart as a matplotlib figure in the report's style; None when its data hold
-    no row."""
+def draw(chart: Chart) -> Drawing | None:
+    """The chart as placed elements in the report's style; None when its data hold no row."""
     if chart.data.empty:
         return None
-    with matplotlib.rc_context(cast(Any, _RC)):
-        try:
-            return _KINDS[chart.kind](chart)
-        except KeyError as error:  # say which chart lacks which option or column
-            raise ValueError(f"chart {chart.id!r} ({chart.kind}): no {error}") from error
+    try:
+        return _KINDS[chart.kind](chart)
+    except KeyError as error:  # say which chart lacks which option or column
+        raise ValueError(f"chart {chart.id!r} ({chart.kind}): no {error}") from error
 
 
 def render(chart: Chart) -> str | None:
     """The chart as an inline <svg> element; None when its data hold no row."""
-    figure = draw(chart)
+    drawing = draw(chart)
     return (
-        None if figure is None else _svg(figure, chart.id, _format.visible(chart.title or chart.id))
+        None
+        if drawing is None
+        else _svg(drawing, chart.id, _format.visible(chart.title or chart.id))
     )

@@ -10,12 +10,14 @@ does not.
 Safety rules (model output is untrusted):
 
 * autoescape is on for every template; the only values marked safe are the SVG
-  charts, which matplotlib writes from numbers and texts it escapes;
+  charts, which ``_charts`` writes from numbers and texts it escapes, and the
+  drill-down's record logs and memories, escaped here once per text (``_log``: ``&``,
+  ``<`` and ``>``, all that can end element text; they are never put in an attribute);
 * every printed string passes ``finalize`` -> ``visible``: control and invisible
   formatting characters are shown as escapes;
 * no URL is ever built from data: the only links are the page's own anchors
-  (section, table and chart ids are checked identifiers; pairs are anchored by
-  number) and its sibling pages, named by page number;
+  (section, table and chart ids are checked identifiers; pairs and their memories
+  are anchored by number) and its sibling pages, named by page number;
 * a Content-Security-Policy forbids scripts, fetches, frames and forms; CSS is
   inline; labels and numbers never wrap (tables scroll in their own box), long
   untrusted text wraps anywhere in the drill-down, and very long texts are clipped
@@ -32,7 +34,7 @@ from typing import Any, cast
 
 import jinja2
 import pandas as pd
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from reports import _charts, _format
 from reports._document import Block, Chart, Document, DrillDown, Table
@@ -85,27 +87,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(pieces=_format.pieces, clip=_format.clip, width=_width, breakable=_breakable)
+    env.filters.update(pieces=_format.pieces, clip=_format.clip, width=_width)
     env.globals.update(numeric=_format.NUMERIC)
     return env
-
-
-def _breakable(value: Any) -> Markup:
-    """Untrusted record text, escaped, in which a line may wrap only between fields:
-    each comma-ended field is an inline block, so a narrow column breaks a record
-    ``{"id":"r1",`` / ``"rev":2}`` and never inside a value (``"re`` / ``v":2``,
-    ``"pebble-`` / ``226"``); a field wider than the column still wraps inside it."""
-    text = _format.visible("" if value is None else str(value))
-    out: list[str] = []
-    for number, line in enumerate(text.split("\n")):
-        if number:
-            out.append("\n")
-        fields = line.split(",")
-        for index, part in enumerate(fields):
-            piece = part + ("," if index < len(fields) - 1 else "")
-            if piece:
-                out.append(f'<span class="field">{escape(piece)}</span>')
-    return Markup("".join(out))
 
 
 def _width(value: Any) -> str:
@@ -148,18 +132,35 @@ def _table_view(table: Table) -> _TableView:
 # -------------------------------------------------------------------- drill-down
 
 
+BRANCHES = ("current", "reveal", "override")
+_SHOWN = (("A", "current"), ("B", "current"), *((v, b) for v in "AB" for b in BRANCHES[1:]))
+"""A cell's memories in the order a page shows them: both after the prefix, then (folded)
+A's and B's after each future."""
+_AFTER = {"current": "after the prefix", "reveal": "after reveal", "override": "after override"}
+
+
+def _lines_size(lines: Sequence[dict[str, Any]] | None) -> int:
+    return sum(min(len(line["text"]), LINE_CLIP) + 60 for line in lines or [])
+
+
 def _size(pair: dict[str, Any]) -> int:
-    """Rough characters a pair takes on a page (texts plus markup per line and read)."""
+    """Rough characters a pair takes on a page (texts plus markup per line and read); a
+    memory shown earlier in the pair is a reference, a line of text."""
     total = 2000
     for lines in [*pair.get("variants", {}).values(), *pair.get("futures", {}).values()]:
-        total += sum(min(len(line["text"]), LINE_CLIP) + 60 for line in lines)
+        total += _lines_size(lines)
+    seen: set[str] = set()
     for cell in pair.get("cells", []):
         total += 1500
         for branches in cell["memories"].values():
             for memory in branches.values():
-                total += sum(
-                    min(len(li["text"]), LINE_CLIP) + 60 for li in memory.get("lines") or []
-                )
+                sha = memory.get("sha")
+                if sha and sha in seen:
+                    total += 200
+                    continue
+                if sha:
+                    seen.add(sha)
+                total += _lines_size(memory.get("lines"))
         for read in cell["reads"]:
             total += 400 + sum(
                 min(len(read.get(k) or ""), LINE_CLIP) for k in ("answer", "raw_answer", "gold")
@@ -187,42 +188,91 @@ def paginate(
     return pages
 
 
-def _blocks(lines: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+def _blocks(lines: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
     """Runs of unmarked lines joined into one block; each marked line a block of its own.
 
-    Texts stay plain strings (escaped by the template); each line is clipped.
+    Texts stay plain strings (``_log`` escapes them); each line is clipped.
     """
-    if lines is None:
-        return None
-    blocks: list[dict[str, Any]] = []
+    blocks: list[tuple[str, bool]] = []
     for line in lines:
         text = _format.clip(line["text"], LINE_CLIP)
         mark = bool(line.get("mark"))
-        if blocks and not mark and not blocks[-1]["mark"]:
-            blocks[-1]["text"] += "\n" + text
+        if blocks and not mark and not blocks[-1][1]:
+            blocks[-1] = (blocks[-1][0] + "\n" + text, False)
         else:
-            blocks.append({"text": text, "mark": mark})
+            blocks.append((text, mark))
     return blocks
 
 
+def _text(value: str) -> str:
+    """Untrusted text escaped for the content of an element (never an attribute): ``&``,
+    ``<`` and ``>`` are all that can end text there; quotes stay as they are, which keeps
+    a record log as short as its text."""
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _fields(text: str) -> str:
+    """Untrusted record text, escaped, in which a line may wrap only between fields:
+    each comma-ended field is an inline block (a bare ``span`` in a line), so a narrow
+    column breaks a record ``{"id":"r1",`` / ``"rev":2}`` and never inside a value
+    (``"re`` / ``v":2``, ``"pebble-`` / ``226"``); a field wider than the column still
+    wraps inside it.  Escaping leaves no comma or newline of its own."""
+    escaped = _text(_format.visible(text))
+    html = escaped.replace(",", ",</span><span>").replace("\n", "</span>\n<span>")
+    return f"<span>{html}</span>".replace("<span></span>", "")
+
+
+def _log(lines: Sequence[dict[str, Any]], anchor: str | None = None) -> Markup:
+    """A record log or memory as a ``pre`` of blocks of lines (a marked block holds a
+    distinguishing record), escaped here, once; ``anchor``: its id (built from numbers)."""
+    out = [f'<pre class="log" id="{anchor}">' if anchor else '<pre class="log">']
+    for text, mark in _blocks(lines):
+        out.append('<span class="line mark">' if mark else '<span class="line">')
+        out.append(_fields(text))
+        out.append("</span>")
+    out.append("</pre>")
+    return Markup("".join(out))
+
+
+def _memories(
+    cell: dict[str, Any], number: int, seen: dict[str, tuple[str, str]]
+) -> dict[str, dict[str, Any]]:
+    """A cell's memories as shown: ``log`` (the escaped text), ``empty``, ``missing`` (not
+    stored) or ``same`` (anchor, description) of the place in this pair that shows the
+    same memory (by sha256) already: each memory's text is on the page once."""
+    out: dict[str, dict[str, Any]] = {"A": {}, "B": {}}
+    for variant, branch in _SHOWN:
+        memory = cell["memories"].get(variant, {}).get(branch)
+        if memory is None:
+            continue
+        view: dict[str, Any] = {"bytes": memory.get("bytes")}
+        lines, sha = memory.get("lines"), memory.get("sha")
+        if lines is None:
+            view["missing"] = True
+        elif not lines or (len(lines) == 1 and lines[0]["text"] == ""):
+            view["empty"] = True
+        elif sha and sha in seen:
+            view["same"] = seen[sha]
+        else:
+            anchor = None
+            if sha:
+                anchor = f"pair-{number}-m{len(seen) + 1}"
+                seen[sha] = (anchor, f"memory {variant} {_AFTER[branch]} of {cell['label']}")
+            view["log"] = _log(lines, anchor)
+        out[variant][branch] = view
+    return out
+
+
 def _pair_view(pair: dict[str, Any], number: int) -> dict[str, Any]:
-    """A drill-down pair with its line lists turned into blocks (a copy; input untouched)."""
+    """A drill-down pair with its logs rendered and each memory's text kept once (a copy;
+    input untouched)."""
     view = dict(pair, number=number)
-    view["variants"] = {k: _blocks(v) for k, v in pair.get("variants", {}).items()}
-    view["futures"] = {k: _blocks(v) for k, v in pair.get("futures", {}).items()}
+    view["variants"] = {k: _log(v) for k, v in pair.get("variants", {}).items()}
+    view["futures"] = {k: _log(v) for k, v in pair.get("futures", {}).items()}
     view["n_lines"] = {k: len(v) for k, v in pair.get("variants", {}).items()}
+    seen: dict[str, tuple[str, str]] = {}
     view["cells"] = [
-        dict(
-            cell,
-            memories={
-                variant: {
-                    branch: dict(memory, lines=_blocks(memory.get("lines")))
-                    for branch, memory in branches.items()
-                }
-                for variant, branches in cell["memories"].items()
-            },
-        )
-        for cell in pair.get("cells", [])
+        dict(cell, memories=_memories(cell, number, seen)) for cell in pair.get("cells", [])
     ]
     return view
 

@@ -45,12 +45,12 @@ pieces of one text are escaped as one, so none can be completed by the next.)"""
 _ENTITY_AMP = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 _LINK_BRACKET = re.compile(r"\](?=[(\[:])")
 """``]`` before a link target, a reference or a definition's colon."""
-_EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_-])")
-"""``@`` before a name: GitHub links an e-mail address (and
-``mailto:``/``xmpp:`` addresses) after decoding entities, so ``&#64;`` does not stop it;
-an empty comment after the ``@`` splits the text where the link would be read, and a
-renderer shows nothing of it.  The same stops an ``@name`` mention, which would
-notify whoever has that name on GitHub."""
+_EMAIL_AT = re.compile(r"@(?=[A-Za-z0-9_-])|(?<=[A-Za-z0-9._+-])@")
+"""``@`` before a name, or after a character an address may end in: GitHub links an
+e-mail address (and ``mailto:``/``xmpp:`` addresses) after decoding entities, so
+``&#64;`` does not stop it; an empty comment after the ``@`` splits the text where the
+link would be read, and a renderer shows nothing of it.  The same stops an ``@name``
+mention, which would notify whoever has that name on GitHub."""
 _ISSUE_REF = re.compile(r"#(?=\d)")
 """``#12`` would link an issue or pull request on GitHub."""
 _EMPTY_COMMENT = "<!---->"

@@ -38,7 +38,10 @@ def _updates(ctx: ReportContext, levels: pd.DataFrame) -> dict[tuple[str, int], 
 
 
 def compactions_frame(ctx: ReportContext) -> pd.DataFrame:
-    curve = compaction_curve(ctx.run.results)
+    results = ctx.run.results
+    if not (results["transform"] == "rechunk").any():  # nothing to draw: score nothing
+        return compaction_curve(results.iloc[0:0])
+    curve = compaction_curve(results)
     if curve.empty or not (curve["transform"] == "rechunk").any():
         return curve.iloc[0:0]
     levels = curve[["transform", "transform_index"]].drop_duplicates()

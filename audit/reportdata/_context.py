@@ -23,10 +23,13 @@ from audit.scoring import (
     PairedTest,
     ReaderCheck,
     Scores,
+    SelectionWarning,
     Verdict,
     WriterCheck,
     floor_findings,
     reader_checks,
+    selection_warnings,
+    shortcut_gaps,
     unreadable,
     verdicts,
     wilson_arrays,
@@ -158,6 +161,19 @@ class ReportContext:
         """The floor check (``scoring._probes``), run once for the floor box and the
         verdicts."""
         return floor_findings(self.scores, self.unreadable)
+
+    @cached_property
+    def shortcut_gaps(self) -> list[dict[str, Any]]:
+        """Every system's gaps under each transform (``scoring.shortcut_gaps``, all
+        families), computed once for the summary's findings and the transforms section."""
+        return shortcut_gaps(self.scores, resamples=self.options.resamples, seed=self.options.seed)
+
+    @cached_property
+    def selection_warnings(self) -> list[SelectionWarning]:
+        """Where current accuracy would pick another condition than reveal accuracy
+        (``scoring.selection_warnings``), for the headline's ranks, the summary and
+        ranking.csv; read, never changed."""
+        return selection_warnings(self.scores, self.unreadable)
 
     @cached_property
     def verdicts(self) -> list[Verdict]:

@@ -86,7 +86,8 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
     else:
         notes.append("no costs.json in this run: the work of each stage is not recorded")
     df = run.results
-    distinct = df.drop_duplicates("memory_sha256")
+    shas = df["memory_sha256"]
+    distinct = df.loc[~shas.duplicated(), ["memory_sha256", "memory_bytes"]]  # two columns
     _add(
         rows,
         "memories (from results)",
@@ -95,7 +96,9 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
             "memory_bytes": int(distinct["memory_bytes"].fillna(0).sum()),
         },
     )
-    for reader, group in df.groupby("reader", observed=True):
+    wanted = ["reader", "reader_kind", "cache_hit", "tokens_prompt", "tokens_completion"]
+    wanted = [c for c in [*wanted, "latency_s"] if c in df]  # not a copy of every column
+    for reader, group in df[wanted].groupby("reader", observed=True):
         values: dict[str, Any] = {"reads": len(group)}
         if str(group["reader_kind"].iloc[0]) != "exact":
             if "cache_hit" in group:

@@ -83,8 +83,15 @@ def drilldown(
         )
         ranked = ranked[:max_pairs]
     wanted = identity[identity["source_pair_id"].astype(str).isin(set(ranked))]
-    texts = memories.many(wanted["memory_sha256"].dropna().astype(str).tolist())
     by_pair = _rows_by_pair(wanted)
+    texts = memories.many(  # only the memories of the cells shown (failing or NA)
+        sha
+        for systems in by_pair.values()
+        for rows in systems.values()
+        if _drilled(rows)
+        for _, row in rows
+        if isinstance(sha := row.get("memory_sha256"), str)
+    )
     cause_of = {int(cast(Any, k)): str(v) for k, v in causes.items()} if not causes.empty else {}
     out = []
     for pid in ranked:
@@ -114,6 +121,7 @@ def drilldown(
             "passing": [],
         }
         cells_out: list[dict[str, Any]] = []
+        lines: dict[str, list[dict[str, Any]]] = {}  # a memory's lines, by sha256
         for system, rows in by_pair.get(pid, {}).items():
             reader, condition, budget = system
             failed = any(r["correct"] == 0 for _, r in rows)
@@ -122,7 +130,7 @@ def drilldown(
             if not failed and not na:
                 entry["passing"].append(label)
                 continue
-            cells_out.append(_cell(system, label, failed, na, rows, texts, marks, cause_of))
+            cells_out.append(_cell(system, label, failed, na, rows, texts, marks, cause_of, lines))
         cells_out.sort(key=lambda c: (not c["failed"], order.get(c["system"], 1 << 30)))
         entry["cells"] = cells_out
         out.append(entry)
@@ -151,6 +159,11 @@ _DRILL_COLUMNS = (
 
 def _is_nan(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _drilled(rows: Sequence[tuple[int, dict[str, Any]]]) -> bool:
+    """Whether a system's reads of a pair are shown: one failed or NA."""
+    return any(r["correct"] == 0 or _is_nan(r["correct"]) for _, r in rows)
 
 
 def _rows_by_pair(
@@ -192,6 +205,7 @@ def _cell(
     texts: Mapping[str, str],
     marks: frozenset[str],
     cause_of: Mapping[int, str],
+    lines: dict[str, list[dict[str, Any]]],
 ) -> dict[str, Any]:
     memo: dict[str, dict[str, Any]] = {"A": {}, "B": {}}
     reads = []
@@ -201,8 +215,10 @@ def _cell(
         text = texts.get(str(sha)) if sha else None
         if variant in memo and branch not in memo[variant]:
             size = row.get("memory_bytes")
+            if text is not None and str(sha) not in lines:
+                lines[str(sha)] = _lines(text, marks)
             memo[variant][branch] = {
-                "lines": None if text is None else _lines(text, marks),
+                "lines": None if text is None else lines[str(sha)],
                 "bytes": None if size is None or _is_nan(size) else int(size),
                 "sha": sha,
             }

@@ -28,8 +28,6 @@ from audit.scoring import (
     SelectionWarning,
     equivariance_alerts,
     floor_message,
-    selection_warnings,
-    shortcut_gaps,
     spelling_text,
     verdict_rows,
 )
@@ -103,7 +101,7 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
         label = ctx.label
         parts = spelling_text(spelled, lambda f: Strong(label((f.reader, f.condition, f.budget))))
         findings.append([Flag("Spelling dependence: "), *parts])
-    for gap in shortcut_gaps(ctx.scores, resamples=ctx.options.resamples, seed=ctx.options.seed):
+    for gap in ctx.shortcut_gaps:
         value, p = gap["reveal_gap_blocks"], gap.get("reveal_gap_p")
         system: System = (gap["reader"], gap["condition"], gap["budget"])
         if value is None or value < GAP_SHOWN or p is None or p >= 0.05:
@@ -128,7 +126,7 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
 
 def _selection_alerts(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = []
-    for warning in selection_warnings(ctx.scores, ctx.unreadable):
+    for warning in ctx.selection_warnings:
         if not warning.warn:
             continue
 
@@ -314,7 +312,7 @@ def _at(values: Any, index: int) -> float:
 def _ranking_table(ctx: ReportContext) -> Table:
     """Every inversion of current and reveal accuracy, for ranking.csv."""
     rows = []
-    for warning in selection_warnings(ctx.scores, ctx.unreadable):
+    for warning in ctx.selection_warnings:
         shown: list[Inversion | None] = [*warning.inversions] or [None]
         for inversion in shown:
             rows.append(

@@ -12,7 +12,6 @@ from audit.scoring import (
     IDENTITY,
     bootstrap_mean,
     is_degenerate,
-    selection_warnings,
 )
 from reports import Chart, Column, Section, Table
 
@@ -106,7 +105,7 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
             .astype(int)
         )
     table["rank_differs"] = False
-    for warning in selection_warnings(ctx.scores, ctx.unreadable):
+    for warning in ctx.selection_warnings:
         if not warning.warn:
             continue
         involved = set(warning.misleading) | {

@@ -42,7 +42,7 @@ def facts(ctx: ReportContext) -> Facts:
     run, scores = ctx.run, ctx.scores
     plan = run.plan
     df = run.results
-    families = list(dict.fromkeys(df["family"].astype(str)))
+    families = [str(f) for f in df["family"].unique()]  # in order of appearance
     readers = list(dict.fromkeys(s[0] for s in scores.systems))
     budgets = sorted(
         {s[2] for s in scores.systems} or set(plan.budgets if plan else ())

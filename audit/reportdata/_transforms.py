@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from audit.reportdata._context import ReportContext, proportion_columns
-from audit.scoring import IDENTITY, cluster_bootstrap, shortcut_gaps
+from audit.scoring import IDENTITY, cluster_bootstrap
 from reports import Chart, Column, Paragraph, Section, Table
 
 
@@ -19,10 +19,14 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
     adequacy, the shortcut gaps, equivariance violations."""
     options = ctx.options
     gaps = {
-        (g["reader"], g["condition"], g["budget"], g["transform"]): g
-        for g in shortcut_gaps(ctx.scores, resamples=options.resamples, seed=options.seed)
+        (g["reader"], g["condition"], g["budget"], g["transform"]): g for g in ctx.shortcut_gaps
     }
     reveal_pairs = ctx.scores.pairs["reveal"]
+    keys = ["reader", "condition", "budget", "transform"]
+    groups: dict[tuple[Any, ...], pd.DataFrame] = {}  # one pass, not a mask per system
+    for key, found in reveal_pairs.groupby(keys, observed=True, sort=False):
+        reader, condition, budget, transform = cast(tuple[Any, ...], key)
+        groups[(str(reader), str(condition), int(budget), str(transform))] = found
     rows = []
     for system in ctx.scores.systems:
         for transform in ctx.scores.shortcut_transforms():  # rechunk: its own section
@@ -38,14 +42,8 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
             row.update(proportion_columns("reveal_blocks", cell, "reveal_blocks"))
             row.update(proportion_columns("adequacy", cell))
             row.update(proportion_columns("late_reference_adequacy", cell))
-            reader, condition, budget = system
-            group = reveal_pairs[
-                (reveal_pairs["reader"] == reader)
-                & (reveal_pairs["condition"] == condition)
-                & (reveal_pairs["budget"] == budget)
-                & (reveal_pairs["transform"] == transform)
-            ]
-            if len(group) and transform != IDENTITY:
+            group = groups.get((*system, transform))
+            if group is not None and len(group) and transform != IDENTITY:
                 row["reveal_blocks_boot_low"], row["reveal_blocks_boot_high"] = cluster_bootstrap(
                     group["blocks_lo"].to_numpy(),
                     group["blocks"].to_numpy(),

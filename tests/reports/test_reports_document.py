@@ -2,7 +2,7 @@
 
 Geometry (overlaps, clipping, wrapping) is measured in a browser by
 tests/reports/test_reports_layout.py; here the HTML, Markdown, CSV and SVG are checked as
-text, and the charts as matplotlib figures.
+text, and the charts as drawn (panels and series) and as SVG.
 """
 
 from __future__ import annotations
@@ -20,14 +20,11 @@ from typing import Any
 
 import cmarkgfm
 import markupsafe
-import numpy as np
 import pandas as pd
 import pytest
 from cmarkgfm.cmark import Options as CmarkOptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from matplotlib.container import ErrorbarContainer
-from matplotlib.lines import Line2D
 
 from reports import (
     Alert,
@@ -865,6 +862,41 @@ def test_the_index_gives_each_systems_outcome() -> None:
     assert {"fail", "NA", "pass"} <= {o for row in outcomes for o in row}
 
 
+def test_a_memory_is_printed_once_per_pair_and_linked_where_it_repeats() -> None:
+    """A cell holding one memory (one sha256) in its six places: the page prints it once,
+    at an anchor, and links the other five to it; another cell's memory is its own."""
+    drill = _small_drill(1)
+    pair = drill.pairs[0]
+    cells = [
+        dict(cell, memories={v: {b: {"lines": [{"text": f"kept in cell {i}", "mark": False}],
+                                     "bytes": 14, "sha": f"sha-{i}"}
+                                 for b in ("current", "reveal", "override")} for v in "AB"})
+        for i, cell in enumerate(pair["cells"])
+    ]  # fmt: skip
+    assert len(cells) > 1
+    doc = Document(
+        "t", Facts([]), sections=[Section("d", "d", [DrillDown([dict(pair, cells=cells)])])]
+    )
+    page = _html.render_pages(doc)["pairs-001.html"]
+    anchors = re.findall(r'<pre class="log" id="(pair-1-m\d+)">', page)
+    links = re.findall(r'<a href="#(pair-1-m\d+)">', page)
+    assert len(anchors) == len(set(anchors)) == len(cells)
+    assert sorted(links) == sorted(a for a in anchors for _ in range(5))
+    for i in range(len(cells)):
+        assert page.count(f"kept in cell {i}<") == 1
+    unhashed = [
+        dict(cell, memories={v: {"current": dict(m["current"], sha=None)}
+                             for v, m in cell["memories"].items()})
+        for cell in cells[:1]
+    ]  # fmt: skip
+    doc = Document(
+        "t", Facts([]), sections=[Section("d", "d", [DrillDown([dict(pair, cells=unhashed)])])]
+    )
+    page = _html.render_pages(doc)["pairs-001.html"]
+    assert page.count("kept in cell 0<") == 2  # no sha256, nothing to match: both shown
+    assert "The same memory as" not in page
+
+
 # ----------------------------------------------------------------------- charts
 
 
@@ -927,15 +959,17 @@ def test_svgs_are_inert_sized_and_unique() -> None:
 
 def test_facets_are_stacked_with_every_title() -> None:
     chart = next(c for c in _charts_of(samples.realistic()) if c.id == "forest-chart")
-    figure = _charts.draw(chart)
-    assert figure is not None
-    axes = [ax for ax in figure.axes if ax.get_title(loc="left")]
-    titles = [ax.get_title(loc="left").replace("\n", " ") for ax in axes]
+    drawing = _charts.draw(chart)
+    assert drawing is not None
+    titles = [" ".join(panel.title) for panel in drawing.panels]
     assert titles == list(dict.fromkeys(chart.data["facet"]))
-    boxes = sorted((ax.get_position() for ax in axes), key=lambda b: -b.y1)
-    for upper, lower in itertools.pairwise(boxes):
-        assert lower.y1 < upper.y0  # one below the other, never side by side
+    for upper, lower in itertools.pairwise(drawing.panels):
+        assert lower.y0 > upper.y1  # one below the other, never side by side
         assert math.isclose(lower.x0, upper.x0)
+    svg = _charts.render(chart)
+    assert svg is not None
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert all(markupsafe.escape(t) in texts for t in titles)
 
 
 def test_long_facet_titles_wrap_and_long_labels_are_cut() -> None:
@@ -976,15 +1010,22 @@ def test_long_facet_titles_wrap_and_long_labels_are_cut() -> None:
 
 def test_coinciding_curves_are_dodged_and_distinct() -> None:
     chart = next(c for c in _charts_of(samples.realistic()) if c.id == "budget-chart")
-    figure = _charts.draw(chart)
-    assert figure is not None
-    bars = [c for c in figure.axes[0].containers if isinstance(c, ErrorbarContainer)]
-    lines: list[Line2D] = [container.lines[0] for container in bars]
+    drawing = _charts.draw(chart)
+    assert drawing is not None
+    lines = drawing.series[: len(samples.CONDITIONS)]  # the first panel's
     first, second = lines[0], lines[1]  # frontier and frontier_latest: the same values
-    assert np.asarray(first.get_ydata()).tolist() == np.asarray(second.get_ydata()).tolist()
-    assert np.asarray(first.get_xdata()).tolist() != np.asarray(second.get_xdata()).tolist()
-    styles = {(line.get_marker(), line.get_color(), line.get_linestyle()) for line in lines}
-    assert len(styles) == len(lines) == len(samples.CONDITIONS)
+    assert [y for _, y in first.points] == [y for _, y in second.points]
+    assert [x for x, _ in first.points] != [x for x, _ in second.points]
+    assert len({line.style for line in lines}) == len(lines) == len(samples.CONDITIONS)
+
+
+def test_text_widths_are_those_of_the_font() -> None:
+    """The layout's widths are DejaVu Sans' advances (a wide character counts as an em),
+    with some to spare."""
+    advances = 1255 + 569 + 569 + 1212 + 1260  # "alive" (a, l, i, v, e) in 1/2048 em
+    assert _charts.text_width("alive", 12) == pytest.approx(advances / 2048 * 12 * _charts.SPARE)
+    assert _charts.text_width("\u5bbd", 12) == pytest.approx(12 * _charts.SPARE)
+    assert _charts.text_width("e\u0301", 12) == _charts.text_width("e", 12)
 
 
 @pytest.mark.parametrize("kind", ["dots", "forest", "heatmap", "bars", "stacked", "curve"])
