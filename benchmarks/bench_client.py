@@ -19,7 +19,8 @@ printed as requests per second:
 
 Then the requests saved: the same requests again (all cache hits, 0 sent) and every request
 twice at once (half deduplicated in flight).  The ratios printed are the issue's targets:
-toolkit >= 0.5x raw aiohttp, and >= 10x inspect_ai.
+toolkit >= 0.5x raw aiohttp, and >= 10x inspect_ai; the ratio to the openai SDK is why the
+client is built on aiohttp directly (docs/backends.md, Speed).
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def _parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     key = data.get("custom_id")
-    if not isinstance(key, str) or len(key) != 64 or not _is_hex(key):
+    if not isinstance(key, str) or not re.fullmatch("[0-9a-f]{64}", key):
         shown = scrub(repr(key))  # before it is cut short: no piece of a key survives
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         raise ValueError(f"custom_id {shown} is not a cache key (64 hex digits)")
@@ -170,10 +170,6 @@ def _parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
     message = error_text(why) or (str(why) if why is not None else "no answer")
     message = scrub(message)[:300]  # (cut short once scrubbed: no piece of a key survives)
     return BatchAnswer(key, None, f"HTTP {status}: {message}" if status else message)
-
-
-def _is_hex(text: str) -> bool:
-    return all(c in "0123456789abcdef" for c in text)
 
 
 def key_scrubber(config: BackendsConfig) -> Scrub:

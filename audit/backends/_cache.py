@@ -1,26 +1,13 @@
 """The response cache: SQLite (WAL), keyed by a hash of the canonical request.
 
-The key is the SHA-256 of the exact JSON body sent to the server (sorted keys: the served
-model id, every sampling parameter including the seed, the messages in order, the
-response format with its schema, the chat-template kwargs) plus the repeat index, the
-asker's tag (compressor name and version), the key-format version and, for a model the
-name does not pin (a local GGUF file), the model's identity (its content's SHA-256).  The
-API key is a header, never part of the body, so it is never part of the key or stored.
-
-The file holds prompts and answers: it is created owner-only (0600, its directory 0700
-when this creates it; SQLite gives its ``-wal`` and ``-shm`` files the same mode), and an
-existing file of ours that others may read is narrowed to 0600 when opened.
-
-Only answers are stored: infrastructure failures and requests the server rejected (4xx)
-never are, so a rerun retries them.  Writes are batched (every ``batch`` entries or
-``flush_s`` seconds, and on ``flush()`` / ``close()``); a reader of the same cache sees
-pending entries at once.  Several processes may share a cache file (WAL, busy timeout).
-
-Each miss is also logged (bounded, newest ``MISS_LOG_LIMIT``) so ``audit cache explain``
-can say which part of a missed request differs from the nearest cached one: entries
-with the same messages first (a miss whose messages are cached differs in a key component:
-model, sampling, seed, schema), then the same messages but the last, then the same model
-and tag; components are compared before message text.
+The key is the SHA-256 of the exact JSON body sent (sorted keys) plus the repeat index,
+the asker's tag, the key-format version and, for a local GGUF, the model's content hash
+(``CanonicalRequest``); never the API key, a header.  Only answers are stored, each as
+one JSON object (``_entry``; ``get`` and ``put`` speak ``ChatResponse``).  The file is
+owner-only (0600); writes are batched (``batch`` entries or ``flush_s`` seconds) and
+pending entries are seen at once; several processes may share it (WAL, busy timeout).
+Each miss is logged (the newest ``MISS_LOG_LIMIT``) for ``audit cache explain``, which
+compares a miss with its nearest entry (docs/backends.md).
 """
 
 from __future__ import annotations
@@ -35,7 +22,7 @@ import stat
 import time
 import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -328,70 +315,48 @@ class ResponseCache:
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _write(self) -> None:
-        entries = []
-        for request, response, created in self._pending.values():
-            messages_hash, prefix_hash = request.message_hashes()
-            entries.append(
-                (
-                    request.key,
-                    request.model,
-                    request.tag,
-                    request.repeat,
-                    messages_hash,
-                    prefix_hash,
-                    request.material(),
-                    response,
-                    created,
-                    created,
-                )
+        entries = [
+            (r.key, r.model, r.tag, r.repeat, *r.message_hashes(), r.material(), response, t, t)
+            for r, response, t in self._pending.values()
+        ]
+        misses = [  # a miss that was answered is in its responses row: only its key and time
+            (r.key, t, r.model, r.tag, *r.message_hashes(), r.material())
+            if unanswered
+            else (r.key, t, None, None, None, None, None)
+            for r, unanswered, t in self._pending_misses
+        ]
+        now = time.time()
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO responses (key, model, tag, repeat, messages_hash, "
+                "prefix_hash, request, response, created, last_used) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                entries,
             )
-        misses: list[tuple[Any, ...]] = []
-        for request, unanswered, created in self._pending_misses:
-            if unanswered:
-                messages_hash, prefix_hash = request.message_hashes()
-                misses.append(
-                    (
-                        request.key,
-                        created,
-                        request.model,
-                        request.tag,
-                        messages_hash,
-                        prefix_hash,
-                        request.material(),
-                    )
-                )
-            else:
-                misses.append((request.key, created, None, None, None, None, None))
-        hits = self._pending_hits
+            db.executemany(
+                "INSERT INTO misses (key, created, model, tag, messages_hash, prefix_hash, "
+                "request) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                misses,
+            )
+            db.executemany(
+                "UPDATE responses SET hits = hits + ?, last_used = ? WHERE key = ?",
+                [(count, now, key) for key, count in self._pending_hits.items()],
+            )
+        self._pending = {}
+        self._pending_misses = []
+        self._pending_hits = Counter()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed whole, or rolled back and a ``CacheError``."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            if entries:
-                self._db.executemany(
-                    "INSERT OR IGNORE INTO responses (key, model, tag, repeat, messages_hash, "
-                    "prefix_hash, request, response, created, last_used) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    entries,
-                )
-            if misses:
-                self._db.executemany(
-                    "INSERT INTO misses (key, created, model, tag, messages_hash, prefix_hash, "
-                    "request) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    misses,
-                )
-            if hits:
-                now = time.time()
-                self._db.executemany(
-                    "UPDATE responses SET hits = hits + ?, last_used = ? WHERE key = ?",
-                    [(count, now, key) for key, count in hits.items()],
-                )
+            yield self._db
             self._db.execute("COMMIT")
         except sqlite3.Error as error:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise CacheError(f"{self.path}: cannot write the cache ({error})") from None
-        self._pending = {}
-        self._pending_misses = []
-        self._pending_hits = Counter()
 
     def close(self) -> None:
         """Flush, trim the miss log and close the file."""
@@ -416,18 +381,12 @@ class ResponseCache:
         """Remember requests written to a batch file, so their answers can be imported
         by key (a batch output names a request only by its ``custom_id``, the key)."""
         now = time.time()
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany(
+        with self._transaction() as db:
+            db.executemany(
                 "INSERT INTO batch_pending (key, request, exported) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET exported = excluded.exported, refused = NULL",
                 [(r.key, r.material(), now) for r in requests],
             )
-            self._db.execute("COMMIT")
-        except sqlite3.Error as error:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise CacheError(f"{self.path}: cannot write the cache ({error})") from None
 
     def pending(self, key: str) -> tuple[CanonicalRequest, str | None] | None:
         """An exported request awaiting its answer, and why a batch refused it (None if
@@ -443,20 +402,12 @@ class ResponseCache:
         """Forget answered requests; note why a batch refused others (they are not
         exported again; a live run sends them, as it sends any refused request)."""
         self.flush()
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany(
-                "DELETE FROM batch_pending WHERE key = ?", [(key,) for key in answered]
-            )
-            self._db.executemany(
+        with self._transaction() as db:
+            db.executemany("DELETE FROM batch_pending WHERE key = ?", [(k,) for k in answered])
+            db.executemany(
                 "UPDATE batch_pending SET refused = ? WHERE key = ?",
                 [(why, key) for key, why in refused.items()],
             )
-            self._db.execute("COMMIT")
-        except sqlite3.Error as error:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise CacheError(f"{self.path}: cannot write the cache ({error})") from None
 
     def refused(self) -> dict[str, str]:
         """Exported requests a batch refused, with the reason."""
@@ -536,22 +487,18 @@ class ResponseCache:
         if not clauses:
             raise ValueError("prune needs at least one filter")
         self.flush()
-        deleted = self._db.execute(
-            "DELETE FROM responses WHERE " + " AND ".join(clauses), args
-        ).rowcount
-        self._db.execute("DELETE FROM misses")
-        self._db.execute("VACUUM")
-        self._known.clear()
-        self._max_rowid = 0
-        self._load_known()
-        return int(deleted)
+        return self._delete(" AND ".join(clauses), args)
 
     def clear(self) -> int:
         """Delete every entry and the miss log; returns the number of entries deleted."""
         self._pending.clear()
         self._pending_misses.clear()
         self._pending_hits.clear()
-        deleted = self._db.execute("DELETE FROM responses").rowcount
+        return self._delete("1", [])
+
+    def _delete(self, where: str, args: list[Any]) -> int:
+        """Delete the entries ``where`` holds and the miss log; reclaim the space."""
+        deleted = self._db.execute("DELETE FROM responses WHERE " + where, args).rowcount
         self._db.execute("DELETE FROM misses")
         self._db.execute("VACUUM")
         self._known.clear()
@@ -630,22 +577,24 @@ class ResponseCache:
         return Explanation(key=key, status="new")
 
 
+def _parts(material: bytes) -> tuple[dict[str, Any], int, int, str, str]:
+    """A request's ``material()`` taken apart: body, key version, repeat, tag, identity."""
+    body, _, extras = bytes(material).partition(b"\n")
+    version, repeat, tag, *identity = json.loads(extras)
+    return json.loads(body), version, int(repeat), str(tag), identity[0] if identity else ""
+
+
 def request_from_material(material: bytes) -> CanonicalRequest:
     """The request whose ``material()`` this is (its key recomputed from it)."""
-    body, _, extras = material.partition(b"\n")
-    _version, repeat, tag = json.loads(extras)
-    return canonical_request(json.loads(body), repeat=int(repeat), tag=str(tag))
+    body, _, repeat, tag, identity = _parts(material)
+    return canonical_request(body, repeat=repeat, tag=tag, identity=identity)
 
 
-def _decode(blob: bytes) -> dict[str, Any]:
-    body, _, extras = bytes(blob).partition(b"\n")
-    version, repeat, tag, *identity = json.loads(extras)
-    decoded: dict[str, Any] = json.loads(body)
-    decoded["<key version>"] = version
-    decoded["<repeat>"] = repeat
-    decoded["<tag>"] = tag
-    decoded["<model identity>"] = identity[0] if identity else None
-    return decoded
+def _decode(material: bytes) -> dict[str, Any]:
+    """A request's key components by name, for ``explain``."""
+    body, version, repeat, tag, identity = _parts(material)
+    extras = {"<key version>": version, "<repeat>": repeat, "<tag>": tag}
+    return {**body, **extras, "<model identity>": identity or None}
 
 
 _FIRST = ("model", "<model identity>")

