@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import finished_jobs
 from tests._rows import result_csv
 
 ARGS = ["run", "--preset", "cca-pilot-paper", "--conditions", "frontier,tail,full",
@@ -46,18 +47,6 @@ def uninterrupted(tmp_path_factory) -> tuple[Path, float]:
     result = audit(*ARGS, "--out", str(out))
     assert result.returncode == 0, result.stderr
     return out, time.perf_counter() - started
-
-
-def finished_jobs(run_dir: Path) -> int:
-    if not (run_dir / "store.sqlite").exists():
-        return 0
-    db = sqlite3.connect(run_dir / "store.sqlite")
-    try:
-        return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
-    except sqlite3.OperationalError:  # killed before the schema was written
-        return 0
-    finally:
-        db.close()
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import finished_jobs
 from tests._system import in_ci
 
 LOOPBACK_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -143,18 +144,6 @@ def audit(
         timeout=timeout,
         env=env or _env(),
     )
-
-
-def finished_jobs(run_dir: Path) -> int:
-    if not (run_dir / "store.sqlite").exists():
-        return 0
-    db = sqlite3.connect(run_dir / "store.sqlite")
-    try:
-        return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        db.close()
 
 
 def assert_same_results(run: Path, reference: Path) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import finished_jobs
+
 RUN = ["run", "--preset", "cca-pilot-paper", "--conditions", "frontier,tail",
        "--transforms", "identity,rename:2", "--quiet", "--workers", "1", "--csv"]  # fmt: skip
 """A small run: 24 source pairs, two conditions (seconds); it writes results.csv too, so
@@ -69,19 +71,6 @@ def fits(text: str, width: int = 80) -> None:
         and not re.fullmatch(r"\s*`[^`]*`[.,;]?", line)
     ]
     assert not long, long
-
-
-def finished_jobs(run_dir: Path) -> int:
-    try:
-        db = sqlite3.connect(f"file:{run_dir / 'store.sqlite'}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return 0
-    try:
-        return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
-    except sqlite3.Error:
-        return 0
-    finally:
-        db.close()
 
 
 @pytest.fixture(scope="module")
