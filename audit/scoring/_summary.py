@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
-from pydantic import SerializerFunctionWrapHandler as Handler
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from audit.errors import RunDataError
 from audit.scoring._claims import EquivarianceFinding, equivariance_alerts
@@ -50,27 +49,23 @@ UNIT_NOTES = {
 }
 
 
+def _absent(value: object) -> bool:
+    """An optional field that is None is left out of the file."""
+    return value is None
+
+
 class _Written(BaseModel):
-    """A part of summary.json: written under its aliases, an optional field that is
-    None left out (so a file read back is written back byte for byte)."""
+    """A part of summary.json, written under its aliases (a file read back is written
+    back byte for byte)."""
 
     model_config = ConfigDict(frozen=True, validate_by_name=True, serialize_by_alias=True)
-
-    @model_serializer(mode="wrap")
-    def _without_absent(self, handler: Handler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        for name, field in type(self).model_fields.items():
-            if not field.is_required() and getattr(self, name) is None:
-                data.pop(field.alias or name, None)
-                data.pop(name, None)
-        return data
 
 
 class Count(_Written):
     """k of n (``k_high``: k with NA reads counted as passes; absent for NA reads)."""
 
     k: int
-    k_high: int | None = None
+    k_high: int | None = Field(None, exclude_if=_absent)
     n: int
 
     def text(self) -> str:
@@ -99,9 +94,11 @@ class SummaryCell(_Written):
     """In ``source pairs`` and ``reads``."""
     mean_memory_bytes: float | None
     outcomes: dict[str, int] = Field(alias="outcomes (reads)")
-    wrong_answers: dict[str, int] | None = Field(default=None, alias="wrong answers (reads)")
+    wrong_answers: dict[str, int] | None = Field(
+        None, alias="wrong answers (reads)", exclude_if=_absent
+    )
     """None in a run made before the column."""
-    not_a_verdict: str | None = None
+    not_a_verdict: str | None = Field(None, exclude_if=_absent)
 
     def text(self, metric: str, unit: str = "source pairs") -> str:
         """A metric's count in a unit as text (``-`` where the cell has none)."""
@@ -166,7 +163,7 @@ class Summary(_Written):
     verdicts: list[Verdict]
     equivariance_alerts: list[EquivarianceFinding]
     kinds: dict[str, str]
-    compressor_errors: list[dict[str, object]] | None = None
+    compressor_errors: list[dict[str, object]] | None = Field(None, exclude_if=_absent)
     """Added by the run once its errors are merged (``rundir.summary_errors``: each a
     ``rundir.CompressorError``, a room above this one)."""
 
