@@ -13,7 +13,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -40,14 +40,12 @@ from audit.engine import RequestEstimate, RequestTally, RunProgress, Stage, Tall
 from audit.scoring import (
     VERDICT_COLUMNS,
     VERDICT_LEGEND,
-    EquivarianceFinding,
+    Count,
     FloorFinding,
-    FloorMessage,
-    ReaderCheck,
-    SelectionWarning,
+    Summary,
+    SummaryCell,
     Verdict,
     VerdictRow,
-    WriterCheck,
     floor_message,
     listed,
     spelling_text,
@@ -230,35 +228,21 @@ def run_progress(enabled: bool = True) -> Iterator[RunProgress | None]:
         yield progress
 
 
-def _fmt(kn: dict[str, int] | None) -> str:
-    if not kn or kn["n"] == 0:
-        return "-"
-    if kn.get("k_high", kn["k"]) != kn["k"]:
-        return f"{kn['k']}..{kn['k_high']}/{kn['n']}"
-    return f"{kn['k']}/{kn['n']}"
-
-
-def _cells(summary: dict[str, Any], exact: bool) -> list[dict[str, Any]]:
-    return [
-        e for e in summary["scores"] if e["family"] == "all" and (e["reader"] == "exact") == exact
-    ]
-
-
-def _print_exact(console: Console, summary: dict[str, Any]) -> None:
+def _print_exact(console: Console, summary: Summary) -> None:
     """The exact reader's table: in full when the terminal holds it, else a compact
     headline (condition, current, reveal, joint J, late-ref, collisions) that fits 80
     columns; names and denominators are never cut, the report has the rest."""
-    entries = _cells(summary, exact=True)
+    entries = summary.overall(exact=True)
     if not entries:
         return
-    budgets = {e["budget"] for e in entries}
-    moved = any(e["transform"] != "identity" for e in entries)
+    budgets = {e.budget for e in entries}
+    moved = any(e.transform != "identity" for e in entries)
     left = ["override", *(["the budget"] if len(budgets) == 1 else []),
             *(["every transform's column"] if moved else []), "equivariance"]  # fmt: skip
     _print_fitting(
         console,
         lambda compact, aliases: _exact_table(summary, entries, compact, aliases),
-        [e["condition"] for e in entries],
+        [e.condition for e in entries],
         f"{listed(left)} are",
     )
     console.print(EXACT_LEGEND)
@@ -269,17 +253,17 @@ def _print_exact(console: Console, summary: dict[str, Any]) -> None:
         console.print(missing)
 
 
-def missing_baselines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> str:
+def missing_baselines(summary: Summary, entries: list[SummaryCell]) -> str:
     """A note when the run has no floor or no ceiling to read its conditions against
     (``--conditions my_memory`` alone gives a score with nothing to compare it to)."""
-    kinds = {summary.get("kinds", {}).get(e["condition"], "strict") for e in entries}
+    kinds = {summary.kind(e.condition) for e in entries}
     if "strict" not in kinds:
         return ""
     roles = (("probe", "shortcut probe (the floor)"), ("archive", "archive (the ceiling)"))
     absent = [word for kind, word in roles if kind not in kinds]
     if not absent:
         return ""
-    listed_now = shlex.quote(",".join([*dict.fromkeys(e["condition"] for e in entries), BASELINES]))
+    listed_now = shlex.quote(",".join([*dict.fromkeys(e.condition for e in entries), BASELINES]))
     return (
         f"note: no {' and no '.join(absent)} in this run, so nothing says whether these "
         "memories beat a shortcut or how far they are from the whole history: add "
@@ -296,23 +280,25 @@ EXACT_LEGEND = (
 )
 
 
-def best_lines(summary: dict[str, Any], entries: list[dict[str, Any]]) -> list[str]:
+def best_lines(summary: Summary, entries: list[SummaryCell]) -> list[str]:
     """Per budget at identity: the best strict condition by joint J, the ceiling (best
     archive) and the floor (best probe), ties named: the headline in one line."""
-    kinds = summary.get("kinds", {})
-    at_identity = [e for e in entries if e["transform"] == "identity"]
+    at_identity = [e for e in entries if e.transform == "identity"]
     lines = []
-    for budget in sorted({e["budget"] for e in at_identity}):
-        here = [e for e in at_identity if e["budget"] == budget]
+    for budget in sorted({e.budget for e in at_identity}):
         parts = []
         tops: dict[str, int] = {}
         for kind, word in (("strict", "best"), ("archive", "ceiling"), ("probe", "floor")):
-            group = [e for e in here if kinds.get(e["condition"], "strict") == kind]
-            if not group:
+            joint = {
+                e.condition: e.source_pairs["joint_J"]
+                for e in at_identity
+                if e.budget == budget and summary.kind(e.condition) == kind
+            }
+            if not joint:
                 continue
-            top = max(e["source pairs"]["joint_J"]["k"] for e in group)
-            n = group[0]["source pairs"]["joint_J"]["n"]
-            names = [e["condition"] for e in group if e["source pairs"]["joint_J"]["k"] == top]
+            top = max(count.k for count in joint.values())
+            n = next(iter(joint.values())).n
+            names = [name for name, count in joint.items() if count.k == top]
             tie = f" (a tie of {len(names)})" if len(names) > 1 else ""
             who = ", ".join(names) if top else "none passes"
             parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
@@ -361,14 +347,14 @@ def _print_fitting(
 
 
 def _exact_table(
-    summary: dict[str, Any],
-    entries: list[dict[str, Any]],
+    summary: Summary,
+    entries: list[SummaryCell],
     compact: bool,
     aliases: dict[str, str] | None = None,
 ) -> Table:
-    transforms = list(dict.fromkeys(e["transform"] for e in entries))
+    transforms = list(dict.fromkeys(e.transform for e in entries))
     others = [] if compact else [t for t in transforms if t != "identity"]
-    budgets = {e["budget"] for e in entries}
+    budgets = {e.budget for e in entries}
     at = f"at {', '.join(str(b) for b in sorted(budgets))} B"
     title = (
         f"Exact reader {at}, all families, k/n source pairs at identity"
@@ -377,11 +363,15 @@ def _exact_table(
         "under a transform, k/n blocks (every renamed or permuted instance)"
     )
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact)
-    columns = ["condition", "budget", "current", "reveal", "override", "joint J",
-               "late-ref adequacy", "collisions"]  # fmt: skip
+    # a column's header -> its score
+    columns = {"condition": "", "budget": "", "current": "current", "reveal": "reveal",
+               "override": "override", "joint J": "joint_J",
+               "late-ref adequacy": "late_reference_adequacy",
+               "collisions": "collision"}  # fmt: skip
     if compact:
-        columns = ["condition", *(["budget"] if len(budgets) > 1 else []), "current",
-                   "reveal", "joint J", "late-ref", "collided"]  # fmt: skip
+        columns = {"condition": "", **({"budget": ""} if len(budgets) > 1 else {}),
+                   "current": "current", "reveal": "reveal", "joint J": "joint_J",
+                   "late-ref": "late_reference_adequacy", "collided": "collision"}  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "condition" else "right",
                          no_wrap=True)  # fmt: skip
@@ -389,55 +379,43 @@ def _exact_table(
         table.add_column(f"reveal\n@{transform}", justify="right", no_wrap=True)
     if not compact:
         table.add_column("equivariance\nviolations\n(pairs, rename)", justify="right")
-    by_key = {(e["condition"], e["budget"], e["transform"]): e for e in entries}
-    kinds = summary.get("kinds", {})
+    by_key = {(e.condition, e.budget, e.transform): e for e in entries}
     # archives are marked by kind: only the best of them is the ceiling (bm25 is an
     # archive and can score below the floor)
     marks = {"archive": " (archive)", "probe": "" if compact else " (probe)"}  # probe_*
     for (condition, budget, transform), entry in by_key.items():
         if transform != "identity" and "identity" in transforms:
             continue
-        pairs = entry["source pairs"]
-        name = (aliases or {}).get(condition, condition) + marks.get(
-            kinds.get(condition, "strict"), ""
-        )
-        values = {
-            "condition": name, "budget": str(budget), "current": _fmt(pairs["current"]),
-            "reveal": _fmt(pairs["reveal"]), "override": _fmt(pairs["override"]),
-            "joint J": _fmt(pairs["joint_J"]),
-            "late-ref adequacy": _fmt(pairs["late_reference_adequacy"]),
-            "late-ref": _fmt(pairs["late_reference_adequacy"]),
-            "collisions": _fmt(pairs["collision"]),
-            "collided": _fmt(pairs["collision"]),
-        }  # fmt: skip
-        cells = [values[column] for column in columns]
+        name = (aliases or {}).get(condition, condition) + marks.get(summary.kind(condition), "")
+        cells = [name, *([str(budget)] if "budget" in columns else [])]
+        cells += [entry.text(metric) for metric in columns.values() if metric]
         for other in others:
             moved = by_key.get((condition, budget, other))
-            cells.append(_fmt(moved["blocks"]["reveal"]) if moved else "-")
+            cells.append(moved.text("reveal", "blocks") if moved else "-")
         if not compact:
             # equivariance under the same-length renamings; relabel changes label lengths,
             # so a budgeted memory may keep other records there (the report shows it apart)
             renamed = by_key.get((condition, budget, "rename")) or by_key.get(
                 (condition, budget, "decoy")
             )
-            violations = renamed["equivariance_violations"]["source pairs"] if renamed else None
-            cells.append(_fmt(violations) if renamed else "-")
+            violations = renamed.equivariance_violations["source pairs"] if renamed else None
+            cells.append(violations.text() if violations else "-")
         table.add_row(*cells)
     return table
 
 
-def _print_llm(console: Console, summary: dict[str, Any]) -> None:
+def _print_llm(console: Console, summary: Summary) -> None:
     """The LLM reader's table: in full when it fits, else compact (names and denominators
     never cut; lenient scores and outcomes are in the report)."""
-    rows = _cells(summary, exact=False)
-    stage = summary.get("run", {}).get("config", {}).get("llm")
+    rows = summary.overall(exact=False)
+    stage = summary.config.get("llm")
     if not rows or not stage:
         return
     _print_readers(console, summary)
     _print_fitting(
         console,
         lambda compact, aliases: _llm_table(rows, compact, aliases),
-        [e["condition"] for e in rows],
+        [e.condition for e in rows],
         "lenient scores, override and outcomes are",
     )
     console.print(llm_stage_line(stage))
@@ -466,31 +444,30 @@ def llm_stage_line(stage: dict[str, Any]) -> str:
     return line
 
 
-def _print_readers(console: Console, summary: dict[str, Any]) -> None:
+def _print_readers(console: Console, summary: Summary) -> None:
     """A reader that failed its check on ``full``, and a writer no valid reader can
     read (``ReaderCheck``, ``WriterCheck``: the report's texts too)."""
-    for entry in summary.get("readers", []):
-        check = ReaderCheck.model_validate(entry)
+    for check in summary.readers:
         if check.verdict:
             _warn(console, f" (reader {check.reader}): {check.verdict}: {check.text()}; its "
                            "rows below are marked and rank nothing.")  # fmt: skip
-    for entry in summary.get("writers", []):
-        writer = WriterCheck.model_validate(entry)
+    for writer in summary.writers:
         _warn(console, f" ({writer.condition} at {writer.budget} B): {writer.verdict}: "
                        f"{writer.text()}.")  # fmt: skip
 
 
 def _llm_table(
-    rows: list[dict[str, Any]], compact: bool, aliases: dict[str, str] | None = None
+    rows: list[SummaryCell], compact: bool, aliases: dict[str, str] | None = None
 ) -> Table:
-    readers = list(dict.fromkeys(e["reader"] for e in rows))
+    readers = list(dict.fromkeys(e.reader for e in rows))
     varying = {
-        name: len({str(e[name]) for e in rows}) > 1 for name in ("budget", "transform", "reader")
+        name: len({str(getattr(e, name)) for e in rows}) > 1
+        for name in ("budget", "transform", "reader")
     }
     if compact:
         title = "LLM reader on the LLM sample, k/n source pairs, strict"
         if not varying["budget"]:
-            title = title.replace("LLM sample", f"LLM sample at {rows[0]['budget']} B")
+            title = title.replace("LLM sample", f"LLM sample at {rows[0].budget} B")
         if not varying["reader"]:
             title += f" ({readers[0]})"
         columns = ["condition", *(c for c in ("budget", "transform", "reader") if varying[c]),
@@ -499,7 +476,7 @@ def _llm_table(
         title = "LLM reader on the LLM sample: k/n source pairs, strict (lenient in brackets)"
         columns = ["condition", "budget", "transform", "reader", "current", "reveal",
                    "override", "joint J", "outcomes (reads)"]  # fmt: skip
-    if any(e.get("not_a_verdict") for e in rows):
+    if any(e.not_a_verdict for e in rows):
         columns.append("verdict")
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact)
     for column in columns:
@@ -507,52 +484,48 @@ def _llm_table(
         table.add_column(column, justify="left" if left else "right",
                          no_wrap=column not in ("outcomes (reads)", "verdict"))  # fmt: skip
     for e in rows:
-        pairs = e["source pairs"]
 
-        def both(metric: str, pairs: dict[str, Any] = pairs) -> str:
-            if compact:
-                return _fmt(pairs[metric])
-            return f"{_fmt(pairs[metric])} [{_fmt(pairs.get(f'{metric}_lenient'))}]"
+        def both(metric: str, e: SummaryCell = e) -> str:
+            lenient = "" if compact else f" [{e.text(f'{metric}_lenient')}]"
+            return e.text(metric) + lenient
 
         values = {
-            "condition": (aliases or {}).get(e["condition"], e["condition"]),
-            "budget": str(e["budget"]),
-            "transform": e["transform"], "reader": e["reader"],
+            "condition": (aliases or {}).get(e.condition, e.condition),
+            "budget": str(e.budget), "transform": e.transform, "reader": e.reader,
             "current": both("current"), "reveal": both("reveal"),
             "override": both("override"), "joint J": both("joint_J"),
-            "outcomes (reads)": ", ".join(
-                f"{k} {v}" for k, v in sorted(e["outcomes (reads)"].items())
-            ),
-            "verdict": "not a verdict" if e.get("not_a_verdict") else "",
+            "outcomes (reads)": ", ".join(f"{k} {v}" for k, v in sorted(e.outcomes.items())),
+            "verdict": "not a verdict" if e.not_a_verdict else "",
         }  # fmt: skip
         table.add_row(*(values[column] for column in columns))
     return table
 
 
-def _print_wrong_answers(console: Console, summary: dict[str, Any]) -> None:
+def _print_wrong_answers(console: Console, summary: Summary) -> None:
     """``--verbose``: the wrong reads at identity by what their answer is (summary.json's
     ``wrong answers (reads)``; the classes that occur, in precedence order)."""
     rows = [
-        e for e in summary["scores"]
-        if e["family"] == "all" and e["transform"] == "identity" and "wrong answers (reads)" in e
+        (e, e.wrong_answers) for e in summary.scores
+        if e.family == "all" and e.transform == "identity" and e.wrong_answers is not None
     ]  # fmt: skip
-    present: list[str] = [
-        w for w in WRONG_ANSWERS if any(e["wrong answers (reads)"].get(w) for e in rows)
-    ]
+    present: list[str] = [w for w in WRONG_ANSWERS if any(found.get(w) for _, found in rows)]
     if not present:
         return
     _print_fitting(
         console,
         lambda compact, aliases: _wrong_table(rows, present, compact, aliases),
-        [e["condition"] for e in rows],
+        [e.condition for e, _ in rows],
         None,  # compact only packs the columns closer
     )
 
 
 def _wrong_table(
-    rows: list[dict[str, Any]], present: list[str], compact: bool, aliases: dict[str, str] | None
+    rows: list[tuple[SummaryCell, dict[str, int]]],
+    present: list[str],
+    compact: bool,
+    aliases: dict[str, str] | None,
 ) -> Table:
-    several = {name: len({e[name] for e in rows}) > 1 for name in ("budget", "reader")}
+    several = {name: len({getattr(e, name) for e, _ in rows}) > 1 for name in ("budget", "reader")}
     table = Table(
         title="Wrong reads at identity, by what the answer is (reads; docs/method.md)",
         box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=compact,
@@ -563,10 +536,9 @@ def _wrong_table(
     table.add_column("wrong", justify="right")
     for name in present:
         table.add_column(name.replace("_", "\n"), justify="right")
-    for e in rows:
-        found = e["wrong answers (reads)"]
-        names = {"condition": (aliases or {}).get(e["condition"], e["condition"]),
-                 "budget": str(e["budget"]), "reader": e["reader"]}  # fmt: skip
+    for e, found in rows:
+        names = {"condition": (aliases or {}).get(e.condition, e.condition),
+                 "budget": str(e.budget), "reader": e.reader}  # fmt: skip
         table.add_row(
             *(names[key] for key in keys),
             str(sum(found.values())),
@@ -575,10 +547,10 @@ def _wrong_table(
     return table
 
 
-def _print_equivariance(console: Console, summary: dict[str, Any], spelling: bool = True) -> None:
+def _print_equivariance(console: Console, summary: Summary, spelling: bool = True) -> None:
     """A false order-invariance claim as a warning; spelling dependence as one note
     (``spelling``: ``--verbose``); the texts are the report's."""
-    found = [EquivarianceFinding.model_validate(a) for a in summary.get("equivariance_alerts", [])]
+    found = summary.equivariance_alerts
     for finding in found:
         if finding.check == "order":
             _warn(console, f": {finding.text()}")
@@ -593,14 +565,25 @@ def _print_equivariance(console: Console, summary: dict[str, Any], spelling: boo
         console.print(f"note: {''.join(text)}")
 
 
-def _print_probe_matches(console: Console, summary: dict[str, Any]) -> None:
+def _print_floor(console: Console, summary: Summary, verbose: bool) -> None:
     """Conditions this audit cannot tell from the probe floor (``floor_message``, the
-    report's text too): one warning per reader and budget, then a line per condition
-    saying where it did not beat the best probe."""
-    for (reader, budget), message in _floor_messages(summary).items():
+    report's text too): one warning per reader and budget; ``verbose``: its rule, then
+    a line per condition saying where it did not beat the best probe."""
+    by_where: dict[tuple[str, int], list[FloorFinding]] = {}
+    for finding in summary.probe_matches:
+        by_where.setdefault((finding.reader, finding.budget), []).append(finding)
+    for (reader, budget), findings in by_where.items():
+        strict = {
+            e.condition for e in summary.scores
+            if (e.reader, e.budget) == (reader, budget) and summary.kind(e.condition) == "strict"
+        }  # fmt: skip
+        message = floor_message(findings, len(strict))
         who = "" if reader == "exact" else f" (reader {reader})"
-        _warn(console, f"{who}: {message.headline[0].lower()}{message.headline[1:]} at "
-                       f"{budget} B. {message.body}")  # fmt: skip
+        said = f"{who}: {message.headline[0].lower()}{message.headline[1:]} at {budget} B"
+        if not verbose:
+            _warn(console, f"{said} (--verbose: its tests).")
+            continue
+        _warn(console, f"{said}. {message.body}")
         width = max(len(name) for name, _ in message.items)
         for name, where in message.items:  # wrapped under the name, never cut
             console.print(Padding(Text(f"{name:<{width}}  {where}", overflow="fold"), (0, 0, 0, 2)))
@@ -658,12 +641,12 @@ def displayable(value: Any) -> Any:
     return value
 
 
-def _print_verdicts(console: Console, summary: dict[str, Any]) -> None:
+def _print_verdicts(console: Console, summary: Summary) -> None:
     """The answer first: per reader and budget, one line per strict condition (keeps,
     beats floor?, collides, flattered?: ``Verdict.cells``, the report's texts too),
     then the ceiling (the best archive) and the floor (the best probe), after the
     legend that says what the words mean."""
-    found = [Verdict.model_validate(v) for v in summary.get("verdicts", [])]
+    found = summary.verdicts
     if not found:
         return
     for line in _wrapped(VERDICT_LEGEND, console.width):
@@ -720,72 +703,50 @@ def _wrapped(text: str, width: int) -> list[str]:
                          break_on_hyphens=False)  # fmt: skip
 
 
-def _print_floor_headlines(console: Console, summary: dict[str, Any]) -> None:
-    """The floor check's headline alone, one line per reader and budget (``--verbose``
-    and the report give its rule and every condition's tests)."""
-    for (reader, budget), message in _floor_messages(summary).items():
-        who = "" if reader == "exact" else f" (reader {reader})"
-        _warn(console, f"{who}: {message.headline[0].lower()}{message.headline[1:]} at "
-                       f"{budget} B (--verbose: its tests).")  # fmt: skip
-
-
-def _floor_messages(summary: dict[str, Any]) -> dict[tuple[str, int], FloorMessage]:
-    """The floor check's text (``floor_message``) per reader and budget."""
-    by_where: dict[tuple[str, int], list[FloorFinding]] = {}
-    for entry in summary.get("probe_matches", []):
-        finding = FloorFinding.model_validate(entry)
-        by_where.setdefault((finding.reader, finding.budget), []).append(finding)
-    kinds = summary.get("kinds", {})
-    out = {}
-    for (reader, budget), findings in by_where.items():
-        strict = {
-            e["condition"] for e in summary["scores"]
-            if (e["reader"], e["budget"]) == (reader, budget)
-            and kinds.get(e["condition"], "strict") == "strict"
-        }  # fmt: skip
-        out[(reader, budget)] = floor_message(findings, len(strict))
-    return out
-
-
 def print_summary(
-    summary: dict[str, Any], run_dir: Path, seconds: float, verbose: bool = False
+    summary: Mapping[str, Any], run_dir: Path, seconds: float, verbose: bool = False
 ) -> None:
-    """The run's answer: the verdicts first, then what needs a warning; ``verbose``
-    adds the tables by metric and transform and the floor check's every test."""
+    """The run's answer (summary.json's object): the verdicts first, then what needs a
+    warning; ``verbose`` adds the tables by metric and transform and the floor check's
+    every test."""
     console = plain_console()
-    summary = displayable(summary)
+    found = Summary.model_validate(displayable(dict(summary)))
     run_dir = Path(terminal_text(str(run_dir)))
-    _print_verdicts(console, summary)
+    _print_verdicts(console, found)
     if verbose:
-        _print_exact(console, summary)
-        _print_llm(console, summary)
-        _print_wrong_answers(console, summary)
-        _print_probe_matches(console, summary)
-        _print_equivariance(console, summary)
+        _print_exact(console, found)
+        _print_llm(console, found)
+        _print_wrong_answers(console, found)
+        _print_floor(console, found, verbose)
+        _print_equivariance(console, found)
     else:
-        _print_readers(console, summary)
-        stage = summary.get("run", {}).get("config", {}).get("llm")
-        if stage and _cells(summary, exact=False):
+        _print_readers(console, found)
+        stage = found.config.get("llm")
+        if stage and found.overall(exact=False):
             console.print(llm_stage_line(stage))
-        _print_floor_headlines(console, summary)
-        _print_equivariance(console, summary, spelling=False)
-        entries = _cells(summary, exact=True)
-        missing = missing_baselines(summary, entries) if entries else ""
+        _print_floor(console, found, verbose)
+        _print_equivariance(console, found, spelling=False)
+        entries = found.overall(exact=True)
+        missing = missing_baselines(found, entries) if entries else ""
         if missing:
             console.print(missing)
-    for flag in map(SelectionWarning.model_validate, summary["selection"]):
+    for flag in found.selection:
         if flag.warn and flag.misleading:
             who = "" if flag.reader == "exact" else f" (reader {flag.reader})"
             _warn(console, f"{who}: {flag.text()}")
     written = [n for n in ("results.parquet", "results.csv") if (run_dir / n).exists()]
-    seed = summary.get("run", {}).get("config", {}).get("seed")
+    seed = found.config.get("seed")
     console.print(
-        f"{summary['n_reads']} reads on {summary['n_source_pairs']} source pairs in "
+        f"{found.n_reads} reads on {found.n_source_pairs} source pairs in "
         f"{seconds:.1f} s"
         + ("" if seed is None else f" (transform seed {seed})")
         + f"; results in {run_dir}/ ({', '.join(written)}, summary.json)"
         + ("" if verbose else "; --verbose: every score by metric and transform")
     )
+
+
+def _kn(found: Mapping[str, Any] | None) -> str:
+    return "-" if found is None else Count.model_validate(found).text()
 
 
 def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
@@ -813,8 +774,8 @@ def print_replication(rows: list[dict[str, Any]], root: Path) -> None:
         agree = "-" if p is None else (f"yes, p {p:.3g}" if p < 0.05 else f"no evidence, p {p:.2f}")
         table.add_row(
             row["condition"], str(row["budget"]),
-            *(_fmt(joint["per_seed"].get(seed)) for seed in seeds),
-            _fmt(pooled) + interval, agree,
+            *(_kn(joint["per_seed"].get(seed)) for seed in seeds),
+            _kn(pooled) + interval, agree,
         )  # fmt: skip
     console.print(table)
     per_seed = [c["n"] for row in rows for c in row["joint_J"]["per_seed"].values() if c["n"]]

@@ -10,7 +10,6 @@ unless asked (an invocation may be writing it now; a killed one also says so).
 from __future__ import annotations
 
 import calendar
-import json
 import re
 import shutil
 import time
@@ -21,8 +20,9 @@ from typing import Annotated
 import typer
 
 from audit.cli._common import echo_fitted, fail, new_app, terminal_text
-from audit.errors import MemoryAuditError
+from audit.errors import MemoryAuditError, RunDataError
 from audit.rundir import SUMMARY_FILE, RunManifest, read_manifest
+from audit.scoring import load_summary
 
 runs_app = new_app("runs", "List the run directories under a folder, or remove old ones.")
 
@@ -47,11 +47,10 @@ class _Run:
         if self.manifest.state != "complete":
             return self.manifest.state
         try:
-            summary = json.loads((self.path / SUMMARY_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            summary = load_summary(self.path / SUMMARY_FILE)
+        except RunDataError:
             return self.manifest.state
-        raised = isinstance(summary, dict) and summary.get("compressor_errors")
-        return "raised" if raised else self.manifest.state
+        return "raised" if summary.compressor_errors else self.manifest.state
 
     @property
     def updated(self) -> float:

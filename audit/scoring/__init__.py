@@ -25,11 +25,9 @@ from audit.scoring._power import (
 )
 from audit.scoring._probes import (
     FloorFinding,
-    FloorMessage,
     floor_findings,
     floor_message,
     listed,
-    probe_matches,
 )
 from audit.scoring._readers import (
     READ_THRESHOLD,
@@ -63,7 +61,7 @@ from audit.scoring._stats import (
     tango_paired,
     wilson_arrays,
 )
-from audit.scoring._summary import summarize
+from audit.scoring._summary import Count, Summary, SummaryCell, load_summary, summarize
 from audit.scoring._table import GROUP, SYSTEM, Scores, score_results
 from audit.scoring._transfer import RankAgreement, independent_difference_p, rank_agreement
 from audit.scoring._verdicts import (
@@ -99,10 +97,10 @@ __all__ = [
     "SYSTEM",
     "VERDICT_COLUMNS",
     "VERDICT_LEGEND",
+    "Count",
     "Discordance",
     "EquivarianceFinding",
     "FloorFinding",
-    "FloorMessage",
     "Interval",
     "Inversion",
     "Metric",
@@ -113,6 +111,8 @@ __all__ = [
     "ReaderCheck",
     "Scores",
     "SelectionWarning",
+    "Summary",
+    "SummaryCell",
     "Unit",
     "Verdict",
     "VerdictRow",
@@ -130,13 +130,13 @@ __all__ = [
     "independent_difference_p",
     "is_degenerate",
     "listed",
+    "load_summary",
     "minimum_detectable_difference",
     "newcombe_paired",
     "noise_floor",
     "paired_comparison",
     "pairs_needed",
     "power",
-    "probe_matches",
     "proportion",
     "rank_agreement",
     "reader_agreement",

@@ -348,8 +348,3 @@ def floor_findings(scores: Scores, skip_readers: Sequence[str] = ()) -> list[Flo
             )
         )
     return out
-
-
-def probe_matches(scores: Scores, skip_readers: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """``summary.json``'s ``probe_matches``: each ``FloorFinding`` as JSON."""
-    return [f.model_dump(mode="json") for f in floor_findings(scores, skip_readers)]

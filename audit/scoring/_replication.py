@@ -23,6 +23,7 @@ import numpy as np
 
 from audit.scoring._metrics import ALL, IDENTITY
 from audit.scoring._stats import wilson
+from audit.scoring._summary import Summary, SummaryCell
 
 REPLICATED = ("joint_J", "reveal", "current")
 MONTE_CARLO_TABLES = 19_999
@@ -59,31 +60,30 @@ def heterogeneity_p(counts: list[tuple[int, int]]) -> float | None:
 def replicate(summaries: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per (reader, condition, budget) and score: each seed's k/n, the pooled k/n with
     its Wilson interval, the spread of the seeds' rates and the heterogeneity p."""
-    cells: dict[tuple[str, str, int], dict[int, Mapping[str, Any]]] = {}
+    cells: dict[tuple[str, str, int], dict[int, SummaryCell]] = {}
     for seed, summary in summaries.items():
-        for entry in summary["scores"]:
-            if entry["transform"] == IDENTITY and entry["family"] == ALL:
-                key = (entry["reader"], entry["condition"], entry["budget"])
-                cells.setdefault(key, {})[seed] = entry
+        for entry in Summary.model_validate(summary).scores:
+            if entry.transform == IDENTITY and entry.family == ALL:
+                cells.setdefault((entry.reader, entry.condition, entry.budget), {})[seed] = entry
     out = []
     for (reader, condition, budget), by_seed in cells.items():
         row: dict[str, Any] = {"reader": reader, "condition": condition, "budget": budget}
         for metric in REPLICATED:
             counts = {
-                seed: entry["source pairs"][metric]
+                seed: entry.source_pairs[metric]
                 for seed, entry in sorted(by_seed.items())
-                if metric in entry["source pairs"]
+                if metric in entry.source_pairs
             }
-            k = sum(c["k"] for c in counts.values())
-            n = sum(c["n"] for c in counts.values())
-            rates = [c["k"] / c["n"] for c in counts.values() if c["n"]]
+            k = sum(c.k for c in counts.values())
+            n = sum(c.n for c in counts.values())
+            rates = [c.k / c.n for c in counts.values() if c.n]
             low, high = wilson(k, n) if n else (math.nan, math.nan)
             row[metric] = {
-                "per_seed": {str(seed): {"k": c["k"], "n": c["n"]} for seed, c in counts.items()},
+                "per_seed": {str(seed): {"k": c.k, "n": c.n} for seed, c in counts.items()},
                 "pooled": {"k": k, "n": n, "low": low, "high": high},
                 "seed_rates": {"min": min(rates, default=None), "max": max(rates, default=None)},
-                "heterogeneity_p": heterogeneity_p([(c["k"], c["n"]) for c in counts.values()]),
-                "heterogeneity_test": heterogeneity_test(sum(c["n"] > 0 for c in counts.values())),
+                "heterogeneity_p": heterogeneity_p([(c.k, c.n) for c in counts.values()]),
+                "heterogeneity_test": heterogeneity_test(sum(c.n > 0 for c in counts.values())),
             }
         out.append(row)
     return out
