@@ -8,6 +8,14 @@ one line (``audit.cli._common``); anything else is a bug and shows its traceback
 from __future__ import annotations
 
 import os
+
+# numpy's BLAS on one thread (unless set): OpenBLAS reads this once, when the imports
+# below load numpy.  The commands' matrix products are small (a report's 10,000 x n
+# sign-flip tests, the power sums) and the audit is process-parallel already; OpenBLAS's
+# own threads spun against each other and the workers (1 CPU s of a default report's
+# 6) and computed the same numbers.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError
