@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import os
 
-# numpy's BLAS on one thread (unless set): OpenBLAS reads this once, when the imports
-# below load numpy.  The commands' matrix products are small (a report's 10,000 x n
-# sign-flip tests, the power sums) and the audit is process-parallel already; OpenBLAS's
-# own threads spun against each other and the workers (1 CPU s of a default report's
-# 6) and computed the same numbers.
+# OpenBLAS on one thread unless set (read once, as the imports below load numpy): its
+# threads spun on our small products, against the workers too, for the same numbers.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import signal

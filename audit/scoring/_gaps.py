@@ -63,15 +63,13 @@ def sign_flip_p(
 
 _SIGNS: dict[tuple[int, int, int], npt.NDArray[np.int8]] = {}
 SIGNS_BYTES = 64 << 20
-"""At most this much of drawn sign matrices is kept (one byte a sign; the oldest go first)."""
+"""Drawn sign matrices kept at most (one byte a sign; the oldest go first)."""
 
 
 def _random_signs(resamples: int, n: int, seed: int) -> npt.NDArray[np.int8]:
-    """The signs ``default_rng(seed)`` draws for ``resamples`` assignments of ``n``.
-
-    The same arguments draw the same matrix, so it is drawn once and kept (a report
-    tests hundreds of gaps at a few dozen sizes): the same p-values for a matmul each.
-    """
+    """The signs ``default_rng(seed)`` draws for ``resamples`` assignments of ``n``: the
+    same every time, so drawn once and kept (a report tests hundreds of gaps at a few
+    dozen sizes)."""
     key = (resamples, n, seed)
     if (found := _SIGNS.get(key)) is not None:
         return found
