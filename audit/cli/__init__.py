@@ -8,6 +8,11 @@ one line (``audit.cli._common``); anything else is a bug and shows its traceback
 from __future__ import annotations
 
 import os
+
+# OpenBLAS on one thread unless set (read once, as the imports below load numpy): its
+# threads spun on our small products, against the workers too, for the same numbers.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError

@@ -128,8 +128,9 @@ def _builtin_kind(label: str) -> str:
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
     """Types and defaults: numeric scores (empty = NA), reader labels, categories; a
-    frame from any results file (an older layout's included) comes out the same."""
-    df = df.copy()
+    frame from any results file (an older layout's included) comes out the same.  The
+    caller's frame is left as it was: only whole columns are set, on a shallow copy."""
+    df = df.copy(deep=False)
     required = ("source_pair_id", "family", "variant", "branch", "condition", "outcome")
     missing = [c for c in required if c not in df]
     if missing:

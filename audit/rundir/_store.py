@@ -258,12 +258,10 @@ def _read_index(blob: bytes) -> list[tuple[str, int, int]]:
     start = len(_INDEX_MAGIC) + 4
     count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
     digests = blob[start : start + 32 * count].hex()
+    shas = [digests[i : i + 64] for i in range(0, 64 * count, 64)]
     lengths = np.frombuffer(zlib.decompress(blob[start + 32 * count :]), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(lengths[:-1], dtype=np.int64)))
-    return [
-        (digests[64 * i : 64 * i + 64], int(start), int(length))
-        for i, (start, length) in enumerate(zip(starts, lengths, strict=True))
-    ]
+    return list(zip(shas, starts.tolist(), lengths.tolist(), strict=True))
 
 
 def job_keys(

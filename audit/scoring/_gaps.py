@@ -55,12 +55,33 @@ def sign_flip_p(
     observed = abs(d.sum()) - 1e-12
     if d.size <= EXACT_UP_TO:  # every assignment, the observed one among them: never 0
         return float(np.mean(np.abs(_half_of_all_signs(d.size) @ d) >= observed))
-    rng = np.random.default_rng(seed)
-    # rng.choice((1.0, -1.0), size) draws these very indices: the same signs, half the work
-    signs = 1.0 - 2.0 * rng.integers(0, 2, size=(resamples, d.size))
+    signs = _random_signs(resamples, d.size, seed).astype(np.float64)
     # the observed assignment counts as one draw (Phipson and Smyth 2010): a Monte
     # Carlo p is never 0, which no finite sample can show
     return float((np.sum(np.abs(signs @ d) >= observed) + 1) / (resamples + 1))
+
+
+_SIGNS: dict[tuple[int, int, int], npt.NDArray[np.int8]] = {}
+SIGNS_BYTES = 64 << 20
+"""Drawn sign matrices kept at most (one byte a sign; the oldest go first)."""
+
+
+def _random_signs(resamples: int, n: int, seed: int) -> npt.NDArray[np.int8]:
+    """The signs ``default_rng(seed)`` draws for ``resamples`` assignments of ``n``: the
+    same every time, so drawn once and kept (a report tests hundreds of gaps at a few
+    dozen sizes)."""
+    key = (resamples, n, seed)
+    if (found := _SIGNS.get(key)) is not None:
+        return found
+    rng = np.random.default_rng(seed)
+    # rng.choice((1.0, -1.0), size) draws these very indices: the same signs, half the work
+    found = (1 - 2 * rng.integers(0, 2, size=(resamples, n))).astype(np.int8)
+    while _SIGNS and sum(kept.nbytes for kept in _SIGNS.values()) + found.nbytes > SIGNS_BYTES:
+        del _SIGNS[next(iter(_SIGNS))]
+    if found.nbytes <= SIGNS_BYTES:
+        found.setflags(write=False)
+        _SIGNS[key] = found
+    return found
 
 
 @functools.cache

@@ -87,24 +87,35 @@ def _critical_values(max_d: int, level: float) -> IntArray:
     """c_d for d = 0..max_d: the test rejects when min(B, d - B) <= c_d.
 
     c_d is the largest c with 2 P(Bin(d, 1/2) <= c) <= level (-1 when even B = 0 is
-    not significant).  It does not depend on the effect, so a search over effects
-    computes it once (cached; read-only).
+    not significant), found for every d at once by bisection on c in [-1, d / 2]
+    (P(Bin(d, 1/2) <= c) rises with c; c_d < d / 2 whenever level < 1).  It does not
+    depend on the effect, so a search over effects computes it once (cached; read-only).
     """
-    from scipy.stats import binom  # type: ignore[import-untyped]
-
     d = np.arange(max_d + 1)
-    c = binom.ppf(level / 2, d, 0.5)  # smallest c with P(<= c) >= level / 2
-    critical: IntArray = np.where(2 * binom.cdf(c, d, 0.5) <= level, c, c - 1).astype(np.int64)
+    low = np.full(d.shape, -1)  # 2 P(<= low) <= level, or low = -1
+    high = d // 2 + 1  # 2 P(<= high) > level
+    while np.any(high - low > 1):
+        middle = (low + high) // 2
+        fits = 2 * _cdf(middle, d, 0.5) <= level
+        low, high = np.where(fits, middle, low), np.where(fits, high, middle)
+    critical: IntArray = low.astype(np.int64)
     critical.setflags(write=False)
     return critical
 
 
+def _cdf(k: IntArray, n: IntArray, p: float) -> FloatArray:
+    """P(Bin(n, p) <= k), 0 for k < 0."""
+    from scipy.special import bdtr  # type: ignore[import-untyped]
+
+    return np.asarray(np.where(k >= 0, bdtr(np.maximum(k, 0), n, p), 0.0), dtype=np.float64)
+
+
 def _rejection_probability(d: IntArray, critical: IntArray, q: float) -> FloatArray:
     """P(the exact test rejects | d discordant pairs), B ~ Bin(d, q), for each d."""
-    from scipy.stats import binom
+    from scipy.special import bdtrc
 
     c = critical[d]
-    tails = binom.cdf(c, d, q) + binom.sf(d - c - 1, d, q)
+    tails = _cdf(c, d, q) + bdtrc(np.maximum(d - c - 1, 0), d, q)
     return np.asarray(np.where(c >= 0, tails, 0.0), dtype=np.float64)
 
 
@@ -118,7 +129,7 @@ def _power_curve(
     < 1e-19 of the mass lies; log-gamma tables make a block of consecutive n one
     vectorized step (``pairs_needed`` scans thousands of n).
     """
-    from scipy.special import gammaln  # type: ignore[import-untyped]
+    from scipy.special import gammaln
 
     n = np.asarray(ns, dtype=np.int64)
     if psi <= 0:

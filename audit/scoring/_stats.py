@@ -207,10 +207,13 @@ def _percentile_bootstrap(
     )
     num = np.zeros(resamples)
     den = np.zeros(resamples)
+    # equal whole trials (one a pair, say) sum to the same exact whole number in any draw
+    same = float(n[0]) if np.all(n == n[0]) and float(n[0]).is_integer() else None
     for members in groups:
-        picked = members[rng.integers(0, members.size, size=(resamples, members.size))]
+        drawn = rng.integers(0, members.size, size=(resamples, members.size))
+        picked = drawn if strata is None else members[drawn]  # all: members[i] == i
         num += k[picked].sum(axis=1)
-        den += n[picked].sum(axis=1)
+        den += n[picked].sum(axis=1) if same is None else same * members.size
     with np.errstate(invalid="ignore", divide="ignore"):
         stats = num / den
     stats = stats[np.isfinite(stats)]

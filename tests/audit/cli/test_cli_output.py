@@ -320,3 +320,26 @@ def test_report_on_a_run_still_running_says_so(small_run: Path, tmp_path: Path) 
     said = " ".join(done.stderr.split())  # the warning wraps at 80 columns
     assert "the run is still running (writing its result files)" in said, done.stderr
     assert "stopped" not in done.stderr
+
+
+def test_the_command_line_loads_numpy_with_blas_on_one_thread() -> None:
+    """OpenBLAS reads OPENBLAS_NUM_THREADS once, when numpy loads: the command line
+    sets it (unless the user did) before its imports load numpy."""
+    probe = (
+        "import os, sys\n"
+        "class Seen:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'numpy':\n"
+        "            print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Seen())\n"
+        "import audit.cli\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    found = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert found.stdout.split() == ["1"], found.stderr
+    mine = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "OPENBLAS_NUM_THREADS": "3"},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert mine.stdout.split() == ["3"], mine.stderr

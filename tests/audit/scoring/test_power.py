@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,13 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from audit.scoring import PairedTable, minimum_detectable_difference, pairs_needed, power
-from audit.scoring._power import MAX_PAIRS, alpha_per_test
+from audit.scoring._power import (
+    MAX_PAIRS,
+    _critical_values,
+    _power_curve,
+    _rejection_probability,
+    alpha_per_test,
+)
 from audit.scoring._stats import mcnemar_exact
 
 runner = CliRunner()
@@ -56,6 +63,35 @@ def test_the_pilot_has_19_percent_power_for_a_20_point_gap():
 def test_power_equals_brute_force_enumeration_with_the_audits_test(n, delta, psi, level):
     expected = brute_force_power(n, delta, psi, level)
     assert power(n, delta, psi, alpha=level) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+LEVELS = [alpha / m for alpha in (0.01, 0.05, 0.1) for m in range(1, 21)]
+
+
+@pytest.mark.parametrize("max_d", [1, 2, 7, 100, 3000])
+def test_critical_values_are_those_of_scipy_stats_binom(max_d):
+    # the definition through scipy.stats: the smallest c with P(<= c) >= level / 2,
+    # one less unless 2 P(<= c) <= level
+    d = np.arange(max_d + 1)
+    for level in LEVELS:
+        c = binom.ppf(level / 2, d, 0.5)
+        expected = np.where(2 * binom.cdf(c, d, 0.5) <= level, c, c - 1).astype(np.int64)
+        assert np.array_equal(_critical_values(max_d, level), expected), level
+
+
+@pytest.mark.parametrize("q", [0.5, 0.6, 0.75, 0.9, 1.0])
+def test_rejection_probabilities_are_scipy_stats_binomial_tails(q):
+    d = np.arange(3001)
+    for level in LEVELS[::7]:
+        c = _critical_values(3000, level)
+        expected = np.where(c >= 0, binom.cdf(c, d, q) + binom.sf(d - c - 1, d, q), 0.0)
+        assert np.allclose(_rejection_probability(d, c, q), expected, rtol=0, atol=1e-12)
+        # and the power built on them
+        for n, psi in [(24, 0.3), (300, 0.1), (2000, 0.05)]:
+            curve = _power_curve([n], psi, expected.__getitem__)
+            assert power(n, psi * (2 * q - 1), psi, alpha=level) == pytest.approx(
+                float(curve[0]), rel=0, abs=1e-12
+            )
 
 
 def test_power_at_no_effect_is_the_size_of_the_test():

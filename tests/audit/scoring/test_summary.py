@@ -211,3 +211,15 @@ def test_finish_scores_the_raw_table_as_the_report_scores_the_loaded_run(table):
     light = summarize(label_readers(raw.copy()), {})
     full = summarize(normalize(raw), {})
     assert json.dumps(light, sort_keys=True) == json.dumps(full, sort_keys=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(table=st.lists(rows, min_size=1, max_size=20))
+def test_normalize_leaves_the_callers_frame_as_it_was(table):
+    # it works on a shallow copy (no copy of every column): whole columns only
+    table = [row | {"family": FAMILY[row["source_pair_id"]]} for row in table]
+    schema = pa.schema([RESULT_SCHEMA.field(c) for c in SCORED_COLUMNS])
+    raw = pa.Table.from_pylist(table, schema=schema).to_pandas()
+    kept = raw.copy()
+    normalize(raw)
+    pd.testing.assert_frame_equal(raw, kept)

@@ -977,6 +977,25 @@ def test_sign_flip_p_counts_every_assignment_and_draws_the_seeded_signs():
     check()
 
 
+def test_the_kept_sign_matrices_stay_within_their_bound(monkeypatch):
+    """The drawn signs are kept for the next gap of the same size, within
+    ``SIGNS_BYTES``: the oldest go first, and a p after an eviction is the same."""
+    from audit.scoring import _gaps
+
+    monkeypatch.setattr(_gaps, "_SIGNS", {})
+    monkeypatch.setattr(_gaps, "SIGNS_BYTES", 1_000 * (38 + 39 + 40))  # the last three
+    differences = np.linspace(-0.3, 0.9, 40)
+    first = [sign_flip_p(differences[:n], resamples=1_000) for n in range(17, 41)]
+    assert sum(kept.nbytes for kept in _gaps._SIGNS.values()) <= _gaps.SIGNS_BYTES
+    assert list(_gaps._SIGNS) == [(1_000, n, 0) for n in (38, 39, 40)]  # the newest
+    again = [sign_flip_p(differences[:n], resamples=1_000) for n in range(17, 41)]
+    assert again == first
+    drawn = np.random.default_rng(0).choice((1.0, -1.0), size=(1_000, 17))
+    moved = differences[:17]
+    expected = (np.sum(np.abs(drawn @ moved) >= abs(moved.sum()) - 1e-12) + 1) / 1_001
+    assert first[0] == expected
+
+
 def test_a_monte_carlo_sign_flip_p_is_never_zero():
     # every one of 40 differences the same way: no sampled assignment reaches it, and a
     # p of 0 (printed "< 1e-15") claimed what 10,000 draws cannot show
