@@ -39,7 +39,6 @@ from histories._records import Record
 from histories._render import RenderParseError, parse_record_line, render_records
 
 ChatRole = Literal["system", "user", "assistant", "tool", "summary"]
-CHAT_ROLES: tuple[ChatRole, ...] = ("system", "user", "assistant", "tool", "summary")
 TOOL_NAME = "read_log"
 """The tool every chunk's records arrive through."""
 

@@ -239,9 +239,6 @@ LABEL_FIELDS: dict[str, tuple[str, ...]] = {
 }
 """Scalar fields holding a label (besides ``id``), per op; ``choose`` options too."""
 
-TIMED_OPS = frozenset({"set", "copy", "add", "when"})
-"""Ops that may carry ``expires`` (and, for set/copy, ``starts``)."""
-
 _DEFAULTS: dict[type[_Record], dict[str, Any]] = {
     kind: {name: info.default for name, info in kind.model_fields.items()}
     for kind in RECORD_KINDS.values()
@@ -285,11 +282,6 @@ def trusted(cls: type[_R], **fields: Any) -> _R:
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
-
-
-def parse_record(data: Any) -> Record:
-    """Validate one record from plain data (raises pydantic.ValidationError)."""
-    return RECORD_ADAPTER.validate_python(data)
 
 
 def record_from_json(line: str) -> Record:

@@ -373,8 +373,6 @@ _INTEGER = re.compile(r"^-?[0-9]{1,18}$")
 _LONG = 19
 """Values longer than this can never read as integers (at most a sign and 18 digits);
 they keep their length."""
-_VALUE_FIRST = string.ascii_lowercase
-_VALUE_REST = string.ascii_lowercase + string.digits
 
 
 def record_values(record: Record) -> Iterator[str]:

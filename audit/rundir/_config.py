@@ -376,8 +376,3 @@ def record_costs(directory: Path, invocation: Invocation) -> None:
             costs.invocations.append(invocation)
         data = costs.model_dump(mode="json", exclude_none=True)
         write_atomically(path, json.dumps(data, indent=2, default=str) + "\n")
-
-
-def append_costs(directory: Path, invocation: Invocation) -> None:
-    """Add this invocation's costs to ``costs.json`` (see ``record_costs``)."""
-    record_costs(directory, invocation)

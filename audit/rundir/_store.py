@@ -642,13 +642,3 @@ def csv_header(schema: pa.Schema = RESULT_SCHEMA) -> bytes:
     options = pa_csv.WriteOptions(include_header=True, quoting_header="none")
     pa_csv.write_csv(schema.empty_table(), sink, options)
     return sink.getvalue()
-
-
-def append_csv(path: Path, table: pa.Table) -> bytes:
-    """Append a table's rows to a CSV file (header first if the file is new); returns
-    the rows as written, so the caller can keep them."""
-    new = not path.exists() or path.stat().st_size == 0
-    rows = csv_rows(table)
-    with path.open("ab") as handle:
-        handle.write(csv_header(table.schema) + rows if new else rows)
-    return rows

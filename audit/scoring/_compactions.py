@@ -16,9 +16,6 @@ import pandas as pd
 
 COMPACTION_LEVELS = ("identity", "rechunk")
 """The transforms the curve is drawn from."""
-REPEATED_COMPACTION = "rechunk"
-"""The transform that measures repeated compaction, not a shortcut: a memory rightly
-keeps less when it is compacted more often, so it has no shortcut gap."""
 
 
 def compaction_curve(results: pd.DataFrame) -> pd.DataFrame:

@@ -135,10 +135,6 @@ class Proportion:
     def rate(self) -> float:
         return math.nan if self.n == 0 else self.k_low / self.n
 
-    @property
-    def rate_high(self) -> float:
-        return math.nan if self.n == 0 else self.k_high / self.n
-
     def text(self) -> str:
         """``k/n`` or, with NA bounds, ``k_low..k_high/n (bounds)``."""
         if self.n == 0:
