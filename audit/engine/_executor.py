@@ -74,6 +74,7 @@ from audit.rundir import (
     lost_jobs,
     merge_errors,
     new_run_id,
+    pair_lines,
     prepare_directory,
     read_manifest,
     record_backends,
@@ -116,8 +117,7 @@ def plan_jobs(plan: RunPlan, pairs: Sequence[Pair]) -> list[Job]:
         sort_keys=True,
     )
     jobs = []
-    for pair in pairs:
-        text = pair.to_json()
+    for text in pair_lines(pairs):  # pairs held as lines are never parsed here
         key = hashlib.sha256(f"{identity}\n{text}".encode()).hexdigest()[:32]
         jobs.append(Job(key, text, cells, len(text)))
     return jobs
