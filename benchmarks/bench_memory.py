@@ -84,15 +84,14 @@ def measure(transforms: str, workers: int, trace: bool) -> dict[str, float | int
     return result
 
 
-def default_audit(per_family: int) -> tuple[Any, list[Any]]:
+def default_audit(per_family: int) -> tuple[Any, Sequence[Any]]:
     """The default `audit run`'s plan over the cca-pilot preset with ``per_family``
-    pairs per family."""
+    pairs per family, the pairs held as `audit run` holds them."""
     from audit.plan import RunPlan
+    from audit.rundir import preset_source
     from compressors import build, deterministic_builtins
-    from histories import PRESETS, generate
 
-    config = PRESETS["cca-pilot"].model_copy(update={"pairs_per_family": per_family})
-    pairs = generate(config)
+    _source, pairs, _digest = preset_source("cca-pilot", pairs_per_family=per_family)
     conditions = deterministic_builtins()
     plan = RunPlan(
         pairs={"benchmark": f"cca-pilot, {per_family} per family"},

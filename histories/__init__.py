@@ -32,7 +32,6 @@ from histories._io import (
     PairFileError,
     dataset_bytes,
     iter_pair_file,
-    load_pairs,
     write_files_atomically,
 )
 from histories._pair import (
@@ -154,7 +153,6 @@ __all__ = [
     "invert",
     "is_chat",
     "iter_pair_file",
-    "load_pairs",
     "parse_chat",
     "parse_records",
     "permute",

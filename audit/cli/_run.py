@@ -6,7 +6,7 @@ import dataclasses
 import json
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -311,7 +311,7 @@ def write_replication(root: Path, summaries: dict[int, dict[str, Any]]) -> list[
 
 def _run_one(
     run_dir: Path,
-    pairs: list[Pair],
+    pairs: Sequence[Pair],
     plan: RunPlan,
     invocation: Invocation,
     open_llm: BackendOpener | None,
@@ -355,7 +355,7 @@ def withhold_keys(plan: RunPlan, config_file: Path | None) -> None:
 def execute_and_print(
     run_dir: Path,
     plan: RunPlan,
-    pair_list: list[Pair],
+    pair_list: Sequence[Pair],
     open_llm: BackendOpener | None,
     invocation: Invocation,
 ) -> dict[str, Any]:
@@ -461,7 +461,7 @@ def _llm_stage_options(
     llm_sample: int,
     llm_conditions: str | None,
     schema: bool,
-    pairs: list[Pair],
+    pairs: Sequence[Pair],
     transforms: list[TransformSpec],
 ) -> tuple[LLMStagePlan | None, Any]:
     """The LLM stage plan and a client opener; (None, None) when there is no LLM stage:

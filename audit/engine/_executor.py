@@ -4,8 +4,8 @@ A job is one source pair through every cell and transform; its key is a hash of
 everything that determines its rows, so a run directory can be resumed: finished
 jobs are skipped, and a changed plan is refused, never mixed in.  Jobs run on a
 local process pool; each finished job is committed to the store as it arrives, and
-at the end results.parquet is rewritten in plan order, one job at a time (the main
-process never holds every row: only the columns the summary scores).
+at the end results.parquet is rewritten in plan order, one job at a time, and scored
+one job at a time in a child process: no process ever holds every row.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ from audit.rundir import (
     lost_jobs,
     merge_errors,
     new_run_id,
+    pair_lines,
     prepare_directory,
     read_manifest,
     record_backends,
@@ -86,7 +87,7 @@ from audit.rundir import (
     write_parquet,
     write_summary,
 )
-from audit.scoring import SCORED_COLUMNS, SCORING_VERSION, summarize
+from audit.scoring import SCORED_COLUMNS, SCORING_VERSION, score_pieces, summarize, summary_of
 from compressors import ChatClient, build, deterministic_builtins
 from histories import Pair
 
@@ -116,8 +117,7 @@ def plan_jobs(plan: RunPlan, pairs: Sequence[Pair]) -> list[Job]:
         sort_keys=True,
     )
     jobs = []
-    for pair in pairs:
-        text = pair.to_json()
+    for text in pair_lines(pairs):  # pairs held as lines are never parsed here
         key = hashlib.sha256(f"{identity}\n{text}".encode()).hexdigest()[:32]
         jobs.append(Job(key, text, cells, len(text)))
     return jobs
@@ -646,8 +646,8 @@ def finish(
     if logs:
         lines = [line for log in logs for line in log.lines]
         write_atomically(out / LOG_FILE, log_text(errors, lines))
-    # scored in a child process: the main process never holds the rows, so its memory
-    # stays flat however many reads a run has (the child reads only the scored columns)
+    # scored in a child process, a job at a time (``_score``): neither process holds the
+    # rows, so memory stays flat however many reads a run has
     # (a run with an LLM stage has backend threads alive, which a fork must not copy
     # mid-lock: it scores here)
     if plan.llm is not None:
@@ -661,11 +661,18 @@ def finish(
 
 
 def _score(out: Path, plan: RunPlan) -> dict[str, Any]:
-    """summary.json's content from results.parquet's scored columns."""
+    """summary.json's content from results.parquet's scored columns, scored a row group
+    (a job) at a time: only counts per cell and source pair are held, never every read."""
     import pyarrow.parquet as pq
 
     scored = [c for c in SCORED_COLUMNS if c in STORED_SCHEMA.names]  # all the summary reads
-    table = pq.read_table(out / RESULTS_PARQUET, columns=scored)
-    frame = label_readers(table.to_pandas()) if table.num_rows else pd.DataFrame()
-    del table
-    return summarize(frame, {"config": plan.model_dump(mode="json")}, plan.condition_labels)
+    meta = {"config": plan.model_dump(mode="json")}
+    with pq.ParquetFile(out / RESULTS_PARQUET) as handle:
+        pieces = (
+            label_readers(handle.read_row_group(group, columns=scored).to_pandas())
+            for group in range(handle.num_row_groups)
+        )
+        scores, reads, pairs = score_pieces(pieces, plan.condition_labels)
+    if not reads:
+        return summarize(pd.DataFrame(), meta, plan.condition_labels)
+    return summary_of(scores, meta, reads, pairs)

@@ -60,18 +60,18 @@ from histories import BRANCHES, FAMILIES, VARIANTS, Branch, Pair, VariantName, t
 
 def sample_pairs(pairs: Sequence[Pair], n: int) -> list[Pair]:
     """Round-robin over families in registry order: a stated, reproducible sample."""
-    by_family: dict[str, list[Pair]] = {}
-    for pair in pairs:
-        by_family.setdefault(pair.family, []).append(pair)
+    by_family: dict[str, list[int]] = {}  # indexes: pairs held as lines stay lines
+    for index, pair in enumerate(pairs):
+        by_family.setdefault(pair.family, []).append(index)
     order = [f for f in FAMILIES if f in by_family] + [f for f in by_family if f not in FAMILIES]
-    chosen: list[Pair] = []
+    chosen: list[int] = []
     depth = 0
     while len(chosen) < min(n, len(pairs)):
         for family in order:
             if depth < len(by_family[family]) and len(chosen) < n:
                 chosen.append(by_family[family][depth])
         depth += 1
-    return chosen
+    return [pairs[index] for index in chosen]
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def _steps(pair: Pair) -> int:
     return max(counts)
 
 
-def load_plan(run_dir: Path) -> tuple[RunPlan, LLMStagePlan, list[Pair]]:
+def load_plan(run_dir: Path) -> tuple[RunPlan, LLMStagePlan, Sequence[Pair]]:
     """A run directory's plan, its LLM stage and its pairs (checked against the recorded
     sha256); ``BatchError`` naming the directory when it cannot be batched."""
     try:

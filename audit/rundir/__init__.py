@@ -77,7 +77,13 @@ from audit.rundir._manifest import (
     read_manifest,
     write_manifest,
 )
-from audit.rundir._pairs import file_source, pairs_sha256, preset_source, rebuild_pairs
+from audit.rundir._pairs import (
+    file_source,
+    pair_lines,
+    pairs_sha256,
+    preset_source,
+    rebuild_pairs,
+)
 from audit.rundir._results import (
     export_csv,
     job_tables,
@@ -145,6 +151,7 @@ __all__ = [
     "new_run_id",
     "normalize",
     "pack_job",
+    "pair_lines",
     "pairs_sha256",
     "prepare_directory",
     "preset_source",

@@ -61,8 +61,15 @@ from audit.scoring._stats import (
     tango_paired,
     wilson_arrays,
 )
-from audit.scoring._summary import Count, Summary, SummaryCell, load_summary, summarize
-from audit.scoring._table import GROUP, SYSTEM, Scores, score_results
+from audit.scoring._summary import (
+    Count,
+    Summary,
+    SummaryCell,
+    load_summary,
+    summarize,
+    summary_of,
+)
+from audit.scoring._table import GROUP, SYSTEM, Scores, score_pieces, score_results
 from audit.scoring._transfer import RankAgreement, independent_difference_p, rank_agreement
 from audit.scoring._verdicts import (
     VERDICT_COLUMNS,
@@ -142,11 +149,13 @@ __all__ = [
     "reader_agreement",
     "reader_checks",
     "replicate",
+    "score_pieces",
     "score_results",
     "selection_warnings",
     "shortcut_gaps",
     "spelling_text",
     "summarize",
+    "summary_of",
     "tango_paired",
     "unreadable",
     "verdict_rows",

@@ -174,11 +174,9 @@ def _worst(counts: _PairCounts, failure: bool) -> tuple[Any, Any]:
     return seen & (counts.lo == counts.blocks), seen & (counts.hi == counts.blocks)
 
 
-def _pair_frame(layout: _Layout, counts: _PairCounts, failure: bool) -> pd.DataFrame:
+def _pair_frame(pair_keys: pd.DataFrame, counts: _PairCounts, failure: bool) -> pd.DataFrame:
     present = np.flatnonzero(counts.blocks > 0)
-    out = layout.df.iloc[layout.first_row_of_pair[present]][PAIR_KEYS].reset_index(drop=True)
-    for key in PAIR_KEYS:
-        out[key] = out[key].astype(np.int64) if key == "budget" else out[key].astype(str)
+    out = pair_keys.iloc[present].reset_index(drop=True)
     out["blocks_lo"] = counts.lo[present].astype(np.int64)
     out["blocks_hi"] = counts.hi[present].astype(np.int64)
     out["blocks"] = counts.blocks[present].astype(np.int64)
@@ -191,14 +189,14 @@ def _pair_frame(layout: _Layout, counts: _PairCounts, failure: bool) -> pd.DataF
 class _PairFrames(Mapping[str, pd.DataFrame]):
     """Per-pair frames, built when first asked for (``summary.json`` needs none)."""
 
-    def __init__(self, layout: _Layout, counts: dict[str, _PairCounts]) -> None:
-        self._layout, self._counts = layout, counts
+    def __init__(self, pair_keys: pd.DataFrame, counts: dict[str, _PairCounts]) -> None:
+        self._keys, self._counts = pair_keys, counts
         self._frames: dict[str, pd.DataFrame] = {}
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name not in self._frames:
             failure = BY_NAME[name].failure
-            self._frames[name] = _pair_frame(self._layout, self._counts[name], failure)
+            self._frames[name] = _pair_frame(self._keys, self._counts[name], failure)
         return self._frames[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -264,90 +262,268 @@ def _order(values: Iterable[str], preferred: Sequence[str]) -> list[str]:
 
 def score_results(df: pd.DataFrame, conditions: Sequence[str] = ()) -> Scores:
     """Every score of a normalized results frame (``audit.rundir.normalize``)."""
-    df = df.reset_index(drop=True)
-    layout = _Layout(df)
-    has_llm_reader = bool((df["reader_kind"].astype(str) != "exact").any())
-    metrics = (*METRICS, *LENIENT_METRICS) if has_llm_reader else METRICS
-    columns: dict[str, Any] = {}
-    all_counts: dict[str, _PairCounts] = {}
-    for metric in metrics:
-        counts = all_counts[metric.name] = _pair_counts(layout, metric)
-        every_lo, every_hi = _worst(counts, metric.failure)
-        name = metric.name
-        columns[f"{name}_pairs_k"] = layout.per_cell_of_pairs(every_lo)
-        columns[f"{name}_pairs_k_high"] = layout.per_cell_of_pairs(every_hi)
-        columns[f"{name}_pairs_n"] = layout.per_cell_of_pairs(counts.blocks > 0)
-        columns[f"{name}_blocks_k"] = layout.per_cell_of_pairs(counts.lo)
-        columns[f"{name}_blocks_k_high"] = layout.per_cell_of_pairs(counts.hi)
-        columns[f"{name}_blocks_n"] = layout.per_cell_of_pairs(counts.blocks)
-        if len(metric.branches) == 1 and metric.per_read and metric.column in df:
-            rows = layout.metric_rows(metric)
-            values = layout.metric_values(metric)
-            counted = rows & ~np.isnan(values) if metric.na == "exclude" else rows
-            unknown = np.isnan(values) & (metric.na == "bounds")
-            columns[f"{name}_reads_k"] = layout.per_cell(rows & (values == 1))
-            columns[f"{name}_reads_k_high"] = layout.per_cell(rows & ((values == 1) | unknown))
-            columns[f"{name}_reads_n"] = layout.per_cell(counted)
-    columns.update(_read_facts(layout))
-    keys = df.iloc[layout.first_row_of_cell][CELL].reset_index(drop=True)
-    for key in CELL:
+    return _Tally().add(df).scores(conditions)
+
+
+def score_pieces(
+    frames: Iterable[pd.DataFrame], conditions: Sequence[str] = ()
+) -> tuple[Scores, int, int]:
+    """The scores of the frames' rows taken together, one frame at a time (each, say, a
+    job's row group of results.parquet, normalized), and the reads and source pairs.
+
+    Only counts per cell and per source pair are kept between frames, never a read, so
+    what this holds grows with cells and pairs, not reads.  A block (one instance and
+    repeat of a pair) must lie within one frame: a job's or an LLM unit's rows do."""
+    tally = _Tally()
+    for frame in frames:
+        tally.add(frame)
+    return tally.scores(conditions), tally.n_reads, len(tally.source_pairs)
+
+
+def _grown(arrays: dict[str, np.ndarray[Any, Any]], name: str, size: int) -> Any:
+    """``arrays[name]`` zero-padded to at least ``size``."""
+    found = arrays.get(name, np.zeros(0))
+    if len(found) < size:
+        found = arrays[name] = np.concatenate([found, np.zeros(size - len(found))])
+    return found
+
+
+class _Tally:
+    """Counts per cell (reads) and per source pair (blocks, bytes, equivariance), added
+    frame by frame under cells and pairs numbered in order of first appearance, as one
+    whole frame would number them; ``scores`` then counts pairs into cells as
+    ``_Layout`` does, so the scores are the same however the rows were cut."""
+
+    def __init__(self) -> None:
+        self.n_reads = 0
+        self.source_pairs: set[str] = set()
+        self.llm_reader = False
+        self.groups: dict[tuple[Any, ...], int] = {}
+        self.family_cells: dict[tuple[int, str], int] = {}
+        self.pairs: dict[tuple[int, str], int] = {}
+        self.cell_rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] = ([], [])
+        self.pair_rows: list[tuple[Any, ...]] = []
+        self.pair_group: list[int] = []
+        self.pair_family: list[int] = []
+        self.reads: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+        """Per-read counts of each group cell and of each family cell."""
+        self.per_pair: dict[str, Any] = {}
+        self.outcomes: set[str] = set()
+        self.wrong_answers = False
+        self.systems: dict[tuple[str, str, int], None] = {}
+        self.families: dict[str, str] = {}
+        self.kinds: dict[str, str] = {}
+
+    def add(self, df: pd.DataFrame) -> _Tally:
+        if df.empty:
+            return self
+        df = df.reset_index(drop=True)
+        layout = _Layout(df)
+        self.n_reads += len(df)
+        self.source_pairs.update(str(v) for v in df["source_pair_id"].dropna().unique())
+        self.llm_reader |= bool((df["reader_kind"].astype(str) != "exact").any())
+        keys = _typed(df.iloc[layout.first_row_of_cell][CELL], CELL)
+        n_groups = layout.n_groups
+        keys.loc[: n_groups - 1, "family"] = ALL
+        rows = list(keys.itertuples(index=False, name=None))
+        group_of = [self._number(self.groups, row[:-1], row, 0) for row in rows[:n_groups]]
+        cell_group = layout.group[layout.first_row_of_cell[n_groups:]]
+        family_of = [
+            self._number(self.family_cells, (group_of[group], row[-1]), row, 1)
+            for group, row in zip(cell_group, rows[n_groups:], strict=True)
+        ]
+        pair_keys = _typed(df.iloc[layout.first_row_of_pair][PAIR_KEYS], PAIR_KEYS)
+        pair_of = []
+        for local, row in enumerate(pair_keys.itertuples(index=False, name=None)):
+            group = group_of[layout.pair_group[local]]
+            pair = self.pairs.setdefault((group, row[-1]), len(self.pairs))
+            if pair == len(self.pair_rows):
+                self.pair_rows.append(row)
+                self.pair_group.append(group)
+                self.pair_family.append(family_of[layout.pair_family_cell[local] - n_groups])
+            pair_of.append(pair)
+        groups, families = (
+            np.asarray(group_of, dtype=np.int64),
+            np.asarray(family_of, dtype=np.int64),
+        )
+        for name, values in self._read_counts(layout).items():
+            for arrays, where, part in (
+                (self.reads[0], groups, values[:n_groups]),
+                (self.reads[1], families, values[n_groups:]),
+            ):
+                np.add.at(_grown(arrays, name, len(self.cell_rows[arrays is self.reads[1]])),
+                          where, part)  # fmt: skip
+        pairs = np.asarray(pair_of, dtype=np.int64)
+        for name, values in self._pair_counts(layout).items():
+            np.add.at(_grown(self.per_pair, name, len(self.pair_rows)), pairs, values)
+        for system in df[SYSTEM].drop_duplicates().itertuples(index=False, name=None):
+            self.systems.setdefault((str(system[0]), str(system[1]), int(system[2])))
+        first = df.drop_duplicates("source_pair_id")
+        for pair_id, family in zip(first["source_pair_id"].astype(str),
+                                   first["family"].astype(str), strict=True):  # fmt: skip
+            self.families.setdefault(pair_id, family)
+        if "kind" in df:
+            found = df[["condition", "kind"]].drop_duplicates("condition")
+            for condition, kind in zip(found["condition"].astype(str),
+                                       found["kind"].astype(str), strict=True):  # fmt: skip
+                self.kinds.setdefault(condition, kind)
+        return self
+
+    def _number(self, index: dict[Any, int], key: Any, row: tuple[Any, ...], side: int) -> int:
+        """A cell's number, given on its first appearance (its key row kept)."""
+        found = index.setdefault(key, len(index))
+        if found == len(self.cell_rows[side]):
+            self.cell_rows[side].append(row)
+        return found
+
+    def _read_counts(self, layout: _Layout) -> dict[str, Any]:
+        """Per local cell: every count of reads."""
+        counts: dict[str, Any] = {}
+        for metric in (*METRICS, *LENIENT_METRICS):
+            if len(metric.branches) == 1 and metric.per_read and metric.column in layout.df:
+                rows = layout.metric_rows(metric)
+                values = layout.metric_values(metric)
+                counted = rows & ~np.isnan(values) if metric.na == "exclude" else rows
+                unknown = np.isnan(values) & (metric.na == "bounds")
+                counts[f"{metric.name}_reads_k"] = layout.per_cell(rows & (values == 1))
+                counts[f"{metric.name}_reads_k_high"] = layout.per_cell(
+                    rows & ((values == 1) | unknown)
+                )
+                counts[f"{metric.name}_reads_n"] = layout.per_cell(counted)
+        counts.update(_read_facts(layout))
+        self.outcomes.update(n[len("outcome_") :] for n in counts if n.startswith("outcome_"))
+        self.wrong_answers |= "wrong_answer" in layout.df
+        return counts
+
+    @staticmethod
+    def _pair_counts(layout: _Layout) -> dict[str, Any]:
+        """Per local pair: its blocks passing each metric, its bytes and equivariance."""
+        counts: dict[str, Any] = {}
+        for metric in (*METRICS, *LENIENT_METRICS):
+            found = _pair_counts(layout, metric)
+            counts[f"{metric.name} blocks"] = found.blocks
+            counts[f"{metric.name} lo"] = found.lo
+            counts[f"{metric.name} hi"] = found.hi
+        size = layout.numbers("memory_bytes")
+        rows = ~np.isnan(size) & (layout.pair >= 0)
+        counts["bytes"] = np.bincount(layout.pair[rows], size[rows], layout.n_pairs)
+        counts["measured"] = np.bincount(layout.pair[rows], minlength=layout.n_pairs)
+        equivariant = layout.numbers("equivariant")
+        checked = ~np.isnan(equivariant) & (layout.pair >= 0)
+        counts["violated"] = np.bincount(
+            layout.pair[checked], equivariant[checked] == 0, layout.n_pairs
+        )
+        counts["checked"] = np.bincount(layout.pair[checked], minlength=layout.n_pairs)
+        return counts
+
+    def scores(self, conditions: Sequence[str]) -> Scores:
+        n_groups, n_pairs = len(self.groups), len(self.pairs)
+        width = n_groups + len(self.family_cells)
+        pair_group = np.asarray(self.pair_group, dtype=np.int64)
+        pair_cell = n_groups + np.asarray(self.pair_family, dtype=np.int64)
+
+        def of_pairs(weights: Any) -> np.ndarray[Any, Any]:
+            w = np.asarray(weights, dtype=float)
+            return np.bincount(pair_group, w, width) + np.bincount(pair_cell, w, width)
+
+        def of_reads(name: str) -> np.ndarray[Any, Any]:
+            return np.concatenate(
+                [
+                    _grown(self.reads[0], name, n_groups),
+                    _grown(self.reads[1], name, width - n_groups),
+                ]
+            )
+
+        names = (*self.per_pair, "bytes", "measured", "violated", "checked")
+        per_pair = {name: _grown(self.per_pair, name, n_pairs) for name in names}
+        metrics = (*METRICS, *LENIENT_METRICS) if self.llm_reader else METRICS
+        columns: dict[str, Any] = {}
+        all_counts: dict[str, _PairCounts] = {}
+        for metric in metrics:
+            name = metric.name
+            counts = all_counts[name] = _PairCounts(
+                per_pair.get(f"{name} blocks", np.zeros(n_pairs)),
+                per_pair.get(f"{name} lo", np.zeros(n_pairs)),
+                per_pair.get(f"{name} hi", np.zeros(n_pairs)),
+            )
+            every_lo, every_hi = _worst(counts, metric.failure)
+            columns[f"{name}_pairs_k"] = of_pairs(every_lo)
+            columns[f"{name}_pairs_k_high"] = of_pairs(every_hi)
+            columns[f"{name}_pairs_n"] = of_pairs(counts.blocks > 0)
+            columns[f"{name}_blocks_k"] = of_pairs(counts.lo)
+            columns[f"{name}_blocks_k_high"] = of_pairs(counts.hi)
+            columns[f"{name}_blocks_n"] = of_pairs(counts.blocks)
+            if f"{name}_reads_k" in self.reads[0]:
+                for suffix in ("k", "k_high", "n"):
+                    columns[f"{name}_reads_{suffix}"] = of_reads(f"{name}_reads_{suffix}")
+        columns["n_source_pairs"] = of_pairs(np.ones(n_pairs))
+        for name in READ_FACTS:
+            columns[name] = of_reads(name)
+        columns["equivariance_violation_pairs_k"] = of_pairs(per_pair["violated"] > 0)
+        columns["equivariance_violation_pairs_n"] = of_pairs(per_pair["checked"] > 0)
+        means = _mean_bytes(per_pair["bytes"], per_pair["measured"])
+        measured = ~np.isnan(means)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            columns["mean_memory_bytes"] = np.round(
+                of_pairs(np.where(measured, means, 0.0)) / of_pairs(measured), 1
+            )
+        for name in sorted(self.outcomes):
+            if name not in ("nan", "None", ""):
+                columns[f"outcome_{name}"] = of_reads(f"outcome_{name}")
+        if self.wrong_answers:
+            for name in WRONG_ANSWERS:
+                columns[f"{WRONG_PREFIX}{name}"] = of_reads(f"{WRONG_PREFIX}{name}")
+        keys = _typed(pd.DataFrame([*self.cell_rows[0], *self.cell_rows[1]], columns=CELL), CELL)
+        cells = pd.concat([keys, pd.DataFrame(columns)], axis=1)
+        for column in columns:
+            if column != "mean_memory_bytes":
+                cells[column] = cells[column].astype(np.int64)
+        readers = _order((system[0] for system in self.systems), ["exact"])
+        condition_order = _order((system[1] for system in self.systems), conditions)
+        systems = [
+            (r, c, b)
+            for r in readers
+            for b in sorted({system[2] for system in self.systems})
+            for c in condition_order
+            if (r, c, b) in self.systems
+        ]
+        pair_keys = _typed(pd.DataFrame(self.pair_rows, columns=PAIR_KEYS), PAIR_KEYS)
+        pair_bytes = pair_keys.assign(mean_memory_bytes=means)
+        return Scores(
+            cells, _PairFrames(pair_keys, all_counts), systems, self.families, metrics,
+            pair_bytes, self.kinds,
+        )  # fmt: skip
+
+
+def _typed(keys: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Key columns as the tables hold them: budget an integer, the others text."""
+    keys = keys.reset_index(drop=True)
+    for key in names:
         keys[key] = keys[key].astype(np.int64) if key == "budget" else keys[key].astype(str)
-    keys.loc[: layout.n_groups - 1, "family"] = ALL
-    cells = pd.concat([keys, pd.DataFrame(columns)], axis=1)
-    for column in columns:
-        if column != "mean_memory_bytes":
-            cells[column] = cells[column].astype(np.int64)
-    first = df.drop_duplicates("source_pair_id")
-    families = dict(
-        zip(first["source_pair_id"].astype(str), first["family"].astype(str), strict=True)
-    )
-    readers = _order(df["reader"].astype(str).unique(), ["exact"])
-    condition_order = _order(df["condition"].astype(str).unique(), conditions)
-    present = set(
-        df[SYSTEM].drop_duplicates().astype({"reader": str, "condition": str})
-        .itertuples(index=False, name=None)
-    )  # fmt: skip
-    systems = [
-        (r, c, int(b))
-        for r in readers
-        for b in sorted(int(x) for x in df["budget"].unique())
-        for c in condition_order
-        if (r, c, b) in present
-    ]
-    kinds: dict[str, str] = {}
-    if "kind" in df:
-        found = df[["condition", "kind"]].drop_duplicates("condition")
-        kinds = dict(zip(found["condition"].astype(str), found["kind"].astype(str), strict=True))
-    pair_keys = df.iloc[layout.first_row_of_pair][PAIR_KEYS].reset_index(drop=True)
-    for key in PAIR_KEYS:
-        pair_keys[key] = pair_keys[key].astype(np.int64 if key == "budget" else str)
-    pair_bytes = pair_keys.assign(mean_memory_bytes=pair_mean_bytes(layout))
-    return Scores(
-        cells, _PairFrames(layout, all_counts), systems, families, metrics, pair_bytes, kinds
-    )
+    return keys
 
 
-def pair_mean_bytes(layout: _Layout) -> np.ndarray[Any, np.dtype[np.float64]]:
+def _mean_bytes(total: Any, count: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
     """Per pair: the mean memory bytes over its reads with a memory (NaN: none).  A
     cell's mean memory bytes is the mean of its source pairs' means: the same unit as
     every other score, and the mean its bootstrap interval resamples."""
-    size = layout.numbers("memory_bytes")
-    rows = ~np.isnan(size) & (layout.pair >= 0)
-    total = np.bincount(layout.pair[rows], size[rows], layout.n_pairs)
-    count = np.bincount(layout.pair[rows], minlength=layout.n_pairs)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
+READ_FACTS = (
+    "n_reads", "na_reads", "over_budget_reads_k", "over_budget_reads_n",
+    "equivariance_violation_reads_k", "equivariance_violation_reads_n",
+)  # fmt: skip
+
+
 def _read_facts(layout: _Layout) -> dict[str, Any]:
-    """Per cell: what only makes sense per read (NA, over budget, equivariance, bytes,
-    outcomes), the source pairs, and the source pairs with an equivariance violation."""
+    """Per cell: what only makes sense per read (NA, over budget, equivariance, outcomes)."""
     df = layout.df
     equivariant = layout.numbers("equivariant")
     overflow = layout.numbers("overflow")
     outcome, outcome_names = _named_codes(df["outcome"])
     facts: dict[str, Any] = {
-        "n_source_pairs": layout.per_cell_of_pairs(np.ones(layout.n_pairs)),
         "n_reads": layout.per_cell(np.ones(len(df))),
         "na_reads": layout.per_cell(outcome == outcome_names.get("na", -2)),
         "over_budget_reads_k": layout.per_cell(overflow > 0),
@@ -355,22 +531,8 @@ def _read_facts(layout: _Layout) -> dict[str, Any]:
         "equivariance_violation_reads_k": layout.per_cell(equivariant == 0),
         "equivariance_violation_reads_n": layout.per_cell(~np.isnan(equivariant)),
     }
-    checked = ~np.isnan(equivariant) & (layout.pair >= 0)
-    violated = np.bincount(layout.pair[checked], equivariant[checked] == 0, layout.n_pairs)
-    any_checked = np.bincount(layout.pair[checked], minlength=layout.n_pairs) > 0
-    facts["equivariance_violation_pairs_k"] = layout.per_cell_of_pairs(violated > 0)
-    facts["equivariance_violation_pairs_n"] = layout.per_cell_of_pairs(any_checked)
-    means = pair_mean_bytes(layout)
-    measured = ~np.isnan(means)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        facts["mean_memory_bytes"] = np.round(
-            layout.per_cell_of_pairs(np.where(measured, means, 0.0))
-            / layout.per_cell_of_pairs(measured),
-            1,
-        )
     for name, code in sorted(outcome_names.items()):
-        if name not in ("nan", "None", ""):
-            facts[f"outcome_{name}"] = layout.per_cell(outcome == code)
+        facts[f"outcome_{name}"] = layout.per_cell(outcome == code)
     if "wrong_answer" in df:  # not in runs made before the column
         wrong, wrong_names = _named_codes(df["wrong_answer"])
         for name in WRONG_ANSWERS:

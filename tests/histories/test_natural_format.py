@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from histories import SetRecord, load_pairs, render_records
+from histories import SetRecord, render_records
+from histories._io import load_pairs
 
 _SHA = "0" * 64
 

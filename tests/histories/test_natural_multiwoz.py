@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from histories import LogIndex, Pair, load_pairs
+from histories import LogIndex, Pair
+from histories._io import load_pairs
 from histories.natural import manifest_bytes, multiwoz
 from tests._cli import audit
 

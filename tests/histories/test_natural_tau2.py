@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from histories import load_pairs
+from histories._io import load_pairs
 from histories.natural import manifest_bytes, tau2, tau2_retail
 from tests._cli import audit
 

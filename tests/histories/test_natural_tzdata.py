@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from histories import LogIndex, Pair, TickRecord, load_pairs, transform
+from histories import LogIndex, Pair, TickRecord, transform
+from histories._io import load_pairs
 from histories.natural import tzdata
 from tests._cli import audit
 from tests._rows import result_csv

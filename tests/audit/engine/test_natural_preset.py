@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from audit.cli import app
 from audit.cli._run import DEFAULT_TRANSFORMS, PRESET_TRANSFORMS
 from audit.rundir import preset_source, rebuild_pairs
-from histories import load_pairs
+from histories._io import load_pairs
 from histories.natural import NATURAL_PRESETS, multiwoz
 from tests._cli import audit
 

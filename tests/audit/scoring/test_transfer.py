@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import fisher_exact, kendalltau
 
 from audit.scoring import holm, rank_agreement
-from histories import load_pairs
+from histories._io import load_pairs
 from tests._cli import audit
 
 CONDITIONS = "tail,frontier,frontier_alpha,full,probe_newest,probe_lexicographic"
