@@ -595,13 +595,9 @@ def test_bad_parameter_for_a_no_parameter_compressor_names_it():
 
 
 @pytest.fixture
-def plugin_module(tmp_path, monkeypatch):
+def plugin_module(plugin):
     """A freshly named module holding PLUGIN, importable for the test's duration."""
-    name = f"ma_test_plugin_{uuid.uuid4().hex}"
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent(PLUGIN))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name
-    sys.modules.pop(name, None)
+    return plugin(f"ma_test_plugin_{uuid.uuid4().hex}", PLUGIN)
 
 
 PLUGIN = """

@@ -7,8 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -53,11 +51,8 @@ class TailClaimingOrder(Compressor):
 
 
 @pytest.fixture
-def shortcut_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "shortcut_plugin.py").write_text(textwrap.dedent(SHORTCUT))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "shortcut_plugin", raising=False)
-    return "shortcut_plugin"
+def shortcut_plugin(plugin) -> str:
+    return plugin("shortcut_plugin", SHORTCUT)
 
 
 def run(*args: str):
@@ -342,11 +337,8 @@ class ReaderTell(Compressor):
 
 
 @pytest.fixture
-def gaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "gaming_plugin.py").write_text(GAMING)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "gaming_plugin", raising=False)
-    return "gaming_plugin"
+def gaming(plugin) -> str:
+    return plugin("gaming_plugin", GAMING)
 
 
 def gap_of(summary: dict, condition: str, transform: str) -> dict:
@@ -1077,11 +1069,8 @@ class PleadOutage(Compressor):
 
 
 @pytest.fixture
-def adversary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "adversary_plugin.py").write_text(ADVERSARY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "adversary_plugin", raising=False)
-    return "adversary_plugin"
+def adversary(plugin) -> str:
+    return plugin("adversary_plugin", ADVERSARY)
 
 
 def _one_pair_a_family(tmp_path: Path) -> str:
