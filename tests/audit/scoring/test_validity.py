@@ -348,6 +348,14 @@ def gap_of(summary: dict, condition: str, transform: str) -> dict:
     )  # fmt: skip
 
 
+def _revision_heuristics(gaming: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(spec, label) of QueryLowRev and QueryOddLowRev: a plugin's rows carry its name."""
+    return (
+        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
+        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
+    )
+
+
 def test_a_table_of_how_often_keys_are_named_falls_to_the_floor(gaming: str, tmp_path: Path):
     # before: above every probe under every default transform (joint J 68/84 at
     # identity against probe_one_hop's 56, 60 against 45 under disguise), named the
@@ -377,10 +385,7 @@ def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
     # before: on plain distractors they beat every packer (joint J 21/24 and 23/24
     # against frontier_alpha's 20/24) with no gap under any transform and no probe
     # matching; the default pilot's distractors are task-like, and probe_lowrev runs
-    (low_spec, low), (odd_spec, odd) = (
-        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
-        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
-    )  # a plugin's rows carry its name
+    (low_spec, low), (odd_spec, odd) = _revision_heuristics(gaming)
     out = tmp_path / "pilot"
     result = run("run", "--preset", "cca-pilot", "--conditions",
                  f"frontier_alpha,{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value",
@@ -412,10 +417,7 @@ def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
 ):
     # the paper's plain distractors, where the heuristics work: the new transforms
     # break them (a shortcut gap) or a probe matches them
-    (low_spec, low), (odd_spec, odd) = (
-        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
-        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
-    )  # a plugin's rows carry its name
+    (low_spec, low), (odd_spec, odd) = _revision_heuristics(gaming)
     out = tmp_path / "paper"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
                  f"frontier_alpha,{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value",
@@ -437,10 +439,7 @@ def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
 
 
 def test_without_the_breaking_transforms_the_advice_names_them(gaming: str, tmp_path: Path):
-    (low_spec, low), (odd_spec, odd) = (
-        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
-        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
-    )  # a plugin's rows carry its name
+    (low_spec, low), (odd_spec, odd) = _revision_heuristics(gaming)
     out = tmp_path / "no-rerev"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
                  f"{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value", "--transforms",
@@ -553,43 +552,34 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
 
 
 def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
-    def reads(condition: str, current: list, reveal: list) -> list[dict]:
-        rows = []
-        for index, (now, later) in enumerate(zip(current, reveal, strict=True)):
-            for variant in ("A", "B"):
-                for branch, value in (("current", now), ("reveal", later), ("override", 1)):
-                    rows.append({
-                        "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
-                        "variant": variant, "branch": branch, "repeat": 0, "budget": 1200,
-                        "condition": condition, "kind": "strict", "transform": "identity",
-                        "reader": "llm", "outcome": "na" if value is None else "pass",
-                        "correct": value,
-                    })  # fmt: skip
-        return rows
-
     # a: current 2/4, reveal 1/4; b: current 1..2/4 (one NA), reveal 2/4
-    frame = normalize(
-        pd.DataFrame(reads("a", [1, 1, 0, 0], [1, 0, 0, 0]) + reads("b", [1, None, 0, 0],
-                                                                       [1, 1, 0, 0]))
-    )  # fmt: skip
+    frame = normalize(pd.DataFrame(
+        _reads("a", [1, 1, 0, 0], [1, 0, 0, 0], reader="llm")
+        + _reads("b", [1, None, 0, 0], [1, 1, 0, 0], reader="llm")
+    ))  # fmt: skip
     (warning,) = selection_warnings(score_results(frame))
     assert warning.inversions == []  # b may be as good now: no inversion is claimed
     assert set(warning.best_by_current) == {"a", "b"}
     assert warning.best_by_reveal == ["b"]
 
 
-def _reads(condition: str, current: list, reveal: list) -> list[dict]:
-    """Exact-reader rows of one condition: per source pair, its current and reveal
-    verdicts on both variants (override always passes)."""
+def _reads(
+    condition: str, current: list, reveal: list, *, kind: str = "strict",
+    transform: str = "identity", reader: str = "exact",
+) -> list[dict]:  # fmt: skip
+    """Rows of one condition under one transform (one instance a source pair): per source
+    pair, its current and reveal verdicts on both variants (1 passes, 0 is a wrong
+    answer, None an NA read; override always passes)."""
     rows = []
     for index, (now, later) in enumerate(zip(current, reveal, strict=True)):
         for variant in ("A", "B"):
             for branch, value in (("current", now), ("reveal", later), ("override", 1)):
                 rows.append({
-                    "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
-                    "variant": variant, "branch": branch, "repeat": 0, "budget": 1200,
-                    "condition": condition, "kind": "strict", "transform": "identity",
-                    "reader": "exact", "outcome": "pass" if value else "wrong_log",
+                    "pair_id": f"p{index}" + ("" if transform == "identity" else f"~{transform}"),
+                    "source_pair_id": f"p{index}", "family": "f", "variant": variant,
+                    "branch": branch, "repeat": 0, "budget": 1200, "condition": condition,
+                    "kind": kind, "transform": transform, "reader": reader,
+                    "outcome": "na" if value is None else "pass" if value else "wrong_log",
                     "correct": value,
                 })  # fmt: skip
     return rows
@@ -651,10 +641,6 @@ def test_a_reversal_is_not_significant_only_where_its_p_says_so():
     check()
 
 
-def _kind(rows: list[dict], kind: str) -> list[dict]:
-    return [{**row, "kind": kind} for row in rows]
-
-
 def test_a_verdict_answers_each_question_from_the_scores():
     """keeps is joint J; flattered needs 20+ points of current over joint J and a
     significant McNemar; beats floor? is the floor check (no probe: it says so)."""
@@ -682,7 +668,7 @@ def test_a_verdict_answers_each_question_from_the_scores():
     from audit.scoring._verdicts import builtin_probes
 
     def probe(name: str) -> list[dict]:
-        return _kind(_reads(name, [1] * 12 + [0] * 12, [0] * 12 + [1] * 12), "probe")
+        return _reads(name, [1] * 12 + [0] * 12, [0] * 12 + [1] * 12, kind="probe")
 
     probed = score_results(normalize(pd.DataFrame(
         rows + [r for name in sorted(builtin_probes()) for r in probe(name)]
@@ -853,23 +839,12 @@ def test_csv_of_results_never_loses_the_kind_of_a_condition(tmp_path: Path):
 # ------------------------------------------------ the floor check is a test
 
 
-def _joint(condition: str, kind: str, passes: dict[str, list[int]], reader: str = "exact"):
+def _joint(condition: str, kind: str, passes: dict[str, list[int]]) -> list[dict]:
     """Rows of one condition whose joint J passes (1) or fails (0) per source pair and
     transform (one instance each; current and override always right)."""
-    rows = []
-    for transform, values in passes.items():
-        for index, value in enumerate(values):
-            for variant in ("A", "B"):
-                for branch, right in (("current", 1), ("reveal", value), ("override", 1)):
-                    rows.append({
-                        "pair_id": f"p{index}" + ("" if transform == "identity" else
-                                                  f"~{transform}"),
-                        "source_pair_id": f"p{index}", "family": "f", "variant": variant,
-                        "branch": branch, "repeat": 0, "budget": 1200, "condition": condition,
-                        "kind": kind, "transform": transform, "reader": reader,
-                        "outcome": "pass" if right else "wrong_log", "correct": right,
-                    })  # fmt: skip
-    return rows
+    return [row for transform, values in passes.items()
+            for row in _reads(condition, [1] * len(values), values, kind=kind,
+                              transform=transform)]  # fmt: skip
 
 
 def _floor(*conditions: list[dict]) -> dict[str, dict]:
@@ -976,33 +951,31 @@ def test_a_monte_carlo_sign_flip_p_is_never_zero():
     assert p == pytest.approx(1 / 10_001)
 
 
-def test_a_condition_that_beats_the_best_probe_everywhere_is_not_flagged():
-    # two probes: the best under each transform is the one compared; 20 vs 4 of 24
-    good = _joint("c", "strict", {t: [1] * 20 + [0] * 4 for t in ("identity", "permute")})
-    first = _joint("probe_a", "probe", {"identity": [0] * 20 + [1] * 4, "permute": [0] * 24})
-    second = _joint("probe_b", "probe", {"identity": [0] * 24, "permute": [0] * 20 + [1] * 4})
-    assert _floor(good, first, second) == {}
-    # a condition that passes nothing needs no probe to be doubted
-    assert _floor(_joint("c", "strict", {"identity": [0] * 24}), first) == {}
+# two probes: the best under each transform is the one compared; 20 vs 4 of 24
+_FIRST = _joint("probe_a", "probe", {"identity": [0] * 20 + [1] * 4, "permute": [0] * 24})
+_SECOND = _joint("probe_b", "probe", {"identity": [0] * 24, "permute": [0] * 20 + [1] * 4})
+_SEVEN = {t: [1] * 7 + [0] * 17 for t in ("identity", "rename")}  # 7 pairs one way: p 1/64
+_NOTHING = _joint("probe_x", "probe", {"identity": [0] * 24, "rename": [0] * 24})
 
 
-def test_a_conditions_floor_flag_does_not_depend_on_the_other_conditions():
-    # Holm across the whole run made a condition's flag depend on what else was in the
-    # run (a held-out compressor was flagged beside two others, not when run alone)
-    seven = [1] * 7 + [0] * 17  # 7 discordant pairs one way: p = 1/64
-    nothing = {"identity": [0] * 24, "rename": [0] * 24}
-    alone = _floor(
-        _joint("c", "strict", {"identity": seven, "rename": seven}),
-        _joint("probe_x", "probe", nothing),
-    )
-    beside = _floor(
-        _joint("c", "strict", {"identity": seven, "rename": seven}),
-        _joint("d", "strict", {"identity": seven, "rename": seven}),
-        _joint("e", "strict", {"identity": seven, "rename": seven}),
-        _joint("probe_x", "probe", nothing),
-    )
-    assert alone == {}
-    assert beside == {}
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        pytest.param(
+            [_joint("c", "strict", {t: [1] * 20 + [0] * 4 for t in ("identity", "permute")}),
+             _FIRST, _SECOND],
+            id="beats-the-best-probe-everywhere",
+        ),
+        # a condition that passes nothing needs no probe to be doubted
+        pytest.param([_joint("c", "strict", {"identity": [0] * 24}), _FIRST], id="passes-nothing"),
+        # Holm across the whole run made a condition's flag depend on what else was in the
+        # run (a held-out compressor was flagged beside two others, not when run alone)
+        pytest.param([_joint("c", "strict", _SEVEN), _NOTHING], id="alone"),
+        pytest.param([*(_joint(c, "strict", _SEVEN) for c in "cde"), _NOTHING], id="beside-two"),
+    ],
+)  # fmt: skip
+def test_a_condition_that_beats_the_floor_is_not_flagged_whatever_else_ran(conditions):
+    assert _floor(*conditions) == {}
 
 
 # ------------------------------------------------ an adversary's second review
