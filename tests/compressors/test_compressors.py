@@ -763,14 +763,14 @@ ORDERED_PROBES = ("probe_shortest", "probe_lexicographic", "probe_random", "prob
 
 
 @pytest.mark.parametrize("name", ORDERED_PROBES)
-def test_incremental_probe_ordering_writes_what_a_full_sort_writes(name: str) -> None:
+def test_incremental_probe_ordering_writes_what_a_full_sort_writes(name: str, pilot) -> None:
     # the ranked probes rank only the chunk (the memory's ranks come from the update
     # that wrote it), the others sort by a list lookup: every memory must be the one a
     # full re-sort of the stream gives, on the words pilot, permuted and relabelled too
     from audit.engine._streaming import plan_variant
 
     probe = compressors.build(parse_spec(name))
-    pairs = generate(PRESETS["cca-pilot"])[::7]
+    pairs = pilot[::7]
     transforms = parse_transforms("identity,permute:1,relabel:1")
     compared = 0
     for source in pairs:
@@ -790,7 +790,7 @@ def test_incremental_probe_ordering_writes_what_a_full_sort_writes(name: str) ->
     assert compared > 1000
 
 
-def test_a_ranked_probe_ranks_each_record_once_per_stream() -> None:
+def test_a_ranked_probe_ranks_each_record_once_per_stream(pilot) -> None:
     # before, every update re-ranked the whole stream (about 17 records) with a Python
     # key; now the memory's ranks come back with it and only the chunk is ranked
     from audit.engine._streaming import plan_variant
@@ -805,7 +805,7 @@ def test_a_ranked_probe_ranks_each_record_once_per_stream() -> None:
 
     probe = Counting()
     ranked = streamed = 0
-    for pair in generate(PRESETS["cca-pilot"])[::14]:
+    for pair in pilot[::14]:
         prefix, _ = plan_variant(pair, "A")
         memory = ""
         for view, _, _ in prefix:

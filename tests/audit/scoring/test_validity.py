@@ -478,17 +478,17 @@ def test_the_default_audit_breaks_every_tell_a_probe_exploits():
         assert all(kind in defaults for kind in cls.broken_by if kind != "decoy"), cls.name
 
 
-def test_the_default_audit_is_powered_and_the_paper_pilot_keeps_its_instances(tmp_path: Path):
+def test_the_default_audit_is_powered_and_the_paper_pilot_keeps_its_instances(
+    tmp_path: Path, pilot
+):
     # before: 24 source pairs saw a 20-point difference in joint J with 15 % power (3
     # comparisons, discordance 0.3); power comes from pairs, not from instances of a pair
     from audit.cli._run import DEFAULT_TRANSFORMS, PRESET_TRANSFORMS
     from audit.plan import parse_transforms
     from audit.scoring import power
-    from histories import PRESETS, generate
 
-    pairs = generate(PRESETS["cca-pilot"])
-    assert len(pairs) == 84
-    assert power(len(pairs), 0.2, 0.3, comparisons=3) >= 0.8
+    assert len(pilot) == 84
+    assert power(len(pilot), 0.2, 0.3, comparisons=3) >= 0.8
     # every check still has each transform on every pair
     counts = {spec.kind: spec.count for spec in parse_transforms(DEFAULT_TRANSFORMS)}
     assert set(counts) == {
