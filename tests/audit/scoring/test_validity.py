@@ -8,6 +8,7 @@ import csv
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,6 +76,13 @@ def rate(kn: dict) -> float:
     return kn["k"] / kn["n"]
 
 
+def gap_of(summary: dict, condition: str, transform: str) -> dict:
+    return next(
+        g for g in summary["shortcut_gaps"]
+        if g["condition"] == condition and g["transform"] == transform
+    )  # fmt: skip
+
+
 def matched(summary: dict) -> dict[tuple[str, str], dict]:
     """(condition, probe) -> what the probe declares and the finding's advice, for each
     probe a condition did not beat under some transform (the floor check)."""
@@ -106,10 +114,7 @@ def test_a_label_length_shortcut_is_exposed_by_relabel_and_flagged_by_a_probe(
     assert rate(cell(summary, shortest, "rename")["blocks"]["reveal"]) == 1.0  # same lengths
     relabelled = rate(cell(summary, shortest, "relabel")["blocks"]["reveal"])
     assert relabelled < 0.5  # relabel redraws lengths: the shortcut collapses
-    gap = next(
-        g for g in summary["shortcut_gaps"]
-        if g["condition"] == shortest and g["transform"] == "relabel"
-    )  # fmt: skip
+    gap = gap_of(summary, shortest, "relabel")
     assert gap["reveal_gap_blocks"] > 0.5
     assert gap["reveal_gap_low"] > 0.3  # the interval excludes no gap
     assert gap["reveal_gap_p"] < 0.01
@@ -341,13 +346,6 @@ def gaming(plugin) -> str:
     return plugin("gaming_plugin", GAMING)
 
 
-def gap_of(summary: dict, condition: str, transform: str) -> dict:
-    return next(
-        g for g in summary["shortcut_gaps"]
-        if g["condition"] == condition and g["transform"] == transform
-    )  # fmt: skip
-
-
 def _revision_heuristics(gaming: str) -> tuple[tuple[str, str], tuple[str, str]]:
     """(spec, label) of QueryLowRev and QueryOddLowRev: a plugin's rows carry its name."""
     return (
@@ -551,18 +549,6 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
     assert "| **floor: probe_shortest** |" in md
 
 
-def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
-    # a: current 2/4, reveal 1/4; b: current 1..2/4 (one NA), reveal 2/4
-    frame = normalize(pd.DataFrame(
-        _reads("a", [1, 1, 0, 0], [1, 0, 0, 0], reader="llm")
-        + _reads("b", [1, None, 0, 0], [1, 1, 0, 0], reader="llm")
-    ))  # fmt: skip
-    (warning,) = selection_warnings(score_results(frame))
-    assert warning.inversions == []  # b may be as good now: no inversion is claimed
-    assert set(warning.best_by_current) == {"a", "b"}
-    assert warning.best_by_reveal == ["b"]
-
-
 def _reads(
     condition: str, current: list, reveal: list, *, kind: str = "strict",
     transform: str = "identity", reader: str = "exact",
@@ -585,13 +571,33 @@ def _reads(
     return rows
 
 
+def _scored(rows: list[dict]) -> Any:
+    return score_results(normalize(pd.DataFrame(rows)))
+
+
+def _verdicts(scores: Any) -> dict[str, Any]:
+    from audit.scoring import floor_findings, verdicts
+
+    return {v.condition: v for v in verdicts(scores, floor_findings(scores))}
+
+
+def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
+    # a: current 2/4, reveal 1/4; b: current 1..2/4 (one NA), reveal 2/4
+    (warning,) = selection_warnings(_scored(
+        _reads("a", [1, 1, 0, 0], [1, 0, 0, 0], reader="llm")
+        + _reads("b", [1, None, 0, 0], [1, 1, 0, 0], reader="llm")
+    ))  # fmt: skip
+    assert warning.inversions == []  # b may be as good now: no inversion is claimed
+    assert set(warning.best_by_current) == {"a", "b"}
+    assert warning.best_by_reveal == ["b"]
+
+
 def test_a_reversal_of_a_pair_or_two_is_within_noise():
     # a: current 24/24, reveal 10/24; b: current 23/24, reveal 11/24
-    close = normalize(pd.DataFrame(
+    (warning,) = selection_warnings(_scored(
         _reads("a", [1] * 24, [1] * 10 + [0] * 14)
         + _reads("b", [1] * 23 + [0], [1] * 11 + [0] * 13)
     ))  # fmt: skip
-    (warning,) = selection_warnings(score_results(close))
     assert warning.misleading == ["a"]
     (inversion,) = warning.inversions
     assert inversion.current_p == 1.0
@@ -602,10 +608,9 @@ def test_a_reversal_of_a_pair_or_two_is_within_noise():
     assert "Within noise" in said
     assert "p 1, uncorrected" in said
     # a: current 24/24, reveal 0/24; b: current 12/24, reveal 12/24: both differences hold
-    far = normalize(pd.DataFrame(
+    (warning,) = selection_warnings(_scored(
         _reads("a", [1] * 24, [0] * 24) + _reads("b", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
     ))  # fmt: skip
-    (warning,) = selection_warnings(score_results(far))
     (inversion,) = warning.inversions
     assert inversion.current_p == pytest.approx(2 * 0.5**12)
     assert inversion.reveal_p == pytest.approx(2 * 0.5**12)
@@ -644,16 +649,13 @@ def test_a_reversal_is_not_significant_only_where_its_p_says_so():
 def test_a_verdict_answers_each_question_from_the_scores():
     """keeps is joint J; flattered needs 20+ points of current over joint J and a
     significant McNemar; beats floor? is the floor check (no probe: it says so)."""
-    from audit.scoring import floor_findings, verdicts
-
     rows = (
         _reads("flattered", [1] * 24, [1] * 2 + [0] * 22)  # 24/24 now, 2/24 later
         + _reads("honest", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
         + _reads("close", [1] * 5 + [0] * 19, [1] * 2 + [0] * 22)  # 13 points: not flattered
         + _reads("perfect", [1] * 24, [1] * 24)
     )
-    alone = score_results(normalize(pd.DataFrame(rows)))
-    found = {v.condition: v for v in verdicts(alone, floor_findings(alone))}
+    found = _verdicts(_scored(rows))
     assert found["flattered"].keeps() == "2/24 [0.02, 0.26]"
     assert found["flattered"].flattered
     assert found["flattered"].flatter_p < 0.05
@@ -670,15 +672,12 @@ def test_a_verdict_answers_each_question_from_the_scores():
     def probe(name: str) -> list[dict]:
         return _reads(name, [1] * 12 + [0] * 12, [0] * 12 + [1] * 12, kind="probe")
 
-    probed = score_results(normalize(pd.DataFrame(
-        rows + [r for name in sorted(builtin_probes()) for r in probe(name)]
-    )))  # fmt: skip
-    found = {v.condition: v for v in verdicts(probed, floor_findings(probed))}
+    probed = _scored(rows + [r for name in sorted(builtin_probes()) for r in probe(name)])
+    found = _verdicts(probed)
     assert found["perfect"].floor == "yes"
     assert found["honest"].floor == "no"
     assert found["probe_lowrev"].cells()["floor"] == "-"  # the floor itself
-    one = score_results(normalize(pd.DataFrame(rows + probe("probe_lowrev"))))
-    found = {v.condition: v for v in verdicts(one, floor_findings(one))}
+    found = _verdicts(_scored(rows + probe("probe_lowrev")))
     assert found["perfect"].floor == f"1/{len(builtin_probes())} probes"
     # the selection text says "within noise" only where no p beside it is significant
     (warning,) = selection_warnings(probed)
@@ -850,8 +849,8 @@ def _joint(condition: str, kind: str, passes: dict[str, list[int]]) -> list[dict
 def _floor(*conditions: list[dict]) -> dict[str, dict]:
     from audit.scoring._summary import summary_of as summarize_scores
 
-    frame = normalize(pd.DataFrame([row for rows in conditions for row in rows]))
-    summary = summarize_scores(score_results(frame), {}, len(frame), 24)
+    rows = [row for rows in conditions for row in rows]
+    summary = summarize_scores(_scored(rows), {}, len(rows), 24)
     return {m["condition"]: m for m in summary["probe_matches"]}
 
 
@@ -1127,12 +1126,9 @@ def test_a_condition_may_not_take_a_built_in_name(adversary: str, tmp_path: Path
 def test_flattered_is_each_conditions_own_answer():
     # flattered? was Holm-corrected across the run's verdicts: p 0.043 alone gave yes,
     # beside a second borderline condition no
-    from audit.scoring import floor_findings, verdicts
-
     borderline = _reads("b", [1] * 10 + [0] * 14, [1] * 4 + [0] * 20)  # 6 one way: p 1/32
     other = _reads("c", [1] * 10 + [0] * 14, [1] * 4 + [0] * 20)
     for rows in (borderline, borderline + other):
-        scores = score_results(normalize(pd.DataFrame(rows)))
-        found = {v.condition: v for v in verdicts(scores, floor_findings(scores))}
+        found = _verdicts(_scored(rows))
         assert found["b"].flattered
         assert found["b"].flatter_p == pytest.approx(1 / 32)
