@@ -64,6 +64,11 @@ def summary_of(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+def config_of(out: Path) -> dict:
+    """The run's configuration, as config.json records it."""
+    return json.loads((out / "config.json").read_text())["config"]
+
+
 def cell(summary: dict, condition: str, transform: str = "identity") -> dict:
     return next(
         e
@@ -499,8 +504,7 @@ def test_the_default_audit_is_powered_and_the_paper_pilot_keeps_its_instances(
         out = tmp_path / preset
         result = run("run", "--preset", preset, "--plan-only", "--out", str(out))
         assert result.exit_code == 0, result.output
-        planned = json.loads((out / "config.json").read_text())["config"]["transforms"]
-        assert ",".join(planned) == expected, preset
+        assert ",".join(config_of(out)["transforms"]) == expected, preset
 
 
 def test_a_compressor_that_raises_on_the_hard_pairs_gains_nothing(gaming: str, tmp_path: Path):
@@ -709,9 +713,7 @@ def test_a_preregistered_reference_is_stored_and_used(tmp_path: Path):
                  "--reference", "frontier_latest", "--workers", "1", "--quiet",
                  "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert json.loads((out / "config.json").read_text())["config"]["reference"] == (
-        "frontier_latest"
-    )
+    assert config_of(out)["reference"] == "frontier_latest"
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_latest"}
@@ -761,9 +763,7 @@ def test_replication_across_generation_seeds(tmp_path: Path):
     assert (pooled["k"], pooled["n"]) == (per_seed["1"]["k"] + per_seed["2"]["k"], 168)
     assert 0 <= frontier["joint_J"]["heterogeneity_p"] <= 1
     # the two seeds' datasets differ: other histories under the same ids
-    one = (out / "seed-1" / "config.json").read_text()
-    two = (out / "seed-2" / "config.json").read_text()
-    assert json.loads(one)["config"]["pairs_sha256"] != json.loads(two)["config"]["pairs_sha256"]
+    assert config_of(out / "seed-1")["pairs_sha256"] != config_of(out / "seed-2")["pairs_sha256"]
     assert "pooled" in result.output
     assert run("report", str(out)).exit_code == 0
     assert "per seed and pooled" in (out / "report" / "replication.md").read_text()
@@ -1066,8 +1066,7 @@ def test_a_memory_of_the_public_transforms_is_blind_under_a_drawn_seed(
                      "--transforms", "identity,disguise:2", "--workers", "1", "--quiet",
                      "--out", str(out), *seed)  # fmt: skip
         assert result.exit_code == 0, result.output
-        config = json.loads((out / "config.json").read_text())["config"]
-        scores[name] = (config["seed"], cell(summary_of(out), "remember", "disguise"))
+        scores[name] = (config_of(out)["seed"], cell(summary_of(out), "remember", "disguise"))
     assert scores["public"][0] == 0
     assert scores["drawn"][0] != 0
     public, drawn = (s[1]["blocks"]["joint_J"] for s in scores.values())
@@ -1079,10 +1078,7 @@ def test_a_memory_of_the_public_transforms_is_blind_under_a_drawn_seed(
                  "--transforms", "identity,disguise:2", "--workers", "1", "--quiet",
                  "--out", str(tmp_path / "drawn"))  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert (
-        json.loads((tmp_path / "drawn" / "config.json").read_text())["config"]["seed"]
-        == (scores["drawn"][0])
-    )
+    assert config_of(tmp_path / "drawn")["seed"] == scores["drawn"][0]
 
 
 def test_junk_that_tells_the_variants_apart_is_still_a_collision(adversary: str, tmp_path: Path):
