@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
@@ -17,6 +18,17 @@ def pilot() -> tuple[Pair, ...]:
     """The default pilot's pairs (``cca-pilot``), generated once for the session: pairs
     are frozen, and a tuple, so no test can change what the next one reads."""
     return tuple(generate(PRESETS["cca-pilot"]))
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tmp_path`` as the working directory, and no MEMORY_AUDIT_* variable of the
+    developer's: no audit.toml, .env or setting of theirs leaks in."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.upper().startswith("MEMORY_AUDIT_"):
+            monkeypatch.delenv(name)
+    return tmp_path
 
 
 @pytest.fixture
