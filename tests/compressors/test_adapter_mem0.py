@@ -12,19 +12,21 @@ import os
 import re
 
 import pytest
-from typer.testing import CliRunner
 
-from audit.cli import app
 from audit.engine._streaming import plan_variant
 from compressors import ChatRequest, ChatResponse, ChatUnavailableError, build
 from compressors._registry import adapter_classes
 from histories import Pair
-from tests.compressors.test_adapters import FakeWriter
+from tests.compressors.test_adapters import (
+    FakeWriter,
+    assert_a_failed_writer_request_is_na,
+    listed,
+    local_writer,
+)
 
 if importlib.util.find_spec("mem0") is None:  # not imported here: the adapter imports it
     pytest.skip("mem0ai is not installed", allow_module_level=True)
 
-runner = CliRunner()
 BUDGET = 1200
 _RECORD = re.compile(r'\{"id":"[^"]+","op":"set","key":"([^"]+)","value":"([^"]+)"')
 
@@ -47,10 +49,7 @@ class FactWriter:
 def test_mem0_is_listed_with_its_extra_and_calls_a_model():
     cls = adapter_classes()["mem0_local"]
     assert cls.uses_llm
-    result = runner.invoke(app, ["compressors"])
-    assert result.exit_code == 0, result.output
-    (line,) = [line for line in result.output.splitlines() if line.startswith("mem0_local ")]
-    assert "[mem0]" in line
+    assert "[mem0]" in listed(["mem0_local"])["mem0_local"]
 
 
 def load_store(memory: str) -> list[str]:
@@ -124,10 +123,7 @@ def test_an_unparsable_answer_leaves_the_store_as_it_was(pilot):
 
 
 def test_a_failed_writer_request_is_na(pilot):
-    compressor = build("mem0_local")
-    compressor.client = FakeWriter(error="connection refused")
-    with pytest.raises(ChatUnavailableError, match="connection refused"):
-        _stream(compressor, pilot[0])
+    assert_a_failed_writer_request_is_na("mem0_local", pilot[0])
 
 
 def test_the_store_round_trips_and_the_embedder_is_deterministic():
@@ -152,18 +148,11 @@ def test_mem0_with_the_embedded_local_model(pilot, tmp_path):
     (about 9,000 tokens) is longer than the model's 8,192-token context, and the
     server refuses it; the update is NA naming why, never an error text kept as the
     memory and never a wrong read."""
-    from audit.backends import load_config, open_backend
-
-    config_path = tmp_path / "audit.toml"
-    config_path.write_text(
-        "[backends.local]\nn_parallel = 1\nn_ctx_per_slot = 8192\nn_threads = 1\n"
-    )
     pair = pilot[0]
     prefix, _ = plan_variant(pair, "A")
 
     async def add() -> str:
-        config = load_config(config_path, env_file=None, environ=False)
-        async with open_backend("local", config, role="writer") as client:
+        async with local_writer(tmp_path) as client:
             compressor = build("mem0_local:max_tokens=64")
             compressor.client = client
             return await compressor.aupdate("k is v", prefix[0][0], pair.query, BUDGET)

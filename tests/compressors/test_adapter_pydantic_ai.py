@@ -16,11 +16,17 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from audit.engine._streaming import plan_variant, stream_variant
-from compressors import ChatUnavailableError, build
+from compressors import build
 from compressors._registry import adapter_classes
 from histories import dump_chat, parse_chat, transform
 from tests._pilot import pilot_of_24
-from tests.compressors.test_adapters import FakeWriter, Recorder
+from tests.compressors.test_adapters import (
+    Recorder,
+    assert_a_failed_writer_request_is_na,
+    listed,
+    local_writer,
+    summarize_with_a_fake_writer,
+)
 
 pytest.importorskip("pydantic_ai_harness")
 
@@ -43,13 +49,10 @@ def test_the_harness_strategies_are_listed_with_their_extra():
     from compressors.adapters import ChatAdapter
 
     found = adapter_classes()
-    result = runner.invoke(app, ["compressors"])
-    assert result.exit_code == 0, result.output
-    for name in (*NO_LLM, "pydantic_summary"):
+    for name, line in listed((*NO_LLM, "pydantic_summary")).items():
         cls = found[name]
         assert isinstance(cls, type)
         assert issubclass(cls, ChatAdapter)
-        (line,) = [line for line in result.output.splitlines() if line.startswith(name + " ")]
         assert "[pydantic-ai]" in line
     assert {found[n].uses_llm for n in NO_LLM} == {False}
     assert found["pydantic_summary"].uses_llm
@@ -179,23 +182,7 @@ def test_no_model_strategies_give_the_documented_figures_on_the_pilot(tmp_path):
 
 
 def test_the_summarizing_strategy_asks_the_writer_client(pilot):
-    compressor = build("pydantic_summary:keep_messages=4")
-    compressor.client = writer = FakeWriter()
-    pair = pilot[0]
-    prefix, futures = plan_variant(pair, "A")
-
-    async def stream() -> list[str]:
-        memory, memories = "", []
-        for view, _, _ in [*prefix, *futures["reveal"]]:
-            memory = await compressor.aupdate(memory, view, pair.query, BUDGET, repeat=1)
-            memory = "" if len(memory.encode()) > BUDGET else memory
-            memories.append(memory)
-        return memories
-
-    memories = asyncio.run(stream())
-    assert writer.requests, "the harness never asked the writer"
-    assert {r.tag for r in writer.requests} == {f"writer:{compressor.label}"}
-    assert {r.repeat for r in writer.requests} == {1}
+    _, writer, memories = summarize_with_a_fake_writer("pydantic_summary:keep_messages=4", pilot[0])
     summaries = [t for m in memories for t in parse_chat(m) if t.role == "summary"]
     assert summaries
     assert any("SUMMARY of" in t.content for t in summaries)
@@ -205,19 +192,7 @@ def test_the_summarizing_strategy_asks_the_writer_client(pilot):
 
 
 def test_a_failed_writer_request_is_na_not_a_summary(pilot):
-    compressor = build("pydantic_summary:keep_messages=4")
-    compressor.client = FakeWriter(error="connection refused")
-    pair = pilot[0]
-    prefix, _ = plan_variant(pair, "A")
-
-    async def stream() -> None:
-        memory = ""
-        for view, _, _ in prefix:
-            memory = await compressor.aupdate(memory, view, pair.query, BUDGET)
-            memory = "" if len(memory.encode()) > BUDGET else memory
-
-    with pytest.raises(ChatUnavailableError, match="connection refused"):
-        asyncio.run(stream())
+    assert_a_failed_writer_request_is_na("pydantic_summary:keep_messages=4", pilot[0])
 
 
 @pytest.mark.skipif(
@@ -226,19 +201,12 @@ def test_a_failed_writer_request_is_na_not_a_summary(pilot):
 def test_the_summarizing_strategy_with_the_embedded_local_model(pilot, tmp_path):
     """One update over a memory the strategy must compact, answered by SmolLM2-135M
     through llama.cpp (the built-in ``local`` backend): the model's answer is the summary."""
-    from audit.backends import load_config, open_backend
-
-    config_path = tmp_path / "audit.toml"
-    config_path.write_text(
-        "[backends.local]\nn_parallel = 1\nn_ctx_per_slot = 8192\nn_threads = 1\n"
-    )
     pair = pilot[0]
     prefix, _ = plan_variant(pair, "A")
     memory = dump_chat([*prefix[0][0].messages, *prefix[1][0].messages])
 
     async def summarize() -> tuple[str, list[str]]:
-        config = load_config(config_path, env_file=None, environ=False)
-        async with open_backend("local", config, role="writer") as client:
+        async with local_writer(tmp_path) as client:
             compressor = build("pydantic_summary:keep_messages=4,max_tokens=24")
             compressor.client = recorder = Recorder(client)
             new = await compressor.aupdate(memory, prefix[2][0], pair.query, BUDGET)

@@ -10,6 +10,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,18 @@ def test_the_exact_reader_reads_a_transcripts_record_lines():
 # --------------------------------------------------------------------------- registry
 
 
+def listed(names: Sequence[str]) -> dict[str, str]:
+    """The one line `audit compressors` gives each of ``names``."""
+    result = runner.invoke(app, ["compressors"])
+    assert result.exit_code == 0, result.output
+    lines = {}
+    for name in names:
+        (lines[name],) = [
+            line for line in result.output.splitlines() if line.startswith(name + " ")
+        ]
+    return lines
+
+
 def test_adapters_are_listed_never_run_by_default_and_name_their_extra():
     found = adapter_classes()
     others = {"cmd", "http", "mem0_local", "pydantic_window", "pydantic_clear",
@@ -171,13 +184,10 @@ def test_adapters_are_listed_never_run_by_default_and_name_their_extra():
     assert set(LLM + NO_LLM) | others == set(found)  # (the newer ones: their own test files)
     assert not set(found) & set(builtins())
     assert not set(found) & set(deterministic_builtins())
-    result = runner.invoke(app, ["compressors"])
-    assert result.exit_code == 0, result.output
-    for name in LLM + NO_LLM:
+    for name, line in listed(LLM + NO_LLM).items():
         cls = found[name]
         assert isinstance(cls, type)
         assert issubclass(cls, ChatAdapter)
-        (line,) = [line for line in result.output.splitlines() if line.startswith(name + " ")]
         assert f"[{cls.extra}]" in line
     assert {found[n].uses_llm for n in NO_LLM} == {False}
     assert {found[n].uses_llm for n in LLM} == {True}
@@ -407,40 +417,34 @@ class FakeWriter:
         )
 
 
-@pytest.mark.parametrize("name", LLM)
-def test_llm_adapters_summarize_through_the_writer_client(pilot, name):
-    spec = parse_spec(f"{name}:keep_messages=4" if name == "langchain_summary" else name)
+def summarize_with_a_fake_writer(spec: str, pair: Any) -> tuple[Any, FakeWriter, list[str]]:
+    """The compressor of ``spec`` streamed through variant A's prefix and reveal at
+    BUDGET (a memory over it emptied, as the audit does), its writer a FakeWriter, every
+    request of repeat 1: the compressor, the writer and each memory it wrote."""
     compressor = build(spec)
     compressor.client = writer = FakeWriter()
-    pair = pilot[0]
     prefix, futures = plan_variant(pair, "A")
 
     async def stream() -> list[str]:
         memory, memories = "", []
         for view, _, _ in [*prefix, *futures["reveal"]]:
             memory = await compressor.aupdate(memory, view, pair.query, BUDGET, repeat=1)
-            if len(memory.encode()) > BUDGET:
-                memory = ""
+            memory = "" if len(memory.encode()) > BUDGET else memory
             memories.append(memory)
         return memories
 
     memories = asyncio.run(stream())
-    assert writer.requests, "the library never asked the writer"
+    assert writer.requests, f"{spec} never asked the writer"
     assert {r.tag for r in writer.requests} == {f"writer:{compressor.label}"}
     assert {r.repeat for r in writer.requests} == {1}
-    assert all(r.max_tokens for r in writer.requests)
-    assert any(
-        t.role == "summary" and "SUMMARY of" in t.content
-        for memory in memories
-        for t in parse_chat(memory)
-    )
+    return compressor, writer, memories
 
 
-@pytest.mark.parametrize("name", LLM)
-def test_a_failed_writer_request_is_na_not_a_summary(pilot, name):
-    compressor = build(f"{name}:keep_messages=4" if name == "langchain_summary" else name)
+def assert_a_failed_writer_request_is_na(spec: str, pair: Any) -> None:
+    """A writer that fails makes the update raise ChatUnavailableError (an NA read),
+    never a memory."""
+    compressor = build(spec)
     compressor.client = FakeWriter(error="connection refused")
-    pair = pilot[0]
     prefix, _ = plan_variant(pair, "A")
 
     async def stream() -> None:
@@ -451,6 +455,26 @@ def test_a_failed_writer_request_is_na_not_a_summary(pilot, name):
 
     with pytest.raises(ChatUnavailableError, match="connection refused"):
         asyncio.run(stream())
+
+
+def _spec(name: str) -> str:
+    return f"{name}:keep_messages=4" if name == "langchain_summary" else name
+
+
+@pytest.mark.parametrize("name", LLM)
+def test_llm_adapters_summarize_through_the_writer_client(pilot, name):
+    _, writer, memories = summarize_with_a_fake_writer(_spec(name), pilot[0])
+    assert all(r.max_tokens for r in writer.requests)
+    assert any(
+        t.role == "summary" and "SUMMARY of" in t.content
+        for memory in memories
+        for t in parse_chat(memory)
+    )
+
+
+@pytest.mark.parametrize("name", LLM)
+def test_a_failed_writer_request_is_na_not_a_summary(pilot, name):
+    assert_a_failed_writer_request_is_na(_spec(name), pilot[0])
 
 
 def test_an_llm_adapter_in_the_llm_stage_gives_rows_and_na_on_failure(pilot):
@@ -493,12 +517,6 @@ def test_llm_adapters_summarize_with_the_embedded_local_model(pilot, tmp_path: P
     inspect's summary prompt alone is about 1,500 tokens, more than the default
     2,048-token slot holds with a memory (docs/adapters.md); one thread, several times
     faster than two on a loaded two-core machine."""
-    from audit.backends import load_config, open_backend
-
-    config_path = tmp_path / "audit.toml"
-    config_path.write_text(
-        "[backends.local]\nn_parallel = 1\nn_ctx_per_slot = 8192\nn_threads = 1\n"
-    )
     cases = []
     for pair in (pilot[0], *transform(pilot[0], "relabel", 1)):
         prefix, _ = plan_variant(pair, "A")
@@ -506,9 +524,8 @@ def test_llm_adapters_summarize_with_the_embedded_local_model(pilot, tmp_path: P
         cases.append((pair, memory, prefix[2][0]))
 
     async def summarize() -> list[tuple[str, list[ChatTurn], list[str]]]:
-        config = load_config(config_path, env_file=None, environ=False)
         out = []
-        async with open_backend("local", config, role="writer") as client:
+        async with local_writer(tmp_path) as client:
             for name, label in LOCAL_SPECS.items():
                 for pair, memory, chunk in cases:
                     compressor = build(label)
@@ -529,6 +546,16 @@ def test_llm_adapters_summarize_with_the_embedded_local_model(pilot, tmp_path: P
             answers,
             summaries[-1].content,
         )
+
+
+def local_writer(tmp_path: Path) -> AbstractAsyncContextManager[Any]:
+    """The built-in ``local`` backend as the writer: one slot of 8,192 tokens, one
+    thread (its config written to ``tmp_path``)."""
+    from audit.backends import load_config, open_backend
+
+    path = tmp_path / "audit.toml"
+    path.write_text("[backends.local]\nn_parallel = 1\nn_ctx_per_slot = 8192\nn_threads = 1\n")
+    return open_backend("local", load_config(path, env_file=None, environ=False), role="writer")
 
 
 class Recorder:

@@ -166,7 +166,7 @@ def test_the_store_gives_job_logs_in_plan_order_whatever_order_they_finished(tmp
     assert merged.streams == 2
 
 
-def test_the_llm_stage_counts_its_errors_the_same_way(tmp_path: Path, monkeypatch):
+def test_the_llm_stage_counts_its_errors_the_same_way(tmp_path: Path, plugin):
     """A compressor read by an LLM reader raises in the LLM stage: one error per stream
     of a variant, its reads the reader's, and the same exit status."""
     from typer.testing import CliRunner
@@ -174,9 +174,7 @@ def test_the_llm_stage_counts_its_errors_the_same_way(tmp_path: Path, monkeypatc
     from audit.cli import app
     from tests._fake_openai import Reply, Rule, serving_in_thread
 
-    (tmp_path / "keyed_plugin.py").write_text(textwrap.dedent(PLUGIN))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "keyed_plugin", raising=False)
+    plugin("keyed_plugin", PLUGIN)
     out = tmp_path / "run"
     with serving_in_thread("m") as fake:
         fake.rules = [Rule(contains=[""], replies=[Reply(content='{"answer": {}}')])]

@@ -309,35 +309,46 @@ def _assert_every_read_passes(name: str, pair: Pair, budget: int) -> None:
             assert read.outcome == "pass", (name, pair.pair_id, variant, branch, read, gold)
 
 
+@pytest.mark.parametrize(
+    ("name", "its_budgets"),
+    [
+        pytest.param("full", budgets, id="full"),
+        pytest.param("dependency_closure", st.integers(4800, 20_000), id="dependency_closure"),
+    ],
+)
 @settings(max_examples=60, deadline=None)
-@given(pair=pairs, budget=budgets)
-def test_full_passes_every_exact_read(pair, budget):
-    _assert_every_read_passes("full", pair, budget)
-
-
-@settings(max_examples=60, deadline=None)
-@given(pair=pairs, budget=st.integers(4800, 20_000))
-def test_dependency_closure_passes_every_exact_read_at_4800_bytes(pair, budget):
-    _assert_every_read_passes("dependency_closure", pair, budget)
+@given(pair=pairs, data=st.data())
+def test_an_archive_passes_every_exact_read(name, its_budgets, pair, data):
+    _assert_every_read_passes(name, pair, data.draw(its_budgets, label="budget"))
 
 
 # --------------------------------------------------------------------------- equivariance
 
 
+def _renaming_violation(
+    compressor: Compressor, pair: Pair, index: int, budget: int, source: dict | None = None
+) -> tuple[str, str] | None:
+    """The first (variant, branch) whose memory of ``rename(pair, index)`` is not the
+    pair's memory (``source``: streamed already) renamed; None where every one is."""
+    renamed = rename(pair, index)
+    assert renamed.transform is not None
+    source = source or {v: stream_variant(compressor, pair, v, budget, {}) for v in VARIANTS}
+    for variant in VARIANTS:
+        target = stream_variant(compressor, renamed, variant, budget, {})
+        for branch in BRANCHES:
+            expected = rename_memory(source[variant].memories[branch], renamed.transform.mapping)
+            assert expected is not None
+            if target.memories[branch] != expected:
+                return variant, branch
+    return None
+
+
 @settings(max_examples=50, deadline=None)
 @given(pair=pairs, budget=budgets, index=st.integers(0, 1000))
 def test_frontier_alpha_is_label_equivariant(pair, budget, index):
-    renamed = rename(pair, index)
-    assert renamed.transform is not None
-    mapping = renamed.transform.mapping
     compressor = compressors.build("frontier_alpha")
-    for variant in VARIANTS:
-        source = stream_variant(compressor, pair, variant, budget, {})
-        target = stream_variant(compressor, renamed, variant, budget, {})
-        for branch in BRANCHES:
-            expected = rename_memory(source.memories[branch], mapping)
-            assert expected is not None
-            assert target.memories[branch] == expected, (pair.pair_id, index, variant, branch)
+    found = _renaming_violation(compressor, pair, index, budget)
+    assert found is None, (pair.pair_id, index, found)
 
 
 def test_frontier_is_not_label_equivariant_on_a_pilot_late_reference_pair():
@@ -345,21 +356,12 @@ def test_frontier_is_not_label_equivariant_on_a_pilot_late_reference_pair():
     late = [p for p in PILOT if p.family == "late_reference"]
     assert late
 
-    def violation() -> tuple[str, int, str, str] | None:
+    def violation() -> tuple[str, int, tuple[str, str]] | None:
         for pair in late:
             source = {v: stream_variant(compressor, pair, v, 1200, {}) for v in VARIANTS}
             for index in range(40):
-                renamed = rename(pair, index)
-                assert renamed.transform is not None
-                for variant in VARIANTS:
-                    target = stream_variant(compressor, renamed, variant, 1200, {})
-                    for branch in BRANCHES:
-                        expected = rename_memory(
-                            source[variant].memories[branch], renamed.transform.mapping
-                        )
-                        assert expected is not None
-                        if target.memories[branch] != expected:
-                            return (pair.pair_id, index, variant, branch)
+                if found := _renaming_violation(compressor, pair, index, 1200, source):
+                    return pair.pair_id, index, found
         return None
 
     assert violation() is not None, "frontier should break ties by spelling, visibly"
@@ -399,63 +401,77 @@ def test_record_bm25_equals_the_library_on_tokenized_records(pair, logs, extra):
         assert bm25_scores(history, query) == expected  # the query-terms-only path
 
 
-@settings(max_examples=40, deadline=None)
-@given(pair=pairs, budget=budgets)
-def test_tail_keeps_a_maximal_contiguous_most_recent_suffix(pair, budget):
-    cls = BUILTINS["tail"]
-    for variant in VARIANTS:
-        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
-            stream = [r.canonical_json() for r in step.streamed]
-            kept = lines_of(step.after)
-            k = len(kept)
-            assert kept == stream[len(stream) - k :], f"step {i}: not a suffix of the stream"
-            if k < len(stream):  # the next older record would not have fit
-                assert joined_bytes([stream[-k - 1], *kept]) > budget, f"step {i}: not maximal"
+def _tail_keeps_a_maximal_contiguous_most_recent_suffix(step: Step, budget: int, at: str):
+    stream = [r.canonical_json() for r in step.streamed]
+    kept = lines_of(step.after)
+    k = len(kept)
+    assert kept == stream[len(stream) - k :], f"{at}: not a suffix of the stream"
+    if k < len(stream):  # the next older record would not have fit
+        assert joined_bytes([stream[-k - 1], *kept]) > budget, f"{at}: not maximal"
 
 
 PINNED_EXEMPT = ("set", "copy")
 
 
-@settings(max_examples=40, deadline=None)
-@given(pair=pairs, budget=budgets)
-def test_type_pin_keeps_every_pinned_record_that_fits_before_any_set_or_copy(pair, budget):
-    cls = BUILTINS["type_pin"]
-    for variant in VARIANTS:
-        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
-            candidates = [*records_of(step.before), *step.chunk]
-            kept = set(lines_of(step.after))
-            newer_pinned: list[str] = []
-            for record in reversed(candidates):  # most recent first
-                if record.op in PINNED_EXEMPT:
-                    continue
-                line = record.canonical_json()
-                if line in kept:
-                    newer_pinned.append(line)
-                else:
-                    assert joined_bytes([*newer_pinned, line]) > budget, (
-                        f"step {i}: dropped pinned {line} although it fits "
-                        f"next to the {len(newer_pinned)} newer pinned records"
-                    )
+def _type_pin_keeps_every_pinned_record_that_fits(step: Step, budget: int, at: str):
+    candidates = [*records_of(step.before), *step.chunk]
+    kept = set(lines_of(step.after))
+    newer_pinned: list[str] = []
+    for record in reversed(candidates):  # most recent first
+        if record.op in PINNED_EXEMPT:
+            continue
+        line = record.canonical_json()
+        if line in kept:
+            newer_pinned.append(line)
+        else:
+            assert joined_bytes([*newer_pinned, line]) > budget, (
+                f"{at}: dropped pinned {line} although it fits "
+                f"next to the {len(newer_pinned)} newer pinned records"
+            )
 
 
+def _no_tombstone_keeps_no_revoke_and_nothing_revoked_after_arrival(
+    step: Step, budget: int, at: str
+):
+    memory = records_of(step.after)
+    assert all(r.op != "revoke" for r in memory), f"{at}: stored a revoke"
+    # a revoke streamed in the same chunk as its target, or later, deletes it for good
+    revoked = {
+        r.target
+        for r in step.streamed
+        if r.op == "revoke"
+        and r.target in step.arrival
+        and step.arrival[r.target] <= step.arrival[r.id]
+    }
+    stored = sorted(r.id for r in memory if r.id in revoked)
+    assert not stored, f"{at}: stored revoked records {stored}"
+
+
+def _latest_keeps_one_binding_per_key_and_no_revokes_or_ticks(step: Step, budget: int, at: str):
+    memory = records_of(step.after)
+    assert all(r.op not in ("revoke", "tick") for r in memory), at
+    revs: dict[str, set[int]] = defaultdict(set)
+    for record in memory:
+        revs[record.key].add(record.rev)  # type: ignore[union-attr]
+    untied = {key: sorted(r) for key, r in revs.items() if len(r) > 1}
+    assert not untied, f"{at}: several revisions kept per key: {untied}"
+
+
+INVARIANTS = {
+    "tail": _tail_keeps_a_maximal_contiguous_most_recent_suffix,
+    "type_pin": _type_pin_keeps_every_pinned_record_that_fits,  # before any set or copy
+    "frontier_no_tombstone": _no_tombstone_keeps_no_revoke_and_nothing_revoked_after_arrival,
+    "frontier_latest": _latest_keeps_one_binding_per_key_and_no_revokes_or_ticks,
+}
+
+
+@pytest.mark.parametrize("name", INVARIANTS)
 @settings(max_examples=40, deadline=None)
 @given(pair=pairs, budget=budgets)
-def test_frontier_no_tombstone_keeps_no_revoke_and_nothing_revoked_after_arrival(pair, budget):
-    cls = BUILTINS["frontier_no_tombstone"]
+def test_a_condition_keeps_its_invariant_after_every_update(name, pair, budget):
     for variant in VARIANTS:
-        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
-            memory = records_of(step.after)
-            assert all(r.op != "revoke" for r in memory), f"step {i}: stored a revoke"
-            # a revoke streamed in the same chunk as its target, or later, deletes it for good
-            revoked = {
-                r.target
-                for r in step.streamed
-                if r.op == "revoke"
-                and r.target in step.arrival
-                and step.arrival[r.target] <= step.arrival[r.id]
-            }
-            stored = sorted(r.id for r in memory if r.id in revoked)
-            assert not stored, f"step {i}: stored revoked records {stored}"
+        for i, step in enumerate(walk(BUILTINS[name], pair, variant, budget).steps):
+            INVARIANTS[name](step, budget, f"step {i}")
 
 
 @pytest.mark.parametrize("budget", [300, 1200])
@@ -473,21 +489,6 @@ def test_frontier_no_tombstone_forgets_a_revoke_that_arrives_before_its_target(b
     kept = frontier.update("", ChunkView([RevokeRecord(id="r1", target="s1")]), ["k"], budget)
     kept = frontier.update(kept, ChunkView([target]), ["k"], budget)
     assert resolve(records_of(kept), ["k"]) == {"k": None}
-
-
-@settings(max_examples=40, deadline=None)
-@given(pair=pairs, budget=budgets)
-def test_frontier_latest_keeps_one_binding_per_key_and_no_revokes_or_ticks(pair, budget):
-    cls = BUILTINS["frontier_latest"]
-    for variant in VARIANTS:
-        for i, step in enumerate(walk(cls, pair, variant, budget).steps):
-            memory = records_of(step.after)
-            assert all(r.op not in ("revoke", "tick") for r in memory), f"step {i}"
-            revs: dict[str, set[int]] = defaultdict(set)
-            for record in memory:
-                revs[record.key].add(record.rev)  # type: ignore[union-attr]
-            untied = {key: sorted(r) for key, r in revs.items() if len(r) > 1}
-            assert not untied, f"step {i}: several revisions kept per key: {untied}"
 
 
 # --------------------------------------------------------------------------- the paper's findings
@@ -581,27 +582,27 @@ def test_parse_spec(text, target, params, budget):
     assert "budget" not in spec.compressor_params
 
 
-def test_unknown_condition_lists_the_known_ones():
-    with pytest.raises(compressors.UnknownCompressorError, match="no_such_thing") as info:
-        compressors.build("no_such_thing")
-    for name in BUILTINS:
-        assert name in str(info.value)
-
-
-def test_bad_parameter_for_a_no_parameter_compressor_names_it():
-    with pytest.raises(compressors.InvalidParamsError, match="tail") as info:
-        compressors.build("tail:width=3")
-    assert "width" in str(info.value)
+@pytest.mark.parametrize(
+    ("spec", "error", "named"),
+    [
+        # an unknown condition lists the known ones
+        ("no_such_thing", compressors.UnknownCompressorError, ["no_such_thing", *BUILTINS]),
+        # a parameter of a compressor that takes none names both
+        ("tail:width=3", compressors.InvalidParamsError, ["tail", "width"]),
+    ],
+    ids=["unknown", "bad-parameter"],
+)
+def test_a_bad_condition_names_what_is_wrong(spec, error, named):
+    with pytest.raises(error) as info:
+        compressors.build(spec)
+    for name in named:
+        assert name in str(info.value), name
 
 
 @pytest.fixture
-def plugin_module(tmp_path, monkeypatch):
+def plugin_module(plugin):
     """A freshly named module holding PLUGIN, importable for the test's duration."""
-    name = f"ma_test_plugin_{uuid.uuid4().hex}"
-    (tmp_path / f"{name}.py").write_text(textwrap.dedent(PLUGIN))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name
-    sys.modules.pop(name, None)
+    return plugin(f"ma_test_plugin_{uuid.uuid4().hex}", PLUGIN)
 
 
 PLUGIN = """
@@ -653,19 +654,18 @@ def test_module_attr_loads_a_class_from_a_temporary_module(plugin_module):
         compressors.build(f"{module}:KeepLast:n=lots")
 
 
-@pytest.mark.parametrize("attr", ["not_a_compressor", "NotACompressor"])
-def test_module_attr_that_is_not_a_compressor_fails_clearly(plugin_module, attr):
-    module = plugin_module
-    with pytest.raises(compressors.UnknownCompressorError, match="not a Compressor"):
-        compressors.build(f"{module}:{attr}")
-
-
-def test_module_attr_missing_module_or_attribute_fails_clearly(plugin_module):
-    module = plugin_module
-    with pytest.raises(compressors.UnknownCompressorError, match="has no 'Missing'"):
-        compressors.build(f"{module}:Missing")
-    with pytest.raises(compressors.UnknownCompressorError, match="cannot import"):
-        compressors.build("ma_no_such_module_anywhere:Thing")
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("{module}:not_a_compressor", "not a Compressor"),
+        ("{module}:NotACompressor", "not a Compressor"),
+        ("{module}:Missing", "has no 'Missing'"),
+        ("ma_no_such_module_anywhere:Thing", "cannot import"),
+    ],
+)
+def test_module_attr_that_is_no_compressor_fails_clearly(plugin_module, spec, match):
+    with pytest.raises(compressors.UnknownCompressorError, match=match):
+        compressors.build(spec.format(module=plugin_module))
 
 
 def test_a_raising_plugin_yields_error_rows_and_spares_other_conditions(plugin_module):
@@ -764,14 +764,14 @@ ORDERED_PROBES = ("probe_shortest", "probe_lexicographic", "probe_random", "prob
 
 
 @pytest.mark.parametrize("name", ORDERED_PROBES)
-def test_incremental_probe_ordering_writes_what_a_full_sort_writes(name: str) -> None:
+def test_incremental_probe_ordering_writes_what_a_full_sort_writes(name: str, pilot) -> None:
     # the ranked probes rank only the chunk (the memory's ranks come from the update
     # that wrote it), the others sort by a list lookup: every memory must be the one a
     # full re-sort of the stream gives, on the words pilot, permuted and relabelled too
     from audit.engine._streaming import plan_variant
 
     probe = compressors.build(parse_spec(name))
-    pairs = generate(PRESETS["cca-pilot"])[::7]
+    pairs = pilot[::7]
     transforms = parse_transforms("identity,permute:1,relabel:1")
     compared = 0
     for source in pairs:
@@ -791,7 +791,7 @@ def test_incremental_probe_ordering_writes_what_a_full_sort_writes(name: str) ->
     assert compared > 1000
 
 
-def test_a_ranked_probe_ranks_each_record_once_per_stream() -> None:
+def test_a_ranked_probe_ranks_each_record_once_per_stream(pilot) -> None:
     # before, every update re-ranked the whole stream (about 17 records) with a Python
     # key; now the memory's ranks come back with it and only the chunk is ranked
     from audit.engine._streaming import plan_variant
@@ -806,7 +806,7 @@ def test_a_ranked_probe_ranks_each_record_once_per_stream() -> None:
 
     probe = Counting()
     ranked = streamed = 0
-    for pair in generate(PRESETS["cca-pilot"])[::14]:
+    for pair in pilot[::14]:
         prefix, _ = plan_variant(pair, "A")
         memory = ""
         for view, _, _ in prefix:

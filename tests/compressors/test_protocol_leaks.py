@@ -9,7 +9,6 @@ import importlib
 import json
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -211,13 +210,10 @@ class Spy(Compressor):
 """
 
 
-def test_variant_b_shows_record_objects_of_its_own(tmp_path: Path, monkeypatch):
+def test_variant_b_shows_record_objects_of_its_own(plugin):
     # before: a record B shared with A was A's object, so B's other records, made
     # apart, had the highest id() in their chunk in 9 of 20 chunks (chance: about 3)
-    (tmp_path / "leak_spy.py").write_text(SPY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "leak_spy", raising=False)
-    leak_spy = importlib.import_module("leak_spy")  # written above, not a dependency
+    leak_spy = importlib.import_module(plugin("leak_spy", SPY))  # written above, not a dependency
 
     pairs = generate(PRESETS["cca-pilot"])[:6]
     for pair in pairs:  # as the deterministic stage receives it: parsed from its line

@@ -7,7 +7,6 @@ plays a server that ignores the JSON schema, which no real server does on demand
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,15 +24,6 @@ from tests._fake_openai import FakeOpenAI, Reply, serving_in_thread
 __all__ = ["local_model"]
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.upper().startswith("MEMORY_AUDIT_"):
-            monkeypatch.delenv(name)
-    return tmp_path
 
 
 def test_backends_check_local(workdir: Path, local_model: LocalModel):

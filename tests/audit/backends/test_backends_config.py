@@ -41,13 +41,10 @@ n_parallel = 2
 
 
 @pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in list(__import__("os").environ):
-        if name.upper().startswith("MEMORY_AUDIT_"):
-            monkeypatch.delenv(name)
-    (tmp_path / "audit.toml").write_text(TOML)
-    return tmp_path
+def workdir(workdir: Path) -> Path:
+    """The clean working directory of tests/conftest.py, holding TOML as audit.toml."""
+    (workdir / "audit.toml").write_text(TOML)
+    return workdir
 
 
 def test_toml_is_read_from_the_working_directory(workdir: Path):

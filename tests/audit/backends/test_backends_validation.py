@@ -9,7 +9,6 @@ key: a key pasted into ``api_key_env`` instead of a variable's name is not print
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,15 +25,6 @@ from audit.backends import (
     resolve_api_key,
 )
 from audit.cli import app
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.upper().startswith("MEMORY_AUDIT_"):
-            monkeypatch.delenv(name)
-    return tmp_path
 
 
 def config_error(workdir: Path, table: str) -> BackendConfigError:

@@ -6,7 +6,6 @@ import csv
 import json
 import sqlite3
 import sys
-import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -277,26 +276,22 @@ def test_pairs_file_and_per_condition_budget(tmp_path: Path):
     assert "- budgets: 600, 1200, 2400 B" in md  # the budgets scored, the condition's own too
 
 
-def test_a_plugin_that_raises_is_recorded_and_fails_the_run(tmp_path: Path, monkeypatch):
-    module = tmp_path / "exploding_plugin.py"
-    module.write_text(
-        textwrap.dedent(
-            """
-            from compressors import Compressor
+def test_a_plugin_that_raises_is_recorded_and_fails_the_run(tmp_path: Path, plugin):
+    plugin(
+        "exploding_plugin",
+        """
+        from compressors import Compressor
 
-            class Exploding(Compressor):
-                name = "exploding"
-                summary = "raises on the third chunk"
+        class Exploding(Compressor):
+            name = "exploding"
+            summary = "raises on the third chunk"
 
-                def update(self, memory, chunk, query_keys, budget):
-                    if memory.count("\\n") > 6:
-                        raise RuntimeError("boom from the plugin")
-                    return "\\n".join(filter(None, [memory, *(r.canonical_json() for r in chunk.records[:2])]))
-            """
-        )
+            def update(self, memory, chunk, query_keys, budget):
+                if memory.count("\\n") > 6:
+                    raise RuntimeError("boom from the plugin")
+                return "\\n".join(filter(None, [memory, *(r.canonical_json() for r in chunk.records[:2])]))
+        """,
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "exploding_plugin", raising=False)
     out = tmp_path / "run"
     result = run("run", "--preset", "cca-pilot", "--conditions", "exploding_plugin:Exploding,full",
                  "--transforms", "identity", "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip

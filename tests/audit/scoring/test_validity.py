@@ -7,9 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import re
-import sys
-import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,11 +52,8 @@ class TailClaimingOrder(Compressor):
 
 
 @pytest.fixture
-def shortcut_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "shortcut_plugin.py").write_text(textwrap.dedent(SHORTCUT))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "shortcut_plugin", raising=False)
-    return "shortcut_plugin"
+def shortcut_plugin(plugin) -> str:
+    return plugin("shortcut_plugin", SHORTCUT)
 
 
 def run(*args: str):
@@ -66,6 +62,11 @@ def run(*args: str):
 
 def summary_of(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
+
+
+def config_of(out: Path) -> dict:
+    """The run's configuration, as config.json records it."""
+    return json.loads((out / "config.json").read_text())["config"]
 
 
 def cell(summary: dict, condition: str, transform: str = "identity") -> dict:
@@ -78,6 +79,13 @@ def cell(summary: dict, condition: str, transform: str = "identity") -> dict:
 
 def rate(kn: dict) -> float:
     return kn["k"] / kn["n"]
+
+
+def gap_of(summary: dict, condition: str, transform: str) -> dict:
+    return next(
+        g for g in summary["shortcut_gaps"]
+        if g["condition"] == condition and g["transform"] == transform
+    )  # fmt: skip
 
 
 def matched(summary: dict) -> dict[tuple[str, str], dict]:
@@ -111,10 +119,7 @@ def test_a_label_length_shortcut_is_exposed_by_relabel_and_flagged_by_a_probe(
     assert rate(cell(summary, shortest, "rename")["blocks"]["reveal"]) == 1.0  # same lengths
     relabelled = rate(cell(summary, shortest, "relabel")["blocks"]["reveal"])
     assert relabelled < 0.5  # relabel redraws lengths: the shortcut collapses
-    gap = next(
-        g for g in summary["shortcut_gaps"]
-        if g["condition"] == shortest and g["transform"] == "relabel"
-    )  # fmt: skip
+    gap = gap_of(summary, shortest, "relabel")
     assert gap["reveal_gap_blocks"] > 0.5
     assert gap["reveal_gap_low"] > 0.3  # the interval excludes no gap
     assert gap["reveal_gap_p"] < 0.01
@@ -342,18 +347,16 @@ class ReaderTell(Compressor):
 
 
 @pytest.fixture
-def gaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "gaming_plugin.py").write_text(GAMING)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "gaming_plugin", raising=False)
-    return "gaming_plugin"
+def gaming(plugin) -> str:
+    return plugin("gaming_plugin", GAMING)
 
 
-def gap_of(summary: dict, condition: str, transform: str) -> dict:
-    return next(
-        g for g in summary["shortcut_gaps"]
-        if g["condition"] == condition and g["transform"] == transform
-    )  # fmt: skip
+def _revision_heuristics(gaming: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(spec, label) of QueryLowRev and QueryOddLowRev: a plugin's rows carry its name."""
+    return (
+        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
+        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
+    )
 
 
 def test_a_table_of_how_often_keys_are_named_falls_to_the_floor(gaming: str, tmp_path: Path):
@@ -385,10 +388,7 @@ def test_revision_heuristics_are_matched_by_a_probe_on_the_default_pilot(
     # before: on plain distractors they beat every packer (joint J 21/24 and 23/24
     # against frontier_alpha's 20/24) with no gap under any transform and no probe
     # matching; the default pilot's distractors are task-like, and probe_lowrev runs
-    (low_spec, low), (odd_spec, odd) = (
-        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
-        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
-    )  # a plugin's rows carry its name
+    (low_spec, low), (odd_spec, odd) = _revision_heuristics(gaming)
     out = tmp_path / "pilot"
     result = run("run", "--preset", "cca-pilot", "--conditions",
                  f"frontier_alpha,{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value",
@@ -420,10 +420,7 @@ def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
 ):
     # the paper's plain distractors, where the heuristics work: the new transforms
     # break them (a shortcut gap) or a probe matches them
-    (low_spec, low), (odd_spec, odd) = (
-        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
-        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
-    )  # a plugin's rows carry its name
+    (low_spec, low), (odd_spec, odd) = _revision_heuristics(gaming)
     out = tmp_path / "paper"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
                  f"frontier_alpha,{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value",
@@ -445,10 +442,7 @@ def test_revision_and_value_heuristics_collapse_under_rerev_and_revalue(
 
 
 def test_without_the_breaking_transforms_the_advice_names_them(gaming: str, tmp_path: Path):
-    (low_spec, low), (odd_spec, odd) = (
-        (f"{gaming}:QueryLowRev", "g_query_lowrev"),
-        (f"{gaming}:QueryOddLowRev", "g_query_odd_lowrev"),
-    )  # a plugin's rows carry its name
+    (low_spec, low), (odd_spec, odd) = _revision_heuristics(gaming)
     out = tmp_path / "no-rerev"
     result = run("run", "--preset", "cca-pilot-paper", "--conditions",
                  f"{low_spec},{odd_spec},probe_lowrev,probe_rare_op_or_value", "--transforms",
@@ -487,17 +481,17 @@ def test_the_default_audit_breaks_every_tell_a_probe_exploits():
         assert all(kind in defaults for kind in cls.broken_by if kind != "decoy"), cls.name
 
 
-def test_the_default_audit_is_powered_and_the_paper_pilot_keeps_its_instances(tmp_path: Path):
+def test_the_default_audit_is_powered_and_the_paper_pilot_keeps_its_instances(
+    tmp_path: Path, pilot
+):
     # before: 24 source pairs saw a 20-point difference in joint J with 15 % power (3
     # comparisons, discordance 0.3); power comes from pairs, not from instances of a pair
     from audit.cli._run import DEFAULT_TRANSFORMS, PRESET_TRANSFORMS
     from audit.plan import parse_transforms
     from audit.scoring import power
-    from histories import PRESETS, generate
 
-    pairs = generate(PRESETS["cca-pilot"])
-    assert len(pairs) == 84
-    assert power(len(pairs), 0.2, 0.3, comparisons=3) >= 0.8
+    assert len(pilot) == 84
+    assert power(len(pilot), 0.2, 0.3, comparisons=3) >= 0.8
     # every check still has each transform on every pair
     counts = {spec.kind: spec.count for spec in parse_transforms(DEFAULT_TRANSFORMS)}
     assert set(counts) == {
@@ -510,8 +504,7 @@ def test_the_default_audit_is_powered_and_the_paper_pilot_keeps_its_instances(tm
         out = tmp_path / preset
         result = run("run", "--preset", preset, "--plan-only", "--out", str(out))
         assert result.exit_code == 0, result.output
-        planned = json.loads((out / "config.json").read_text())["config"]["transforms"]
-        assert ",".join(planned) == expected, preset
+        assert ",".join(config_of(out)["transforms"]) == expected, preset
 
 
 def test_a_compressor_that_raises_on_the_hard_pairs_gains_nothing(gaming: str, tmp_path: Path):
@@ -560,56 +553,55 @@ def test_archives_and_probes_are_never_the_best_or_the_reference(tmp_path: Path)
     assert "| **floor: probe_shortest** |" in md
 
 
-def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
-    def reads(condition: str, current: list, reveal: list) -> list[dict]:
-        rows = []
-        for index, (now, later) in enumerate(zip(current, reveal, strict=True)):
-            for variant in ("A", "B"):
-                for branch, value in (("current", now), ("reveal", later), ("override", 1)):
-                    rows.append({
-                        "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
-                        "variant": variant, "branch": branch, "repeat": 0, "budget": 1200,
-                        "condition": condition, "kind": "strict", "transform": "identity",
-                        "reader": "llm", "outcome": "na" if value is None else "pass",
-                        "correct": value,
-                    })  # fmt: skip
-        return rows
-
-    # a: current 2/4, reveal 1/4; b: current 1..2/4 (one NA), reveal 2/4
-    frame = normalize(
-        pd.DataFrame(reads("a", [1, 1, 0, 0], [1, 0, 0, 0]) + reads("b", [1, None, 0, 0],
-                                                                       [1, 1, 0, 0]))
-    )  # fmt: skip
-    (warning,) = selection_warnings(score_results(frame))
-    assert warning.inversions == []  # b may be as good now: no inversion is claimed
-    assert set(warning.best_by_current) == {"a", "b"}
-    assert warning.best_by_reveal == ["b"]
-
-
-def _reads(condition: str, current: list, reveal: list) -> list[dict]:
-    """Exact-reader rows of one condition: per source pair, its current and reveal
-    verdicts on both variants (override always passes)."""
+def _reads(
+    condition: str, current: list, reveal: list, *, kind: str = "strict",
+    transform: str = "identity", reader: str = "exact",
+) -> list[dict]:  # fmt: skip
+    """Rows of one condition under one transform (one instance a source pair): per source
+    pair, its current and reveal verdicts on both variants (1 passes, 0 is a wrong
+    answer, None an NA read; override always passes)."""
     rows = []
     for index, (now, later) in enumerate(zip(current, reveal, strict=True)):
         for variant in ("A", "B"):
             for branch, value in (("current", now), ("reveal", later), ("override", 1)):
                 rows.append({
-                    "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
-                    "variant": variant, "branch": branch, "repeat": 0, "budget": 1200,
-                    "condition": condition, "kind": "strict", "transform": "identity",
-                    "reader": "exact", "outcome": "pass" if value else "wrong_log",
+                    "pair_id": f"p{index}" + ("" if transform == "identity" else f"~{transform}"),
+                    "source_pair_id": f"p{index}", "family": "f", "variant": variant,
+                    "branch": branch, "repeat": 0, "budget": 1200, "condition": condition,
+                    "kind": kind, "transform": transform, "reader": reader,
+                    "outcome": "na" if value is None else "pass" if value else "wrong_log",
                     "correct": value,
                 })  # fmt: skip
     return rows
 
 
+def _scored(rows: list[dict]) -> Any:
+    return score_results(normalize(pd.DataFrame(rows)))
+
+
+def _verdicts(scores: Any) -> dict[str, Any]:
+    from audit.scoring import floor_findings, verdicts
+
+    return {v.condition: v for v in verdicts(scores, floor_findings(scores))}
+
+
+def test_selection_claims_only_what_holds_whatever_the_na_reads_were():
+    # a: current 2/4, reveal 1/4; b: current 1..2/4 (one NA), reveal 2/4
+    (warning,) = selection_warnings(_scored(
+        _reads("a", [1, 1, 0, 0], [1, 0, 0, 0], reader="llm")
+        + _reads("b", [1, None, 0, 0], [1, 1, 0, 0], reader="llm")
+    ))  # fmt: skip
+    assert warning.inversions == []  # b may be as good now: no inversion is claimed
+    assert set(warning.best_by_current) == {"a", "b"}
+    assert warning.best_by_reveal == ["b"]
+
+
 def test_a_reversal_of_a_pair_or_two_is_within_noise():
     # a: current 24/24, reveal 10/24; b: current 23/24, reveal 11/24
-    close = normalize(pd.DataFrame(
+    (warning,) = selection_warnings(_scored(
         _reads("a", [1] * 24, [1] * 10 + [0] * 14)
         + _reads("b", [1] * 23 + [0], [1] * 11 + [0] * 13)
     ))  # fmt: skip
-    (warning,) = selection_warnings(score_results(close))
     assert warning.misleading == ["a"]
     (inversion,) = warning.inversions
     assert inversion.current_p == 1.0
@@ -620,10 +612,9 @@ def test_a_reversal_of_a_pair_or_two_is_within_noise():
     assert "Within noise" in said
     assert "p 1, uncorrected" in said
     # a: current 24/24, reveal 0/24; b: current 12/24, reveal 12/24: both differences hold
-    far = normalize(pd.DataFrame(
+    (warning,) = selection_warnings(_scored(
         _reads("a", [1] * 24, [0] * 24) + _reads("b", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
     ))  # fmt: skip
-    (warning,) = selection_warnings(score_results(far))
     (inversion,) = warning.inversions
     assert inversion.current_p == pytest.approx(2 * 0.5**12)
     assert inversion.reveal_p == pytest.approx(2 * 0.5**12)
@@ -659,23 +650,16 @@ def test_a_reversal_is_not_significant_only_where_its_p_says_so():
     check()
 
 
-def _kind(rows: list[dict], kind: str) -> list[dict]:
-    return [{**row, "kind": kind} for row in rows]
-
-
 def test_a_verdict_answers_each_question_from_the_scores():
     """keeps is joint J; flattered needs 20+ points of current over joint J and a
     significant McNemar; beats floor? is the floor check (no probe: it says so)."""
-    from audit.scoring import floor_findings, verdicts
-
     rows = (
         _reads("flattered", [1] * 24, [1] * 2 + [0] * 22)  # 24/24 now, 2/24 later
         + _reads("honest", [1] * 12 + [0] * 12, [1] * 12 + [0] * 12)
         + _reads("close", [1] * 5 + [0] * 19, [1] * 2 + [0] * 22)  # 13 points: not flattered
         + _reads("perfect", [1] * 24, [1] * 24)
     )
-    alone = score_results(normalize(pd.DataFrame(rows)))
-    found = {v.condition: v for v in verdicts(alone, floor_findings(alone))}
+    found = _verdicts(_scored(rows))
     assert found["flattered"].keeps() == "2/24 [0.02, 0.26]"
     assert found["flattered"].flattered
     assert found["flattered"].flatter_p < 0.05
@@ -690,17 +674,14 @@ def test_a_verdict_answers_each_question_from_the_scores():
     from audit.scoring._verdicts import builtin_probes
 
     def probe(name: str) -> list[dict]:
-        return _kind(_reads(name, [1] * 12 + [0] * 12, [0] * 12 + [1] * 12), "probe")
+        return _reads(name, [1] * 12 + [0] * 12, [0] * 12 + [1] * 12, kind="probe")
 
-    probed = score_results(normalize(pd.DataFrame(
-        rows + [r for name in sorted(builtin_probes()) for r in probe(name)]
-    )))  # fmt: skip
-    found = {v.condition: v for v in verdicts(probed, floor_findings(probed))}
+    probed = _scored(rows + [r for name in sorted(builtin_probes()) for r in probe(name)])
+    found = _verdicts(probed)
     assert found["perfect"].floor == "yes"
     assert found["honest"].floor == "no"
     assert found["probe_lowrev"].cells()["floor"] == "-"  # the floor itself
-    one = score_results(normalize(pd.DataFrame(rows + probe("probe_lowrev"))))
-    found = {v.condition: v for v in verdicts(one, floor_findings(one))}
+    found = _verdicts(_scored(rows + probe("probe_lowrev")))
     assert found["perfect"].floor == f"1/{len(builtin_probes())} probes"
     # the selection text says "within noise" only where no p beside it is significant
     (warning,) = selection_warnings(probed)
@@ -732,9 +713,7 @@ def test_a_preregistered_reference_is_stored_and_used(tmp_path: Path):
                  "--reference", "frontier_latest", "--workers", "1", "--quiet",
                  "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert json.loads((out / "config.json").read_text())["config"]["reference"] == (
-        "frontier_latest"
-    )
+    assert config_of(out)["reference"] == "frontier_latest"
     assert run("report", str(out)).exit_code == 0
     comparisons = pd.read_csv(out / "report" / "comparisons.csv")
     assert set(comparisons["a"]) == {"frontier_latest"}
@@ -784,9 +763,7 @@ def test_replication_across_generation_seeds(tmp_path: Path):
     assert (pooled["k"], pooled["n"]) == (per_seed["1"]["k"] + per_seed["2"]["k"], 168)
     assert 0 <= frontier["joint_J"]["heterogeneity_p"] <= 1
     # the two seeds' datasets differ: other histories under the same ids
-    one = (out / "seed-1" / "config.json").read_text()
-    two = (out / "seed-2" / "config.json").read_text()
-    assert json.loads(one)["config"]["pairs_sha256"] != json.loads(two)["config"]["pairs_sha256"]
+    assert config_of(out / "seed-1")["pairs_sha256"] != config_of(out / "seed-2")["pairs_sha256"]
     assert "pooled" in result.output
     assert run("report", str(out)).exit_code == 0
     assert "per seed and pooled" in (out / "report" / "replication.md").read_text()
@@ -861,30 +838,19 @@ def test_csv_of_results_never_loses_the_kind_of_a_condition(tmp_path: Path):
 # ------------------------------------------------ the floor check is a test
 
 
-def _joint(condition: str, kind: str, passes: dict[str, list[int]], reader: str = "exact"):
+def _joint(condition: str, kind: str, passes: dict[str, list[int]]) -> list[dict]:
     """Rows of one condition whose joint J passes (1) or fails (0) per source pair and
     transform (one instance each; current and override always right)."""
-    rows = []
-    for transform, values in passes.items():
-        for index, value in enumerate(values):
-            for variant in ("A", "B"):
-                for branch, right in (("current", 1), ("reveal", value), ("override", 1)):
-                    rows.append({
-                        "pair_id": f"p{index}" + ("" if transform == "identity" else
-                                                  f"~{transform}"),
-                        "source_pair_id": f"p{index}", "family": "f", "variant": variant,
-                        "branch": branch, "repeat": 0, "budget": 1200, "condition": condition,
-                        "kind": kind, "transform": transform, "reader": reader,
-                        "outcome": "pass" if right else "wrong_log", "correct": right,
-                    })  # fmt: skip
-    return rows
+    return [row for transform, values in passes.items()
+            for row in _reads(condition, [1] * len(values), values, kind=kind,
+                              transform=transform)]  # fmt: skip
 
 
 def _floor(*conditions: list[dict]) -> dict[str, dict]:
     from audit.scoring._summary import summary_of as summarize_scores
 
-    frame = normalize(pd.DataFrame([row for rows in conditions for row in rows]))
-    summary = summarize_scores(score_results(frame), {}, len(frame), 24)
+    rows = [row for rows in conditions for row in rows]
+    summary = summarize_scores(_scored(rows), {}, len(rows), 24)
     return {m["condition"]: m for m in summary["probe_matches"]}
 
 
@@ -1003,33 +969,31 @@ def test_a_monte_carlo_sign_flip_p_is_never_zero():
     assert p == pytest.approx(1 / 10_001)
 
 
-def test_a_condition_that_beats_the_best_probe_everywhere_is_not_flagged():
-    # two probes: the best under each transform is the one compared; 20 vs 4 of 24
-    good = _joint("c", "strict", {t: [1] * 20 + [0] * 4 for t in ("identity", "permute")})
-    first = _joint("probe_a", "probe", {"identity": [0] * 20 + [1] * 4, "permute": [0] * 24})
-    second = _joint("probe_b", "probe", {"identity": [0] * 24, "permute": [0] * 20 + [1] * 4})
-    assert _floor(good, first, second) == {}
-    # a condition that passes nothing needs no probe to be doubted
-    assert _floor(_joint("c", "strict", {"identity": [0] * 24}), first) == {}
+# two probes: the best under each transform is the one compared; 20 vs 4 of 24
+_FIRST = _joint("probe_a", "probe", {"identity": [0] * 20 + [1] * 4, "permute": [0] * 24})
+_SECOND = _joint("probe_b", "probe", {"identity": [0] * 24, "permute": [0] * 20 + [1] * 4})
+_SEVEN = {t: [1] * 7 + [0] * 17 for t in ("identity", "rename")}  # 7 pairs one way: p 1/64
+_NOTHING = _joint("probe_x", "probe", {"identity": [0] * 24, "rename": [0] * 24})
 
 
-def test_a_conditions_floor_flag_does_not_depend_on_the_other_conditions():
-    # Holm across the whole run made a condition's flag depend on what else was in the
-    # run (a held-out compressor was flagged beside two others, not when run alone)
-    seven = [1] * 7 + [0] * 17  # 7 discordant pairs one way: p = 1/64
-    nothing = {"identity": [0] * 24, "rename": [0] * 24}
-    alone = _floor(
-        _joint("c", "strict", {"identity": seven, "rename": seven}),
-        _joint("probe_x", "probe", nothing),
-    )
-    beside = _floor(
-        _joint("c", "strict", {"identity": seven, "rename": seven}),
-        _joint("d", "strict", {"identity": seven, "rename": seven}),
-        _joint("e", "strict", {"identity": seven, "rename": seven}),
-        _joint("probe_x", "probe", nothing),
-    )
-    assert alone == {}
-    assert beside == {}
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        pytest.param(
+            [_joint("c", "strict", {t: [1] * 20 + [0] * 4 for t in ("identity", "permute")}),
+             _FIRST, _SECOND],
+            id="beats-the-best-probe-everywhere",
+        ),
+        # a condition that passes nothing needs no probe to be doubted
+        pytest.param([_joint("c", "strict", {"identity": [0] * 24}), _FIRST], id="passes-nothing"),
+        # Holm across the whole run made a condition's flag depend on what else was in the
+        # run (a held-out compressor was flagged beside two others, not when run alone)
+        pytest.param([_joint("c", "strict", _SEVEN), _NOTHING], id="alone"),
+        pytest.param([*(_joint(c, "strict", _SEVEN) for c in "cde"), _NOTHING], id="beside-two"),
+    ],
+)  # fmt: skip
+def test_a_condition_that_beats_the_floor_is_not_flagged_whatever_else_ran(conditions):
+    assert _floor(*conditions) == {}
 
 
 # ------------------------------------------------ an adversary's second review
@@ -1096,11 +1060,8 @@ class PleadOutage(Compressor):
 
 
 @pytest.fixture
-def adversary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "adversary_plugin.py").write_text(ADVERSARY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "adversary_plugin", raising=False)
-    return "adversary_plugin"
+def adversary(plugin) -> str:
+    return plugin("adversary_plugin", ADVERSARY)
 
 
 def _one_pair_a_family(tmp_path: Path) -> str:
@@ -1124,8 +1085,7 @@ def test_a_memory_of_the_public_transforms_is_blind_under_a_drawn_seed(
                      "--transforms", "identity,disguise:2", "--workers", "1", "--quiet",
                      "--out", str(out), *seed)  # fmt: skip
         assert result.exit_code == 0, result.output
-        config = json.loads((out / "config.json").read_text())["config"]
-        scores[name] = (config["seed"], cell(summary_of(out), "remember", "disguise"))
+        scores[name] = (config_of(out)["seed"], cell(summary_of(out), "remember", "disguise"))
     assert scores["public"][0] == 0
     assert scores["drawn"][0] != 0
     public, drawn = (s[1]["blocks"]["joint_J"] for s in scores.values())
@@ -1137,10 +1097,7 @@ def test_a_memory_of_the_public_transforms_is_blind_under_a_drawn_seed(
                  "--transforms", "identity,disguise:2", "--workers", "1", "--quiet",
                  "--out", str(tmp_path / "drawn"))  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert (
-        json.loads((tmp_path / "drawn" / "config.json").read_text())["config"]["seed"]
-        == (scores["drawn"][0])
-    )
+    assert config_of(tmp_path / "drawn")["seed"] == scores["drawn"][0]
 
 
 def test_junk_that_tells_the_variants_apart_is_still_a_collision(adversary: str, tmp_path: Path):
@@ -1184,12 +1141,9 @@ def test_a_condition_may_not_take_a_built_in_name(adversary: str, tmp_path: Path
 def test_flattered_is_each_conditions_own_answer():
     # flattered? was Holm-corrected across the run's verdicts: p 0.043 alone gave yes,
     # beside a second borderline condition no
-    from audit.scoring import floor_findings, verdicts
-
     borderline = _reads("b", [1] * 10 + [0] * 14, [1] * 4 + [0] * 20)  # 6 one way: p 1/32
     other = _reads("c", [1] * 10 + [0] * 14, [1] * 4 + [0] * 20)
     for rows in (borderline, borderline + other):
-        scores = score_results(normalize(pd.DataFrame(rows)))
-        found = {v.condition: v for v in verdicts(scores, floor_findings(scores))}
+        found = _verdicts(_scored(rows))
         assert found["b"].flattered
         assert found["b"].flatter_p == pytest.approx(1 / 32)
