@@ -105,7 +105,8 @@ class _Paired:
         columns = ["reader", "condition", "budget", "transform", "source_pair_id", "family",
                    "every_lo", "every_hi", "blocks_lo", "blocks_hi", "blocks"]  # fmt: skip
         self.groups: dict[tuple[Any, ...], dict[str, tuple[Any, ...]]] = {}
-        for row in frame[columns].itertuples(index=False, name=None):
+        # by column lists: a pandas string column yields its items one call at a time
+        for row in zip(*(frame[column].tolist() for column in columns), strict=True):
             self.groups.setdefault(tuple(row[:4]), {})[row[4]] = row[5:]
 
     def differences(
