@@ -116,7 +116,7 @@ class _Layout:
             return values
         key = f"{metric.column}@error={metric.on_error}"
         if key not in self._numbers:
-            raised = (self.df["outcome"].astype(str) == "error").to_numpy()
+            raised = (self.df["outcome"] == "error").to_numpy()  # by code, not by text
             self._numbers[key] = np.where(raised, metric.on_error, values)
         return self._numbers[key]
 
@@ -321,7 +321,7 @@ class _Tally:
         layout = _Layout(df)
         self.n_reads += len(df)
         self.source_pairs.update(str(v) for v in df["source_pair_id"].dropna().unique())
-        self.llm_reader |= bool((df["reader_kind"].astype(str) != "exact").any())
+        self.llm_reader |= bool((df["reader_kind"] != "exact").any())
         keys = _typed(df.iloc[layout.first_row_of_cell][CELL], CELL)
         n_groups = layout.n_groups
         keys.loc[: n_groups - 1, "family"] = ALL
