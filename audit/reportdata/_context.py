@@ -266,10 +266,10 @@ def pair_bounds(
     if frame is None or frame.empty:
         return out
     frame = frame[frame["transform"] == transform]
+    columns = ["reader", "condition", "budget", "source_pair_id", "every_lo", "every_hi"]
     for reader, condition, budget, pair, low, high in zip(
-        frame["reader"], frame["condition"], frame["budget"], frame["source_pair_id"],
-        frame["every_lo"], frame["every_hi"], strict=True,
-    ):  # fmt: skip
+        *(frame[c].tolist() for c in columns), strict=True
+    ):
         out.setdefault((reader, condition, int(budget)), {})[pair] = (int(low), int(high))
     return out
 

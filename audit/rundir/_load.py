@@ -105,19 +105,34 @@ def label_readers(df: pd.DataFrame) -> pd.DataFrame:
     everything strict accepts, and the exact reader has one score: where
     ``correct_lenient`` is empty it takes ``correct``.
     """
-    reader = df["reader"].astype(object).where(df["reader"].notna(), "exact").astype(str)
-    df["reader_kind"] = reader
+    reader, kinds = _labels(df["reader"], "exact")
+    df["reader_kind"] = pd.array(kinds, dtype="str").take(reader)
     if "correct_lenient" in df:
         known = df["correct_lenient"].isna() & df["correct"].notna()
-        fill = known & ((reader == "exact") | (df["correct"] == 1))
+        fill = known & ((kinds[reader] == "exact") | (df["correct"] == 1))
         if fill.any():
             df["correct_lenient"] = df["correct_lenient"].where(~fill, df["correct"])
-    if "reader_model" in df:
-        model = df["reader_model"].astype(object).where(df["reader_model"].notna(), "").astype(str)
-        df["reader"] = np.where(model != "", reader + ":" + model, reader)
+    if "reader_model" in df:  # a label per distinct (reader, model), not per read
+        model, models = _labels(df["reader_model"], "")
+        both, first = pd.factorize(reader * len(models) + model)
+        names = [
+            kinds[r] + ":" + models[m] if models[m] else kinds[r]
+            for r, m in zip(*np.divmod(first, len(models)), strict=True)
+        ]
+        df["reader"] = np.asarray(names, dtype=object)[both]
     else:
-        df["reader"] = reader
+        df["reader"] = df["reader_kind"]
     return df
+
+
+def _labels(
+    column: pd.Series, missing: str
+) -> tuple[np.ndarray[Any, np.dtype[np.int64]], np.ndarray[Any, np.dtype[np.object_]]]:
+    """Each value's code into its distinct values as text (``missing`` for empty): what
+    ``astype(str)`` gives, worked out once a distinct value instead of once a read."""
+    codes, found = pd.factorize(column)
+    texts = np.asarray([*(str(value) for value in found), missing], dtype=object)
+    return np.asarray(codes, dtype=np.int64) % len(texts), texts  # empty: the last
 
 
 def _builtin_kind(label: str) -> str:

@@ -61,27 +61,31 @@ def sign_flip_p(
     return float((np.sum(np.abs(signs @ d) >= observed) + 1) / (resamples + 1))
 
 
-_SIGNS: dict[tuple[int, int, int], npt.NDArray[np.int8]] = {}
+_SIGNS: dict[int, npt.NDArray[np.int8]] = {}
 SIGNS_BYTES = 64 << 20
-"""Drawn sign matrices kept at most (one byte a sign; the oldest go first)."""
+"""Drawn signs kept at most (one byte a sign; the oldest seed's go first)."""
 
 
 def _random_signs(resamples: int, n: int, seed: int) -> npt.NDArray[np.int8]:
-    """The signs ``default_rng(seed)`` draws for ``resamples`` assignments of ``n``: the
-    same every time, so drawn once and kept (a report tests hundreds of gaps at a few
-    dozen sizes)."""
-    key = (resamples, n, seed)
-    if (found := _SIGNS.get(key)) is not None:
-        return found
-    rng = np.random.default_rng(seed)
-    # rng.choice((1.0, -1.0), size) draws these very indices: the same signs, half the work
-    found = (1 - 2 * rng.integers(0, 2, size=(resamples, n))).astype(np.int8)
-    while _SIGNS and sum(kept.nbytes for kept in _SIGNS.values()) + found.nbytes > SIGNS_BYTES:
-        del _SIGNS[next(iter(_SIGNS))]
-    if found.nbytes <= SIGNS_BYTES:
-        found.setflags(write=False)
-        _SIGNS[key] = found
-    return found
+    """The signs ``default_rng(seed)`` draws for ``resamples`` assignments of ``n``.
+    The generator fills its draws in order, so every size's matrix is the start of one
+    stream a seed: drawn once (grown by doubling) and kept; a report tests hundreds of
+    gaps at a few dozen sizes."""
+    size = resamples * n
+    found = _SIGNS.get(seed)
+    if found is None or found.size < size:
+        size = max(size, min(2 * (0 if found is None else found.size), SIGNS_BYTES))
+        # rng.choice((1.0, -1.0), size) draws these very indices: the same signs
+        found = np.random.default_rng(seed).integers(0, 2, size=size).astype(np.int8)
+        found *= -2
+        found += 1
+        _SIGNS.pop(seed, None)
+        while _SIGNS and sum(kept.nbytes for kept in _SIGNS.values()) + found.nbytes > SIGNS_BYTES:
+            del _SIGNS[next(iter(_SIGNS))]
+        if found.nbytes <= SIGNS_BYTES:
+            found.setflags(write=False)
+            _SIGNS[seed] = found
+    return found[: resamples * n].reshape(resamples, n)
 
 
 @functools.cache
@@ -101,7 +105,8 @@ class _Paired:
         columns = ["reader", "condition", "budget", "transform", "source_pair_id", "family",
                    "every_lo", "every_hi", "blocks_lo", "blocks_hi", "blocks"]  # fmt: skip
         self.groups: dict[tuple[Any, ...], dict[str, tuple[Any, ...]]] = {}
-        for row in frame[columns].itertuples(index=False, name=None):
+        # by column lists: a pandas string column yields its items one call at a time
+        for row in zip(*(frame[column].tolist() for column in columns), strict=True):
             self.groups.setdefault(tuple(row[:4]), {})[row[4]] = row[5:]
 
     def differences(

@@ -247,8 +247,8 @@ def _per_pair(scores: Scores) -> dict[tuple[Any, ...], dict[str, tuple[float, fl
     out: dict[tuple[Any, ...], dict[str, tuple[float, float]]] = {}
     columns = ["reader", "condition", "budget", "transform", "source_pair_id",
                "blocks_lo", "blocks_hi", "blocks"]  # fmt: skip
-    for reader, condition, budget, transform, pair, lo, hi, blocks in frame[columns].itertuples(
-        index=False, name=None
+    for reader, condition, budget, transform, pair, lo, hi, blocks in zip(
+        *(frame[column].tolist() for column in columns), strict=True
     ):
         out.setdefault((reader, condition, int(budget), transform), {})[pair] = (
             lo / blocks,

@@ -39,10 +39,10 @@ def _passes(scores: Scores, metric: str) -> Passes:
     if frame is None or frame.empty:
         return out
     frame = frame[(frame["transform"] == IDENTITY) & (frame["every_lo"] == frame["every_hi"])]
+    columns = ["reader", "condition", "budget", "source_pair_id", "every_lo"]
     for reader, condition, budget, pair, value in zip(
-        frame["reader"], frame["condition"], frame["budget"], frame["source_pair_id"],
-        frame["every_lo"], strict=True,
-    ):  # fmt: skip
+        *(frame[c].tolist() for c in columns), strict=True
+    ):
         out.setdefault((reader, condition, int(budget)), {})[pair] = int(value)
     return out
 

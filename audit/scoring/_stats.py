@@ -207,9 +207,9 @@ def _percentile_bootstrap(
     same = float(n[0]) if np.all(n == n[0]) and float(n[0]).is_integer() else None
     for members in groups:
         drawn = rng.integers(0, members.size, size=(resamples, members.size))
-        picked = drawn if strata is None else members[drawn]  # all: members[i] == i
-        num += k[picked].sum(axis=1)
-        den += n[picked].sum(axis=1) if same is None else same * members.size
+        # the stratum's values gathered once: k[members][drawn] is k[members[drawn]]
+        num += k.take(members).take(drawn).sum(axis=1)
+        den += n.take(members).take(drawn).sum(axis=1) if same is None else same * members.size
     with np.errstate(invalid="ignore", divide="ignore"):
         stats = num / den
     stats = stats[np.isfinite(stats)]

@@ -116,7 +116,7 @@ class _Layout:
             return values
         key = f"{metric.column}@error={metric.on_error}"
         if key not in self._numbers:
-            raised = (self.df["outcome"].astype(str) == "error").to_numpy()
+            raised = (self.df["outcome"] == "error").to_numpy()  # by code, not by text
             self._numbers[key] = np.where(raised, metric.on_error, values)
         return self._numbers[key]
 
@@ -321,11 +321,11 @@ class _Tally:
         layout = _Layout(df)
         self.n_reads += len(df)
         self.source_pairs.update(str(v) for v in df["source_pair_id"].dropna().unique())
-        self.llm_reader |= bool((df["reader_kind"].astype(str) != "exact").any())
+        self.llm_reader |= bool((df["reader_kind"] != "exact").any())
         keys = _typed(df.iloc[layout.first_row_of_cell][CELL], CELL)
         n_groups = layout.n_groups
         keys.loc[: n_groups - 1, "family"] = ALL
-        rows = list(keys.itertuples(index=False, name=None))
+        rows = list(zip(*(keys[column].tolist() for column in CELL), strict=True))
         group_of = [self._number(self.groups, row[:-1], row, 0) for row in rows[:n_groups]]
         cell_group = layout.group[layout.first_row_of_cell[n_groups:]]
         family_of = [
@@ -334,7 +334,7 @@ class _Tally:
         ]
         pair_keys = _typed(df.iloc[layout.first_row_of_pair][PAIR_KEYS], PAIR_KEYS)
         pair_of = []
-        for local, row in enumerate(pair_keys.itertuples(index=False, name=None)):
+        for local, row in enumerate(zip(*(pair_keys[c].tolist() for c in PAIR_KEYS), strict=True)):
             group = group_of[layout.pair_group[local]]
             pair = self.pairs.setdefault((group, row[-1]), len(self.pairs))
             if pair == len(self.pair_rows):

@@ -943,20 +943,24 @@ def test_sign_flip_p_counts_every_assignment_and_draws_the_seeded_signs():
     check()
 
 
-def test_the_kept_sign_matrices_stay_within_their_bound(monkeypatch):
-    """The drawn signs are kept for the next gap of the same size, within
-    ``SIGNS_BYTES``: the oldest go first, and a p after an eviction is the same."""
+def test_the_kept_signs_are_each_sizes_own_draw_within_their_bound(monkeypatch):
+    """The drawn signs are kept, one stream a seed, within ``SIGNS_BYTES``: a size
+    asked for in any order gets the matrix ``default_rng(seed)`` draws for it, and a p
+    after an eviction is the same."""
     from audit.scoring import _gaps
 
     monkeypatch.setattr(_gaps, "_SIGNS", {})
-    monkeypatch.setattr(_gaps, "SIGNS_BYTES", 1_000 * (38 + 39 + 40))  # the last three
+    monkeypatch.setattr(_gaps, "SIGNS_BYTES", 1_000 * 45)  # one seed's stream, not two
+    for n, seed in [(20, 0), (17, 0), (40, 0), (23, 1), (40, 0), (31, 1), (18, 0)]:
+        drawn = np.random.default_rng(seed).choice((1, -1), size=(1_000, n))
+        assert np.array_equal(_gaps._random_signs(1_000, n, seed), drawn)
+        assert sum(kept.nbytes for kept in _gaps._SIGNS.values()) <= _gaps.SIGNS_BYTES
+        assert list(_gaps._SIGNS) == [seed]  # the other seed's went first
     differences = np.linspace(-0.3, 0.9, 40)
-    first = [sign_flip_p(differences[:n], resamples=1_000) for n in range(17, 41)]
-    assert sum(kept.nbytes for kept in _gaps._SIGNS.values()) <= _gaps.SIGNS_BYTES
-    assert list(_gaps._SIGNS) == [(1_000, n, 0) for n in (38, 39, 40)]  # the newest
-    again = [sign_flip_p(differences[:n], resamples=1_000) for n in range(17, 41)]
+    first = [sign_flip_p(differences[:n], resamples=1_000, seed=n % 2) for n in range(17, 41)]
+    again = [sign_flip_p(differences[:n], resamples=1_000, seed=n % 2) for n in range(17, 41)]
     assert again == first
-    drawn = np.random.default_rng(0).choice((1.0, -1.0), size=(1_000, 17))
+    drawn = np.random.default_rng(1).choice((1.0, -1.0), size=(1_000, 17))
     moved = differences[:17]
     expected = (np.sum(np.abs(drawn @ moved) >= abs(moved.sum()) - 1e-12) + 1) / 1_001
     assert first[0] == expected
