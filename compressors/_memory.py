@@ -8,12 +8,14 @@ string alone still determines the records).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from operator import attrgetter
+from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter, itemgetter
+from typing import TypeVar
 
 from compressors._protocol import ChunkView
 from histories import Record, RenderParseError, parse_records
 
+_T = TypeVar("_T")
 _CACHE_LIMIT = 50_000
 Parts = tuple[tuple[Record, ...], tuple[str, ...], tuple[int, ...]]
 """A memory's records, their canonical lines and the lines' UTF-8 sizes."""
@@ -100,17 +102,25 @@ class Stream:
 
     def select(self, positions: Sequence[int]) -> Stream:
         """The records at ``positions``, in that order."""
-        records, lines, sizes = self.records, self.lines, self.sizes
-        return Stream(
-            [records[p] for p in positions], [lines[p] for p in positions],
-            [sizes[p] for p in positions],
-        )  # fmt: skip
+        pick = _picker(positions)
+        return Stream(list(pick(self.records)), list(pick(self.lines)), list(pick(self.sizes)))
 
     def dump(self, positions: Sequence[int] | None = None) -> str:
         """The memory of the records at ``positions`` (all by default), in that order."""
-        chosen = self if positions is None else self.select(positions)
-        lines = tuple(chosen.lines)
-        return _remember("\n".join(lines), (tuple(chosen.records), lines, tuple(chosen.sizes)))
+        pick = tuple if positions is None else _picker(positions)
+        lines = pick(self.lines)
+        return _remember("\n".join(lines), (pick(self.records), lines, pick(self.sizes)))
+
+
+def _picker(positions: Sequence[int]) -> Callable[[Sequence[_T]], tuple[_T, ...]]:
+    """A function that takes the items at ``positions`` of a sequence, as a tuple (one
+    ``itemgetter`` call in C instead of a comprehension per list)."""
+    if len(positions) > 1:
+        return itemgetter(*positions)
+    if positions:
+        only = positions[0]
+        return lambda items: (items[only],)
+    return lambda items: ()
 
 
 def memory_bytes(memory: str) -> int:
@@ -142,11 +152,14 @@ def pack_positions(
     the chosen records (``sizes``) fit ``budget``; returns them in ascending order."""
     chosen: list[int] = []
     used = -1
+    room = budget - min(sizes, default=0)  # past it, no record fits: stop looking
     for position in order:
         size = sizes[position] + 1
         if used + size <= budget:
             chosen.append(position)
             used += size
+            if used >= room:
+                break
         elif contiguous:
             break
     chosen.sort()

@@ -245,10 +245,12 @@ def finish_streams(
     raw history (budget-checked like any memory)."""
     memories: dict[Branch, str] = {}
     overflows: dict[Branch, int] = {}
+    # (an ABC's isinstance runs Python code: asked once, not per branch)
+    archive = compressor if isinstance(compressor, ArchiveCompressor) else None
     for branch, (m, o) in states.items():
-        if isinstance(compressor, ArchiveCompressor):
-            m = compressor.recall(m, pair.history(variant, branch), pair.query, budget)
-            if compressor.budgeted and len(m.encode("utf-8")) > budget:
+        if archive is not None:
+            m = archive.recall(m, pair.history(variant, branch), pair.query, budget)
+            if archive.budgeted and len(m.encode("utf-8")) > budget:
                 m, o = "", o + 1
         memories[branch], overflows[branch] = m, o
     return Streamed(memories, overflows)

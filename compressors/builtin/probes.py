@@ -191,14 +191,24 @@ def surface(record: Record) -> Surface:
     if found is None:
         if len(_surfaces) > 200_000:
             _surfaces.clear()
-        value = getattr(record, "value", None)
+        fields = record.__dict__  # a field a record lacks: None, without pydantic's slow miss
+        value = fields.get("value")
         found = _surfaces[line] = (
-            getattr(record, "key", None),
-            getattr(record, "rev", None) or 0,
+            fields.get("key"),
+            fields.get("rev") or 0,
             (record.op, value_shape(value)),
-            (value or "", getattr(record, "now", None) or 0, line),
+            (value or "", fields.get("now") or 0, line),
         )
     return found
+
+
+def stream_surfaces(stream: Stream) -> list[Surface]:
+    """Each of the stream's records' ``Surface``."""
+    try:  # the common case: every record seen before (one lookup each, no Python loop)
+        return list(map(_surfaces.__getitem__, stream.lines))
+    except KeyError:
+        get, pairs = _surfaces.get, zip(stream.lines, stream.records, strict=True)
+        return [get(line) or surface(record) for line, record in pairs]
 
 
 @register
@@ -211,7 +221,7 @@ class LowRevision(_Probe):
 
     def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
         query = frozenset(query_keys)
-        ranks = [(key not in query, rev, tie) for key, rev, _, tie in map(surface, stream.records)]
+        ranks = [(key not in query, rev, tie) for key, rev, _, tie in stream_surfaces(stream)]
         return sorted(range(len(ranks)), key=ranks.__getitem__)
 
 
@@ -228,7 +238,7 @@ class RareOpOrValue(_Probe):
 
     def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
         query = frozenset(query_keys)
-        surfaces = list(map(surface, stream.records))
+        surfaces = stream_surfaces(stream)
         counts = Counter(found[2] for found in surfaces)
         common = counts.most_common(1)[0][0] if counts else None
         ranks = [(key not in query, kind == common, rev, tie) for key, rev, kind, tie in surfaces]
@@ -255,17 +265,26 @@ def node(record: Record) -> Node:
         if len(_nodes) > 200_000:
             _nodes.clear()
         found = _nodes[line] = (
-            getattr(record, "key", None),
+            record.__dict__.get("key"),  # (as in ``surface``)
             tuple(record_labels(record)),
             frozenset(referenced_keys(record)[1:]),
         )
     return found
 
 
-def _label_components(records: Sequence[Record]) -> list[str]:
+def stream_nodes(records: Sequence[Record], lines: Sequence[str]) -> list[Node]:
+    """Each record's ``Node`` (``lines``: the records' canonical lines)."""
+    try:  # the common case: every record seen before (one lookup each, no Python loop)
+        return list(map(_nodes.__getitem__, lines))
+    except KeyError:
+        get = _nodes.get
+        return [get(line) or node(record) for line, record in zip(lines, records, strict=True)]
+
+
+def _label_components(nodes: Sequence[Node]) -> list[str]:
     """Each record's component in the label graph (one root label per component): two
     records are joined when they name a common label (a key, or the id a revoke or
-    replay targets)."""
+    replay targets).  ``nodes``: the records' ``node``."""
     parent: dict[str, str] = {}
 
     def root(label: str) -> str:
@@ -274,14 +293,13 @@ def _label_components(records: Sequence[Record]) -> list[str]:
             label = up
         return label
 
-    labelled = [labels for _, labels, _ in map(node, records)]
-    for labels in labelled:
+    for _, labels, _ in nodes:
         first = root(labels[0])
         for label in labels[1:]:
             other = root(label)
             if other != first:
                 parent[other] = first
-    return [root(labels[0]) for labels in labelled]
+    return [root(labels[0]) for _, labels, _ in nodes]
 
 
 class _GraphProbe(_Probe):
@@ -289,12 +307,12 @@ class _GraphProbe(_Probe):
 
     heuristic = "label-graph"
 
-    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        """Each record's tier (smaller: kept first)."""
+    def tiers(self, nodes: Sequence[Node], query: frozenset[str]) -> list[int]:
+        """Each record's tier (smaller: kept first), from the records' ``node``."""
         raise NotImplementedError
 
     def order(self, stream: Stream, query_keys: Sequence[str]) -> list[int]:
-        tiers = self.tiers(stream.records, frozenset(query_keys))
+        tiers = self.tiers(stream_nodes(stream.records, stream.lines), frozenset(query_keys))
         # newest first within a tier: a stable sort of the positions, last to first
         return sorted(range(len(tiers) - 1, -1, -1), key=tiers.__getitem__)
 
@@ -305,12 +323,9 @@ class QueryComponent(_GraphProbe):
     summary = "probe: the query key's label-graph component first, then the newest"
     exploits = "the query key's component in the label graph, then recency"
 
-    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        roots = _label_components(records)
-        mine = {
-            root for root, (key, _, _) in zip(roots, map(node, records), strict=True)
-            if key in query
-        }  # fmt: skip
+    def tiers(self, nodes: Sequence[Node], query: frozenset[str]) -> list[int]:
+        roots = _label_components(nodes)
+        mine = {root for root, (key, _, _) in zip(roots, nodes, strict=True) if key in query}
         return [0 if root in mine else 1 for root in roots]
 
 
@@ -320,8 +335,7 @@ class QueryOneHop(_GraphProbe):
     summary = "probe: the query key's records, then records sharing a label with them"
     exploits = "labels one hop from the query key's records, then recency"
 
-    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        nodes = list(map(node, records))
+    def tiers(self, nodes: Sequence[Node], query: frozenset[str]) -> list[int]:
         near = frozenset().union(*(labels for key, labels, _ in nodes if key in query))
         return [
             0 if key in query else 1 if not near.isdisjoint(labels) else 2
@@ -335,8 +349,7 @@ class SingleReference(_GraphProbe):
     summary = "probe: the query key's records, then keys exactly one other record reads"
     exploits = "label-graph degree: keys read by exactly one other record, then recency"
 
-    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        nodes = list(map(node, records))
+    def tiers(self, nodes: Sequence[Node], query: frozenset[str]) -> list[int]:
         reads = Counter(read for _, _, named in nodes for read in named)
         return [
             0 if key in query else 1 if key is not None and reads[key] == 1 else 2
@@ -350,8 +363,7 @@ class MostNamed(_GraphProbe):
     summary = "probe: the query key's records, then keys the most other records name"
     exploits = "label-graph in-degree: keys other records read most often, then recency"
 
-    def tiers(self, records: Sequence[Record], query: frozenset[str]) -> list[int]:
-        nodes = list(map(node, records))
+    def tiers(self, nodes: Sequence[Node], query: frozenset[str]) -> list[int]:
         reads = Counter(read for _, _, named in nodes for read in named)
         top = max(reads.values(), default=0)
         return [

@@ -743,7 +743,7 @@ def _reference_memory(probe: Compressor, memory: str, chunk: ChunkView, query, b
     """A probe's update by a full, stable re-sort of the whole stream (what the probes did
     before their ordering was incremental): ties in stream order."""
     from compressors._memory import Stream, pack_positions
-    from compressors.builtin.probes import _GraphProbe, _RankedProbe
+    from compressors.builtin.probes import _GraphProbe, _RankedProbe, node
 
     stream = Stream.of(memory, chunk)
     if stream.fits(budget):
@@ -752,7 +752,7 @@ def _reference_memory(probe: Compressor, memory: str, chunk: ChunkView, query, b
     if isinstance(probe, _RankedProbe):
         order = sorted(range(len(records)), key=lambda p: (probe.rank(records[p]), p))
     elif isinstance(probe, _GraphProbe):
-        tiers = probe.tiers(records, frozenset(query))
+        tiers = probe.tiers(list(map(node, records)), frozenset(query))
         order = sorted(range(len(records)), key=lambda p: (tiers[p], -p))
     else:  # probe_newest
         order = sorted(range(len(records)), key=lambda p: -p)

@@ -443,7 +443,7 @@ def test_cca_pilot_distractors_share_the_task_label_graph() -> None:
     # against 21 %; a key named twice or more was the task's in 51 % of cases, 10 % of
     # keys were the task's) and task-like expiries spanned other ticks than the task's.
     # Decoy drafts are built by the families themselves and borrow each other's keys
-    from compressors.builtin.probes import _label_components
+    from compressors.builtin.probes import _label_components, node
 
     config = PRESETS["cca-pilot"]
     named: dict[str, Counter[int]] = {"task": Counter(), "distractor": Counter()}
@@ -463,7 +463,7 @@ def test_cca_pilot_distractors_share_the_task_label_graph() -> None:
                 if getattr(record, "expires", None) is not None:
                     expiries[side].append(record.expires)  # type: ignore[union-attr]
         prefix = pair.prefix("A")
-        roots = _label_components(prefix)
+        roots = _label_components(list(map(node, prefix)))
         query_roots = {
             root for root, r in zip(roots, prefix, strict=True)
             if getattr(r, "key", None) in pair.query
