@@ -50,7 +50,7 @@ def test_a_run_scores_each_pack_as_its_family(tmp_path: Path):
     run = tmp_path / "run"
     done = audit(
         "run", "--preset", "natural", "--conditions", "full,tail", "--transforms",
-        "identity,revalue:2,entity:1", "--out", str(run), "--quiet",
+        "identity,revalue:2,entity:1", "--seed", "11", "--out", str(run), "--quiet",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads((run / "summary.json").read_text())
@@ -80,7 +80,7 @@ def test_a_run_scores_each_pack_as_its_family(tmp_path: Path):
     alone = tmp_path / "alone"
     done = audit(
         "run", "--pairs", str(some), "--conditions", "full,tail", "--transforms",
-        "identity,entity:1", "--out", str(alone), "--quiet",
+        "identity,entity:1", "--seed", "11", "--out", str(alone), "--quiet",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
 
