@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from histories._records import (
@@ -47,6 +47,7 @@ _BINDING_OPS = frozenset({"set", "copy", "choose", "replay", "when"})
 
 
 _Entry = TypeVar("_Entry", bound=Record)
+_Walked = TypeVar("_Walked")
 
 
 def _drop_revoked(
@@ -172,7 +173,7 @@ class LogIndex:
             return (record.expires is None or clock <= record.expires) and (
                 record.starts is None or clock >= record.starts
             )
-        return _Resolver(self)._active(record, set())
+        return self._walk(lambda: _Resolver(self)._active(record, set()))
 
     def closure(self, keys: Iterable[str]) -> set[str]:
         """The dependency closure of ``keys``: keys reachable through the live binding
@@ -198,6 +199,9 @@ class LogIndex:
         expired at the clock); live also holds every key's resolved value (a sum of
         ``add`` records).  A value in both is dead to a reader of wrong answers, which
         looks there first.  Says what a wrong answer is."""
+        return self._walk(self._asserted)
+
+    def _asserted(self) -> tuple[set[str], set[str]]:
         resolver = _Resolver(self)
         live: set[str] = set()
         dead: set[str] = set()
@@ -220,13 +224,25 @@ class LogIndex:
     def resolve(self, keys: Sequence[str]) -> Answer:
         """E_q for ``keys``; each key is resolved on its own, so answers never
         depend on which other keys were asked."""
-        # Resolution recurses once per dependency link; a log of n records has
-        # chains of at most n links, so make room for them (Python 3.11 frames are
-        # heap-allocated, so a higher limit does not risk the C stack).
+        return self._walk(lambda: {key: _Resolver(self).value(key) for key in keys})
+
+    def _walk(self, walk: Callable[[], _Walked]) -> _Walked:
+        """Run a resolver walk with room for its recursion, then give the limit back.
+
+        A walk recurses once per dependency link, and a log of n records has chains of at
+        most n links (Python 3.11 frames are heap-allocated, so Python recursion this deep
+        is safe). The limit is restored because C code counts against it too: left raised
+        after a long log, json's decoder could recurse through deeply nested input (a
+        hostile server's response) past the C stack and crash the process."""
         needed = 4 * len(self._records) + 200
-        if sys.getrecursionlimit() < needed:
-            sys.setrecursionlimit(needed)
-        return {key: _Resolver(self).value(key) for key in keys}
+        previous = sys.getrecursionlimit()
+        if previous >= needed:
+            return walk()
+        sys.setrecursionlimit(needed)
+        try:
+            return walk()
+        finally:
+            sys.setrecursionlimit(previous)
 
 
 class _Resolver:

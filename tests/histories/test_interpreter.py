@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -332,6 +333,25 @@ def test_long_acyclic_copy_chain_resolves() -> None:
     log: list[Record] = [s("s0", "k0", "v", 1)]
     log += [cp(f"c{i}", f"k{i}", f"k{i - 1}", 1) for i in range(1, n)]
     assert resolve(log, [f"k{n - 1}"]) == {f"k{n - 1}": "v"}
+
+
+def test_a_long_log_gives_the_recursion_limit_back() -> None:
+    # Regression: resolving a long log raised the limit for good, after which json's C
+    # decoder could recurse through deeply nested input past the C stack (a segfault).
+    n = 1000
+    log: list[Record] = [s("s0", "k0", "v", 1), wh("w", "w", "k0", "v", "on", 1)]
+    log += [cp(f"c{i}", f"k{i}", f"k{i - 1}", 1) for i in range(1, n)]
+    index = LogIndex(log)
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        assert index.resolve([f"k{n - 1}"]) == {f"k{n - 1}": "v"}
+        assert sys.getrecursionlimit() == 1000
+        assert index.is_live(log[1])
+        assert index.asserted()[0] >= {"v", "on"}
+        assert sys.getrecursionlimit() == 1000
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def test_long_acyclic_chains_of_every_dependency_kind_resolve() -> None:
