@@ -660,17 +660,33 @@ def finish(
     return summary, rows
 
 
+SCORED_BATCH_ROWS = 50_000
+"""Rows of results.parquet scored together: whole row groups (jobs) up to this many, so
+a small run pays a frame's fixed cost (about 14 ms) once, not once a job, and a large
+one holds at most a batch of reads."""
+
+
 def _score(out: Path, plan: RunPlan) -> dict[str, Any]:
-    """summary.json's content from results.parquet's scored columns, scored a row group
-    (a job) at a time: only counts per cell and source pair are held, never every read."""
+    """summary.json's content from results.parquet's scored columns, scored a batch of
+    row groups (jobs) at a time: only counts per cell and source pair are held between
+    batches, never every read."""
     import pyarrow.parquet as pq
 
     scored = [c for c in SCORED_COLUMNS if c in STORED_SCHEMA.names]  # all the summary reads
     meta = {"config": plan.model_dump(mode="json")}
     with pq.ParquetFile(out / RESULTS_PARQUET) as handle:
+        batches: list[list[int]] = [[]]
+        rows = 0
+        for group in range(handle.num_row_groups):
+            if rows >= SCORED_BATCH_ROWS:
+                batches.append([])
+                rows = 0
+            batches[-1].append(group)
+            rows += handle.metadata.row_group(group).num_rows
         pieces = (
-            label_readers(handle.read_row_group(group, columns=scored).to_pandas())
-            for group in range(handle.num_row_groups)
+            label_readers(handle.read_row_groups(groups, columns=scored).to_pandas())
+            for groups in batches
+            if groups
         )
         scores, reads, pairs = score_pieces(pieces, plan.condition_labels)
     if not reads:
