@@ -164,3 +164,17 @@ def pack_positions(
             break
     chosen.sort()
     return chosen
+
+
+def by_line(
+    cache: dict[str, _T], compute: Callable[[Record], _T], records: Sequence[Record],
+    lines: Sequence[str],
+) -> list[_T]:  # fmt: skip
+    """Each record's value from ``cache`` under its canonical line (``lines``), from
+    ``compute`` (which caches it) where missing: in the common case, every record seen
+    before, one lookup each and no Python loop."""
+    try:
+        return list(map(cache.__getitem__, lines))
+    except KeyError:
+        get = cache.get
+        return [get(line) or compute(record) for line, record in zip(lines, records, strict=True)]

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from compressors._memory import Stream, pack_positions
+from compressors._memory import Stream, by_line, pack_positions
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import (
@@ -82,11 +82,7 @@ def _facts_of(record: Record) -> Facts:
 
 def stream_facts(stream: Sequence[Record], lines: Sequence[str]) -> list[Facts]:
     """Each record's facts (``lines``: the records' canonical lines)."""
-    try:  # the common case: every record seen before (one lookup each, no Python loop)
-        return list(map(_facts.__getitem__, lines))
-    except KeyError:
-        get = _facts.get
-        return [get(line) or _facts_of(record) for line, record in zip(lines, stream, strict=True)]
+    return by_line(_facts, _facts_of, stream, lines)
 
 
 _tiers: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[int, ...]] = {}

@@ -52,7 +52,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import ClassVar
 
-from compressors._memory import Stream, pack_positions
+from compressors._memory import Stream, by_line, pack_positions
 from compressors._protocol import ChunkView, Compressor, CompressorKind
 from compressors._registry import register
 from histories import Record, record_labels, referenced_keys
@@ -274,11 +274,7 @@ def node(record: Record) -> Node:
 
 def stream_nodes(records: Sequence[Record], lines: Sequence[str]) -> list[Node]:
     """Each record's ``Node`` (``lines``: the records' canonical lines)."""
-    try:  # the common case: every record seen before (one lookup each, no Python loop)
-        return list(map(_nodes.__getitem__, lines))
-    except KeyError:
-        get = _nodes.get
-        return [get(line) or node(record) for line, record in zip(lines, records, strict=True)]
+    return by_line(_nodes, node, records, lines)
 
 
 def _label_components(nodes: Sequence[Node]) -> list[str]:
