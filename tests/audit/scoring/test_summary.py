@@ -200,14 +200,19 @@ def test_every_metric_is_in_the_summary(metric):
     assert metric in entry["blocks"]
 
 
+def scored_frame(table: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows, each with its pair's family, as results.parquet's scored columns read."""
+    table = [row | {"family": FAMILY[row["source_pair_id"]]} for row in table]
+    schema = pa.schema([RESULT_SCHEMA.field(c) for c in SCORED_COLUMNS])
+    return pa.Table.from_pylist(table, schema=schema).to_pandas()
+
+
 @settings(max_examples=60, deadline=None)
 @given(table=st.lists(rows, min_size=1, max_size=30))
 def test_finish_scores_the_raw_table_as_the_report_scores_the_loaded_run(table):
     # finish only labels the readers of the Arrow table; a report normalizes the loaded
     # run fully: both must give the same scores
-    table = [row | {"family": FAMILY[row["source_pair_id"]]} for row in table]
-    schema = pa.schema([RESULT_SCHEMA.field(c) for c in SCORED_COLUMNS])
-    raw = pa.Table.from_pylist(table, schema=schema).to_pandas()
+    raw = scored_frame(table)
     light = summarize(label_readers(raw.copy()), {})
     full = summarize(normalize(raw), {})
     assert json.dumps(light, sort_keys=True) == json.dumps(full, sort_keys=True)
@@ -217,9 +222,7 @@ def test_finish_scores_the_raw_table_as_the_report_scores_the_loaded_run(table):
 @given(table=st.lists(rows, min_size=1, max_size=20))
 def test_normalize_leaves_the_callers_frame_as_it_was(table):
     # it works on a shallow copy (no copy of every column): whole columns only
-    table = [row | {"family": FAMILY[row["source_pair_id"]]} for row in table]
-    schema = pa.schema([RESULT_SCHEMA.field(c) for c in SCORED_COLUMNS])
-    raw = pa.Table.from_pylist(table, schema=schema).to_pandas()
+    raw = scored_frame(table)
     kept = raw.copy()
     normalize(raw)
     pd.testing.assert_frame_equal(raw, kept)
