@@ -36,7 +36,7 @@ from rich.text import Text
 
 from audit.cli._common import silence_stdout, terminal_text
 from audit.cli._labels import fitting_aliases
-from audit.engine import RequestEstimate, RunProgress, Stage, Tallies
+from audit.engine import RequestEstimate, RequestTally, RunProgress, Stage, Tallies
 from audit.scoring import (
     VERDICT_COLUMNS,
     VERDICT_LEGEND,
@@ -76,7 +76,7 @@ def describe_requests(
 ) -> list[str]:
     """The LLM stage's lines under its bar: the requests so far, one backend role after
     another, then what is left."""
-    found = tallies() if tallies is not None else []
+    found: list[RequestTally] = tallies() if tallies is not None else []
     lines = []
     if found:
         lines.append("; ".join(
