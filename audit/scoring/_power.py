@@ -272,14 +272,3 @@ def pairs_needed(
         f"more than {MAX_PAIRS:,} source pairs are needed for {target:.0%} power"
         f" at effect {abs(delta):g}"
     )
-
-
-__all__ = [
-    "DEFAULT_TARGET",
-    "MAX_PAIRS",
-    "Discordance",
-    "alpha_per_test",
-    "minimum_detectable_difference",
-    "pairs_needed",
-    "power",
-]
