@@ -1,35 +1,13 @@
 """Power of the exact McNemar test on source pairs: how many pairs a comparison needs.
 
-Two conditions are compared on the same n source pairs, each pair passing or failing
-under each condition.  A pair is *discordant* when exactly one condition passes it:
-with probability ``p10`` only the first (in ``PairedComparison``: only B), with
-probability ``p01`` only the second.  The audit's test is the exact McNemar test: a
-two-sided binomial test of B = 1/2 on the discordant pairs (``_stats.mcnemar_exact``).
-Its power is computed **exactly**, by enumeration, never by a normal approximation
-(which flatters n = 24):
-
-* the effect is ``delta = p10 - p01`` (the difference in pass rates), the
-  discordance ``psi = p10 + p01`` (so ``psi >= |delta|``);
-* D ~ Bin(n, psi) discordant pairs; given D = d, B ~ Bin(d, p10 / psi) of them favour
-  the first condition;
-* the test rejects when its p-value, ``min(1, 2 P(Bin(d, 1/2) <= min(B, d - B)))``,
-  the same arithmetic as statsmodels' exact McNemar, is <= alpha / m.
-
-With m comparisons in a table each test gets alpha / m: Bonferroni, the first
-(strictest) step of the Holm correction the report applies.  Holm rejects whatever
-Bonferroni rejects, so this power is a slight underestimate for a comparison under
-Holm, never an overestimate.  By default ``psi = |delta|``: every discordant pair
-goes the same way.  That is the most favourable discordance in practice (more
-discordance adds noise faster than it adds pairs; on a grid of effects 0.05..1,
-1..10 comparisons, it always needed the fewest pairs for 80 % power), so the pairs
-needed are then a lower bound, and the power an upper bound wherever it is 50 % or
-more with over 10 pairs.  Below that (tiny designs, powers near alpha) the exact
-test's discreteness can make more discordance a few points more powerful.
-
-Power is not monotone in n: the exact test is discrete, so one more pair can lower
-the power a little (the "saw-tooth"; Chernick and Liu 2002, The American
-Statistician 56:149).  ``pairs_needed`` therefore scans n upwards and returns the
-first n that reaches the target.  At the default discordance it is monotone.
+Computed **exactly**, by enumeration (a normal approximation flatters n = 24): D ~
+Bin(n, psi) discordant pairs, psi = p10 + p01; given D = d, B ~ Bin(d, p10 / psi)
+favour the first condition; the test rejects when ``min(1, 2 P(Bin(d, 1/2) <= min(B,
+d - B))) <= alpha / m`` (Bonferroni, Holm's first step: a slight underestimate under
+Holm, never an overestimate).  The default discordance psi = |delta| is the most
+favourable in practice, so the pairs needed are a lower bound.  Power is not
+monotone in n (the exact test's saw-tooth), so ``pairs_needed`` scans n upwards.
+docs/method.md, "Power and intervals", has the model and its evidence.
 """
 
 from __future__ import annotations
