@@ -177,15 +177,10 @@ def minimum_detectable_difference(
 ) -> float:
     """Smallest |delta| that n source pairs detect with power >= ``target``; nan if none.
 
-    The discordance is a function of the effect, because a larger effect forces more
-    discordant pairs: ``psi`` None means psi = |delta| (most favourable in practice:
-    the answer is then a lower bound, see the module note); a number means
-    psi = max(|delta|, psi), the observed discordance of a comparison, raised where
-    the effect itself exceeds it; a function gives psi for each |delta| (it must
-    return a value in [|delta|, 1]).  Power grows with |delta| at fixed psi (the
-    two-sided region's power rises as B's probability moves away from 1/2) and with
-    psi = |delta|, so the answer is found by bisection.  nan when even delta = 1 is
-    not detected (too few pairs for the exact test to reject).
+    ``psi``: None for psi = |delta| (the answer is then a lower bound); a number for
+    max(|delta|, psi), a comparison's observed discordance raised where the effect
+    exceeds it; or a function of |delta| into [|delta|, 1].  Power grows with |delta|
+    along each of these, so the answer is found by bisection.
     """
     if not 0 < target < 1:
         raise ValueError(f"the target power must be in (0, 1), got {target}")

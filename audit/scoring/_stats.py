@@ -329,15 +329,11 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
 def newcombe_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, float]:
     """Newcombe's hybrid score interval for the paired difference, B's rate minus A's.
 
-    Newcombe (1998), "Improved confidence intervals for the difference between
-    binomial proportions based on paired data", Statistics in Medicine 17:2635,
-    method 10: the Wilson intervals of the two pass rates, combined through their
-    correlation phi with Newcombe's correction (a positive ad - bc is reduced by n/2,
-    not below 0; phi = 0 when a margin is empty).  Why this one: it never has zero
-    width for n > 0, stays inside [-1, 1], needs no resampling, and covers close to
-    95 % in small samples (Newcombe's evaluation; ours, by exact enumeration at
-    n = 24, in ``tests/audit/scoring/test_stats.py``, which also checks the published examples).
-    (nan, nan) without pairs.
+    Newcombe (1998), Statistics in Medicine 17:2635, method 10: the two rates' Wilson
+    intervals combined through their correlation phi (a positive ad - bc reduced by
+    n/2, not below 0; phi = 0 when a margin is empty).  Never zero-width for n > 0,
+    inside [-1, 1], no resampling, near 95 % coverage at n = 24 (checked by exact
+    enumeration in the tests).  (nan, nan) without pairs.
     """
     n = table.n
     if n == 0:
@@ -363,17 +359,12 @@ def newcombe_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, fl
 def tango_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, float]:
     """Tango's score interval for the paired difference, B's rate minus A's.
 
-    Tango (1998), "Equivalence test and confidence interval for the difference in
-    proportions for the paired-sample design", Statistics in Medicine 17:891: every
-    difference d whose score statistic, ``(b - c - n d) / sqrt(n (2 q + d (1 - d)))``
-    with b = only B, c = only A and q the maximum-likelihood share of only-A pairs
-    under d (a closed form), is within z of 0.  At d = 0 the statistic is McNemar's,
-    ``(b - c) / sqrt(b + c)``.  Why here, for a non-inferiority margin: it depends on
-    the discordant pairs alone, so no discordant pair in n gives its honest width,
-    about z^2 / (n + z^2) each way (0.044 at n = 84), where Newcombe's interval leans
-    on the concordant pairs' correlation and claims less (0.025 for 33 both-pass and
-    51 neither-pass pairs of 84), which would pass a margin the data cannot.
-    (nan, nan) without pairs.
+    Tango (1998), Statistics in Medicine 17:891: every d whose score statistic
+    ``(b - c - n d) / sqrt(n (2 q + d (1 - d)))`` (b only B, c only A, q the
+    closed-form maximum-likelihood share of only-A pairs under d) is within z of 0.
+    For a non-inferiority margin: it depends on the discordant pairs alone, so no
+    discordant pair gives its honest width (0.044 each way at n = 84), where Newcombe's
+    leans on the concordant pairs and claims less.  (nan, nan) without pairs.
     """
     n = table.n
     if n == 0:
