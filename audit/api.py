@@ -13,7 +13,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -40,7 +39,6 @@ from audit.rundir import (
     read_config_file,
 )
 from audit.scoring import Scores, score_results
-from compressors import ConditionSpec
 from histories import MemoryAuditError
 from histories.natural import PRESET_NAMES
 from reports import write_document
@@ -109,7 +107,18 @@ def run(
         entry, pair_list, digest = preset_source(preset)
     named = preset if pairs is None else ""
     try:
-        plan = _plan(entry, digest, specs, budget_list, transforms, named, seed, out, reference)
+        plan = RunPlan(
+            pairs=entry,
+            pairs_sha256=digest,
+            conditions=specs,
+            compressor_versions=compressor_versions(specs),
+            budgets=budget_list,
+            transforms=parse_transforms(
+                transforms or PRESET_TRANSFORMS.get(named, DEFAULT_TRANSFORMS)
+            ),
+            seed=transform_seed(seed, out, named or None, replicated=False),
+            reference=preregistered(reference, specs),
+        )
     except ValidationError as error:  # a value of the wrong type: name the field
         where = ".".join(str(part) for part in error.errors()[0]["loc"])
         raise PlanError(f"{where}: {error.errors()[0]['msg']}") from None
@@ -126,29 +135,6 @@ def _texts(value: object, option: str) -> list[str]:
 
 def _run_data(run: RunData | Path | str) -> RunData:
     return run if isinstance(run, RunData) else load_run(Path(run))
-
-
-def _plan(
-    entry: dict[str, Any],
-    digest: str,
-    specs: list[ConditionSpec],
-    budgets: list[int],
-    transforms: str | None,
-    named: str,
-    seed: int | None,
-    out: Path,
-    reference: str | None,
-) -> RunPlan:
-    return RunPlan(
-        pairs=entry,
-        pairs_sha256=digest,
-        conditions=specs,
-        compressor_versions=compressor_versions(specs),
-        budgets=budgets,
-        transforms=parse_transforms(transforms or PRESET_TRANSFORMS.get(named, DEFAULT_TRANSFORMS)),
-        seed=transform_seed(seed, out, named or None, replicated=False),
-        reference=preregistered(reference, specs),
-    )
 
 
 def scores(run: RunData | Path | str) -> Scores:

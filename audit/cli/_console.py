@@ -68,27 +68,22 @@ LOG_EVERY_S = 30.0
 """Without a terminal (a log file, CI), a line at most this often while a stage runs."""
 
 
-def describe_tallies(tallies: list[RequestTally], seconds: float) -> str:
-    """The LLM stage's requests so far, one backend role after another."""
-    parts = []
-    for t in tallies:
-        rate = f", {t.sent / seconds:.2f} sent/s" if seconds > 0 and t.sent else ""
-        parts.append(
-            f"{t.role}: {t.requests} asked, {t.sent} sent, {t.cache_hits} cached, "
-            f"{t.failed} NA{rate}"
-        )
-    return "; ".join(parts)
-
-
 def describe_requests(
     tallies: Tallies | None,
     estimate: RequestEstimate | None,
     seconds: float,
     finished: bool = False,
 ) -> list[str]:
-    """The LLM stage's lines under its bar: the requests so far, then what is left."""
-    found = tallies() if tallies is not None else []
-    lines = [describe_tallies(found, seconds)] if found else []
+    """The LLM stage's lines under its bar: the requests so far, one backend role after
+    another, then what is left."""
+    found: list[RequestTally] = tallies() if tallies is not None else []
+    lines = []
+    if found:
+        lines.append("; ".join(
+            f"{t.role}: {t.requests} asked, {t.sent} sent, {t.cache_hits} cached, {t.failed} NA"
+            + (f", {t.sent / seconds:.2f} sent/s" if seconds > 0 and t.sent else "")
+            for t in found
+        ))  # fmt: skip
     if estimate is not None and estimate.requests:
         lines.append(estimate.left(sum(t.answered for t in found), seconds, finished))
     return lines
@@ -246,25 +241,22 @@ def _print_exact(console: Console, summary: Summary) -> None:
         f"{listed(left)} are",
     )
     console.print(EXACT_LEGEND)
-    for line in best_lines(summary, entries):
+    for line in best_lines(summary):
         console.print(line)
-    missing = missing_baselines(summary, entries)
-    if missing:
-        console.print(missing)
+    _print_missing_baselines(console, summary)
 
 
-def missing_baselines(summary: Summary, entries: list[SummaryCell]) -> str:
+def _print_missing_baselines(console: Console, summary: Summary) -> None:
     """A note when the run has no floor or no ceiling to read its conditions against
     (``--conditions my_memory`` alone gives a score with nothing to compare it to)."""
+    entries = summary.overall(exact=True)
     kinds = {summary.kind(e.condition) for e in entries}
-    if "strict" not in kinds:
-        return ""
     roles = (("probe", "shortcut probe (the floor)"), ("archive", "archive (the ceiling)"))
     absent = [word for kind, word in roles if kind not in kinds]
-    if not absent:
-        return ""
+    if "strict" not in kinds or not absent:
+        return
     listed_now = shlex.quote(",".join([*dict.fromkeys(e.condition for e in entries), BASELINES]))
-    return (
+    console.print(
         f"note: no {' and no '.join(absent)} in this run, so nothing says whether these "
         "memories beat a shortcut or how far they are from the whole history: add "
         f"`baselines` to the conditions (--conditions {listed_now})"
@@ -280,25 +272,22 @@ EXACT_LEGEND = (
 )
 
 
-def best_lines(summary: Summary, entries: list[SummaryCell]) -> list[str]:
-    """Per budget at identity: the best strict condition by joint J, the ceiling (best
-    archive) and the floor (best probe), ties named: the headline in one line."""
-    at_identity = [e for e in entries if e.transform == "identity"]
+def best_lines(summary: Summary) -> list[str]:
+    """Per budget, of the exact reader's verdicts: the best strict condition by joint J
+    (``Verdict.keeps_k``), the ceiling (best archive) and the floor (best probe), ties
+    named: the headline in one line."""
+    exact = [v for v in summary.verdicts if v.reader == "exact"]
     lines = []
-    for budget in sorted({e.budget for e in at_identity}):
+    for budget in sorted({v.budget for v in exact}):
         parts = []
         tops: dict[str, int] = {}
         for kind, word in (("strict", "best"), ("archive", "ceiling"), ("probe", "floor")):
-            joint = {
-                e.condition: e.source_pairs["joint_J"]
-                for e in at_identity
-                if e.budget == budget and summary.kind(e.condition) == kind
-            }
-            if not joint:
+            found = [v for v in exact if v.budget == budget and v.kind == kind]
+            if not found:
                 continue
-            top = max(count.k for count in joint.values())
-            n = next(iter(joint.values())).n
-            names = [name for name, count in joint.items() if count.k == top]
+            top = max(v.keeps_k for v in found)
+            n = found[0].n
+            names = [v.condition for v in found if v.keeps_k == top]
             tie = f" (a tie of {len(names)})" if len(names) > 1 else ""
             who = ", ".join(names) if top else "none passes"
             parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
@@ -649,7 +638,8 @@ def _print_verdicts(console: Console, summary: Summary) -> None:
     found = summary.verdicts
     if not found:
         return
-    for line in _wrapped(VERDICT_LEGEND, console.width):
+    for line in textwrap.wrap(VERDICT_LEGEND, width=max(40, console.width),
+                              break_long_words=False, break_on_hyphens=False):  # fmt: skip
         console.print(line, soft_wrap=True)
     groups: dict[tuple[str, int], list[Verdict]] = {}
     for verdict in found:
@@ -698,11 +688,6 @@ def _print_verdict_rows(console: Console, shown: list[VerdictRow]) -> None:
         console.print(line(name, cells, remark), soft_wrap=True)
 
 
-def _wrapped(text: str, width: int) -> list[str]:
-    return textwrap.wrap(text, width=max(40, width), break_long_words=False,
-                         break_on_hyphens=False)  # fmt: skip
-
-
 def print_summary(
     summary: Mapping[str, Any], run_dir: Path, seconds: float, verbose: bool = False
 ) -> None:
@@ -717,19 +702,15 @@ def print_summary(
         _print_exact(console, found)
         _print_llm(console, found)
         _print_wrong_answers(console, found)
-        _print_floor(console, found, verbose)
-        _print_equivariance(console, found)
     else:
         _print_readers(console, found)
         stage = found.config.get("llm")
         if stage and found.overall(exact=False):
             console.print(llm_stage_line(stage))
-        _print_floor(console, found, verbose)
-        _print_equivariance(console, found, spelling=False)
-        entries = found.overall(exact=True)
-        missing = missing_baselines(found, entries) if entries else ""
-        if missing:
-            console.print(missing)
+    _print_floor(console, found, verbose)
+    _print_equivariance(console, found, spelling=verbose)
+    if not verbose:
+        _print_missing_baselines(console, found)
     for flag in found.selection:
         if flag.warn and flag.misleading:
             who = "" if flag.reader == "exact" else f" (reader {flag.reader})"

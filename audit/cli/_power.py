@@ -13,32 +13,6 @@ _DIP_WINDOW = 10
 """Pairs beyond the answer checked for a dip below the target (the exact test's saw-tooth)."""
 
 
-def _check(
-    effect: float,
-    discordance: float | None,
-    comparisons: int,
-    alpha: float,
-    target: float,
-    pairs: int | None,
-) -> None:
-    """One line per bad value, naming the option, before any arithmetic."""
-    if not 0 < effect <= 1:
-        fail(f"--effect must be in (0, 1] (a difference in pass rates), got {effect:g}")
-    if discordance is not None and not effect <= discordance <= 1:
-        fail(
-            f"--discordance must be in [--effect, 1] = [{effect:g}, 1], got {discordance:g}:"
-            " every pair that changes the pass rate is a discordant pair"
-        )
-    if comparisons < 1:
-        fail(f"--comparisons must be at least 1, got {comparisons}")
-    if not 0 < alpha < 1:
-        fail(f"--alpha must be in (0, 1), got {alpha:g}")
-    if not 0 < target < 1:
-        fail(f"--power must be in (0, 1), got {target:g}")
-    if pairs is not None and pairs < 1:
-        fail(f"--pairs must be at least 1, got {pairs}")
-
-
 def power_command(
     effect: Annotated[
         float,
@@ -64,7 +38,22 @@ def power_command(
     """Power of the exact McNemar test on source pairs, or the source pairs needed."""
     from audit.scoring import minimum_detectable_difference, pairs_needed, power
 
-    _check(effect, discordance, comparisons, alpha, target, pairs)
+    # one line per bad value, naming the option, before any arithmetic
+    if not 0 < effect <= 1:
+        fail(f"--effect must be in (0, 1] (a difference in pass rates), got {effect:g}")
+    if discordance is not None and not effect <= discordance <= 1:
+        fail(
+            f"--discordance must be in [--effect, 1] = [{effect:g}, 1], got {discordance:g}:"
+            " every pair that changes the pass rate is a discordant pair"
+        )
+    if comparisons < 1:
+        fail(f"--comparisons must be at least 1, got {comparisons}")
+    if not 0 < alpha < 1:
+        fail(f"--alpha must be in (0, 1), got {alpha:g}")
+    if not 0 < target < 1:
+        fail(f"--power must be in (0, 1), got {target:g}")
+    if pairs is not None and pairs < 1:
+        fail(f"--pairs must be at least 1, got {pairs}")
     psi = effect if discordance is None else discordance
     favourable = " (most favourable: every discordant pair one way)" if psi == effect else ""
     level = (

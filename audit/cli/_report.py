@@ -276,19 +276,14 @@ def _gate(gate: Gate, runs: Sequence[RunData], shown: Sequence[str]) -> None:
 def _transfer(runs: Sequence[RunData], out: Path | None, options: Any) -> None:
     """``audit compare SYNTHETIC NATURAL --transfer``: the document, and its answer."""
     from audit.reportdata import build_transfer
-    from reports import Table, write_document
+    from reports import write_document
 
     target = out or Path("runs") / f"transfer-{time.strftime('%Y%m%d-%H%M%S')}"
     document = build_transfer(runs[0], runs[1], options)
     with writable_target(target):
         paths = write_document(document, target)
     warn_if_not_whole(runs)
-    tables = {
-        block.id: block.data
-        for section in document.sections
-        for block in section.blocks
-        if isinstance(block, Table)
-    }
+    tables = _tables(document)
     if tables["transfer-table"].empty:
         fail("the runs share no condition at the same budget and reader: nothing to compare")
     for _, row in tables["transfer-rank-table"].iterrows():
@@ -316,6 +311,14 @@ def _transfer(runs: Sequence[RunData], out: Path | None, options: Any) -> None:
     exit_if_not_whole(runs)
 
 
+def _tables(document: Document) -> dict[str, Any]:
+    """A document's tables' data by id."""
+    from reports import Table
+
+    found = (block for section in document.sections for block in section.blocks)
+    return {block.id: block.data for block in found if isinstance(block, Table)}
+
+
 SHOWN_COMPARISONS = 8
 """Paired differences printed by ``audit compare``, in the document's order (a system in
 one run first); the rest, and every system with the same result in both runs, are in
@@ -331,14 +334,8 @@ def print_comparisons(
     both runs on one line, and the systems left uncompared.  Returns (source pairs
     shared by every run, comparisons)."""
     from audit.reportdata import answer_text, same_text, uncompared
-    from reports import Table
 
-    tables = {
-        block.id: block.data
-        for section in document.sections
-        for block in section.blocks
-        if isinstance(block, Table)
-    }
+    tables = _tables(document)
     runs = tables["runs-table"]
     for label, path, first in zip(runs["label"], runs["path"], runs["baseline"], strict=True):
         echo_fitted(f"{label}{' (baseline)' if first else ''}: {path}")

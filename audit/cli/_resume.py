@@ -52,8 +52,8 @@ def resume_command(
     Exit status 0 when the run is complete, 3 when LLM reads are still NA.
     """
     from audit.cli._run import (
+        BackendOpener,
         Invocation,
-        backend_opener,
         check_executor,
         execute_and_print,
         load_backends,
@@ -88,6 +88,6 @@ def resume_command(
     opener = None
     if plan.llm is not None:
         backends = load_backends(config_file, plan.llm.writer, plan.llm.reader)
-        opener = backend_opener(backends, plan.llm.writer, plan.llm.reader)
+        opener = BackendOpener(backends, plan.llm.writer, plan.llm.reader)
     withhold_keys(plan, config_file)
     execute_and_print(run_dir, plan, pairs, opener, invocation)

@@ -54,7 +54,6 @@ class Invocation:
 
     executor: Executor = "local"
     ray_address: str | None = None
-    plan_only: bool = False
     retry_na: bool = True
     """When resuming: ask again for LLM reads that an outage left NA."""
     determinism: bool = True
@@ -255,7 +254,7 @@ def run_audit(
     seed = transform_seed(seed, root, preset_name if pairs is None else None, seeds is not None)
     llm_transform_specs = parse_transforms(llm_transforms, "--llm-transforms")
     invocation = Invocation(
-        chosen, ray_address, plan_only, retry_na, determinism, csv, verbose, workers, quiet,
+        chosen, ray_address, retry_na, determinism, csv, verbose, workers, quiet,
         config_file, raising_exits=seeds is None,
     )  # fmt: skip
     summaries: dict[int, dict[str, Any]] = {}
@@ -274,7 +273,11 @@ def run_audit(
             seed=seed, reference=reference,
         )  # fmt: skip
         run_dir = root if generation_seed is None else seed_run_dir(root, generation_seed)
-        summary = _run_one(run_dir, pair_list, plan, invocation, open_llm)
+        if plan_only:
+            _plan_only(run_dir, plan)
+            continue
+        withhold_keys(plan, invocation.config_file)
+        summary = execute_and_print(run_dir, plan, pair_list, open_llm, invocation)
         if generation_seed is not None:
             summaries[generation_seed] = summary
     if summaries and not plan_only:
@@ -309,28 +312,17 @@ def write_replication(root: Path, summaries: dict[int, dict[str, Any]]) -> list[
     return rows
 
 
-def _run_one(
-    run_dir: Path,
-    pairs: Sequence[Pair],
-    plan: RunPlan,
-    invocation: Invocation,
-    open_llm: BackendOpener | None,
-) -> dict[str, Any]:
-    """One run directory: its plan written, then (unless ``--plan-only``) executed and
-    its summary printed."""
-    if invocation.plan_only:
-        from audit.rundir import prepare_directory
-        from audit.scoring import SCORING_VERSION
+def _plan_only(run_dir: Path, plan: RunPlan) -> None:
+    """``--plan-only``: the run directory's plan written, nothing run."""
+    from audit.rundir import prepare_directory
+    from audit.scoring import SCORING_VERSION
 
-        resumed, _run_id = prepare_directory(run_dir, plan, scoring=SCORING_VERSION)
-        print(
-            f"{'plan unchanged' if resumed else 'planned'}: {run_dir} (nothing run); "
-            f"`audit batch export {run_dir}` (with the same --config) writes its LLM requests as "
-            "a batch"
-        )
-        return {}
-    withhold_keys(plan, invocation.config_file)
-    return execute_and_print(run_dir, plan, pairs, open_llm, invocation)
+    resumed, _run_id = prepare_directory(run_dir, plan, scoring=SCORING_VERSION)
+    print(
+        f"{'plan unchanged' if resumed else 'planned'}: {run_dir} (nothing run); "
+        f"`audit batch export {run_dir}` (with the same --config) writes its LLM requests as "
+        "a batch"
+    )
 
 
 EXTERNAL = frozenset({"cmd", "http"})
@@ -502,7 +494,7 @@ def _llm_stage_options(
         use_schema=schema,
         prompt_layout=PROMPT_LAYOUT,
     )
-    return stage, backend_opener(backends, writer, reader)
+    return stage, BackendOpener(backends, writer, reader)
 
 
 def load_backends(config_file: Path | None, writer: str | None, reader: str | None) -> Any:
@@ -538,11 +530,6 @@ class BackendOpener:
             self.backends, self.writer, self.reader, self.backends.resolved_cache_path(),
             check_reachable=self.check_reachable, status=status,
         )  # fmt: skip
-
-
-def backend_opener(backends: Any, writer: str | None, reader: str | None) -> BackendOpener:
-    """The opener of a run's writer and reader clients."""
-    return BackendOpener(backends, writer, reader)
 
 
 def _from_cache(run_dir: Path, plan: RunPlan, opener: BackendOpener) -> BackendOpener | None:

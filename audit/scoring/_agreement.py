@@ -1,22 +1,11 @@
 """A reader's own disagreement: the same memory, the same question, read twice.
 
-With repeats, an LLM reader reads one memory several times (the exact reader is a
-function and never disagrees with itself).  Where a memory is identical across repeats
-(same ``memory_sha256`` for the same pair instance, branch, condition, budget and
-transform), every difference between those reads is the reader's: sampling, or a server
-whose answer depends on what else it computed.  That rate is the noise floor of any
-comparison of LLM reads: a cross-run difference smaller than it can be the reader alone.
-
-Two figures per reader, both in *read groups* (one memory read at least twice):
-
-* ``answer_disagreement``: the share of groups whose answers are not all the same text;
-* ``score_disagreement``: the share of groups whose strict score is not the same in
-  every read (a flip between pass and fail): what moves a rate;
-* ``pair_disagreement``: the share of source pairs (with a memory read twice) in which
-  some read flipped: the noise floor of a source-pair rate such as joint J.
-
-NA reads are left out (an outage says nothing about the reader); a group needs two
-scored reads.
+Where a memory is identical across an LLM reader's repeats (same ``memory_sha256`` for
+the same pair instance, branch, condition, budget and transform), every difference
+between its reads is the reader's: the noise floor of any comparison of LLM reads.
+Counted in read groups (one memory read at least twice; NA reads left out): answers
+that differ, scores that flip, and source pairs where some read flipped
+(``pair_disagreement``, the floor of a source-pair rate such as joint J).
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Equivariance the audit checked and found broken: claims that do not hold.
 
-Two checks run per read (``equivariant`` in the results):
-
-* under ``permute``, for a condition that claims ``order_invariant``: its memory must
-  hold the same lines whatever order the log arrived in.  A violation on any source
-  pair means the claim is false: a warning, first thing in the summary;
-* under ``rename`` and ``decoy`` (same-length renamings), for every condition:
-  C(rename(H)) == rename(C(H)).  Nothing claims it, but a violation says the
-  condition's choices depend on how identifiers are spelled: a note.
-
-(``relabel`` changes label lengths, and ``rerev`` and ``revalue`` record sizes, so a
-budgeted memory may rightly keep other records there: not checked.)
+Under ``permute``, a condition that claims ``order_invariant`` must keep the same lines
+whatever order the log arrived in: one violated source pair makes the claim false (a
+warning, first in the summary).  Under ``rename`` and ``decoy`` (same-length renamings)
+every condition should satisfy C(rename(H)) == rename(C(H)); a violation says its
+choices depend on how identifiers are spelled (a note).  ``relabel``, ``rerev`` and
+``revalue`` change sizes, so a budgeted memory may rightly keep other records: not
+checked.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """Shortcut gaps: how much a score falls once labels or order change.
 
-A compressor that keeps what the future needs keeps it whatever the labels are
-called and whatever order the log came in; one that leans on a naming or order
-accident loses it under renaming or permutation.  Per system and transform, the gap
-is the identity rate minus the transformed rate, in two named forms:
+A compressor that keeps what the future needs keeps it whatever the labels are called
+and whatever order the log came in.  Per system and transform, the identity rate minus
+the transformed rate, in two forms:
 
-* ``gap_blocks``: the identity block pass rate minus the transformed block pass rate
-  (every instance and repeat counts once; at identity the blocks are the repeats),
-  the typical loss.  It is tested per source pair: each pair's identity block rate
-  minus its transformed block rate is one paired difference (pairs with NA left out);
-  the interval is a cluster bootstrap over source pairs, the p-value a two-sided
-  sign-flip permutation test of those differences (exact up to 16 non-zero
-  differences, else seeded Monte Carlo);
-* ``gap_pairs``: the identity rate minus the transformed rate, both in source pairs
-  passing every block: the worst case (under a transform it grows with the number
-  of instances, so it is never compared across runs with different K).
+* ``gap_blocks``: in block pass rates, the typical loss, tested per source pair (a
+  cluster bootstrap interval; a two-sided sign-flip permutation p, exact up to 16
+  non-zero differences, else seeded Monte Carlo);
+* ``gap_pairs``: in source pairs passing every block, the worst case (it grows with
+  the instances, so it is never compared across runs with different K).
 
-Rates count NA as fail (``k``); a gap over NA reads is a bound, not a measurement.
+Rates count NA as fail (``k``): a gap over NA reads is a bound, not a measurement.
 """
 
 from __future__ import annotations

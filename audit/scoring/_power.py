@@ -1,35 +1,13 @@
 """Power of the exact McNemar test on source pairs: how many pairs a comparison needs.
 
-Two conditions are compared on the same n source pairs, each pair passing or failing
-under each condition.  A pair is *discordant* when exactly one condition passes it:
-with probability ``p10`` only the first (in ``PairedComparison``: only B), with
-probability ``p01`` only the second.  The audit's test is the exact McNemar test: a
-two-sided binomial test of B = 1/2 on the discordant pairs (``_stats.mcnemar_exact``).
-Its power is computed **exactly**, by enumeration, never by a normal approximation
-(which flatters n = 24):
-
-* the effect is ``delta = p10 - p01`` (the difference in pass rates), the
-  discordance ``psi = p10 + p01`` (so ``psi >= |delta|``);
-* D ~ Bin(n, psi) discordant pairs; given D = d, B ~ Bin(d, p10 / psi) of them favour
-  the first condition;
-* the test rejects when its p-value, ``min(1, 2 P(Bin(d, 1/2) <= min(B, d - B)))``,
-  the same arithmetic as statsmodels' exact McNemar, is <= alpha / m.
-
-With m comparisons in a table each test gets alpha / m: Bonferroni, the first
-(strictest) step of the Holm correction the report applies.  Holm rejects whatever
-Bonferroni rejects, so this power is a slight underestimate for a comparison under
-Holm, never an overestimate.  By default ``psi = |delta|``: every discordant pair
-goes the same way.  That is the most favourable discordance in practice (more
-discordance adds noise faster than it adds pairs; on a grid of effects 0.05..1,
-1..10 comparisons, it always needed the fewest pairs for 80 % power), so the pairs
-needed are then a lower bound, and the power an upper bound wherever it is 50 % or
-more with over 10 pairs.  Below that (tiny designs, powers near alpha) the exact
-test's discreteness can make more discordance a few points more powerful.
-
-Power is not monotone in n: the exact test is discrete, so one more pair can lower
-the power a little (the "saw-tooth"; Chernick and Liu 2002, The American
-Statistician 56:149).  ``pairs_needed`` therefore scans n upwards and returns the
-first n that reaches the target.  At the default discordance it is monotone.
+Computed **exactly**, by enumeration (a normal approximation flatters n = 24): D ~
+Bin(n, psi) discordant pairs, psi = p10 + p01; given D = d, B ~ Bin(d, p10 / psi)
+favour the first condition; the test rejects when ``min(1, 2 P(Bin(d, 1/2) <= min(B,
+d - B))) <= alpha / m`` (Bonferroni, Holm's first step: a slight underestimate under
+Holm, never an overestimate).  The default discordance psi = |delta| is the most
+favourable in practice, so the pairs needed are a lower bound.  Power is not
+monotone in n (the exact test's saw-tooth), so ``pairs_needed`` scans n upwards.
+docs/method.md, "Power and intervals", has the model and its evidence.
 """
 
 from __future__ import annotations
@@ -199,15 +177,10 @@ def minimum_detectable_difference(
 ) -> float:
     """Smallest |delta| that n source pairs detect with power >= ``target``; nan if none.
 
-    The discordance is a function of the effect, because a larger effect forces more
-    discordant pairs: ``psi`` None means psi = |delta| (most favourable in practice:
-    the answer is then a lower bound, see the module note); a number means
-    psi = max(|delta|, psi), the observed discordance of a comparison, raised where
-    the effect itself exceeds it; a function gives psi for each |delta| (it must
-    return a value in [|delta|, 1]).  Power grows with |delta| at fixed psi (the
-    two-sided region's power rises as B's probability moves away from 1/2) and with
-    psi = |delta|, so the answer is found by bisection.  nan when even delta = 1 is
-    not detected (too few pairs for the exact test to reject).
+    ``psi``: None for psi = |delta| (the answer is then a lower bound); a number for
+    max(|delta|, psi), a comparison's observed discordance raised where the effect
+    exceeds it; or a function of |delta| into [|delta|, 1].  Power grows with |delta|
+    along each of these, so the answer is found by bisection.
     """
     if not 0 < target < 1:
         raise ValueError(f"the target power must be in (0, 1), got {target}")
@@ -272,14 +245,3 @@ def pairs_needed(
         f"more than {MAX_PAIRS:,} source pairs are needed for {target:.0%} power"
         f" at effect {abs(delta):g}"
     )
-
-
-__all__ = [
-    "DEFAULT_TARGET",
-    "MAX_PAIRS",
-    "Discordance",
-    "alpha_per_test",
-    "minimum_detectable_difference",
-    "pairs_needed",
-    "power",
-]

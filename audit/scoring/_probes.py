@@ -1,33 +1,17 @@
 """The floor check: which strict conditions this audit cannot tell from a shortcut probe.
 
-A probe (``compressors`` kind ``probe``) knows nothing of semantics, only labels,
-arrival order and the surface of records.  A strict condition is **distinguishable
-from the floor** only where it beats **every** probe of the run **significantly**
-under **every** transform of the run that tests for a shortcut (``Transform.shortcut``:
-``rechunk`` measures repeated compaction and is left out), paired over source pairs:
+A strict condition is told apart from the floor only where it beats **every** probe
+of the run **significantly** under **every** transform that tests for a shortcut,
+paired over source pairs (its joint J block rate NA as fail minus the probe's NA as
+pass; ``paired_p``).  The claim is an intersection, so an intersection-union test
+(Berger 1982): every test at ``ALPHA``, no multiplicity correction, so a condition's
+answer never depends on its other tests or the run's other conditions, and a probe
+added can only take a "yes" away (docs/method.md, "Metamorphic transforms").
 
-* per source pair, joint J's block pass rate of the condition (NA as fail) minus the
-  probe's (NA as pass: a claim must hold whatever NA reads were);
-* a two-sided paired test of those differences (``paired_p``: the exact McNemar test
-  on pass/fail pairs; the sign-flip permutation test of the gaps on block rates), the
-  mean difference above 0, at level ``ALPHA``.
-
-The claim is an intersection ("beats each probe under each transform"), so it is an
-intersection-union test (Berger 1982): it holds only where every one of its tests
-rejects at ``ALPHA``, and that has size ``ALPHA`` with no multiplicity correction.  A
-correction would make a condition's answer depend on its other tests (Holm's steps
-let a strong result elsewhere relax a weak one) or on the other conditions of the run;
-testing against every probe, not the best one by rate, means a probe added to the run
-can only take a "yes" away.  Per transform, the test kept is the one the condition
-passes least (the highest p): it decides.
-
-A condition that fails any of its tests is a ``FloorFinding``: one typed value that
-``summary.json`` (``probe_matches``), the console and the report all read, with its
-one text (``floor_message``).  A condition that passes nothing needs no probe to be
-doubted and is left out.  Each built-in probe declares what it exploits and which
-transforms break it (``Compressor.exploits``, ``Compressor.broken_by``): the advice
-names the ones the run lacks (add them), or, when the run has them all, says that
-the condition's score is no evidence of more than the heuristic.
+A condition that fails any test is a ``FloorFinding``, the one typed value that
+summary.json (``probe_matches``), the console and the report read, with its one text
+(``floor_message``); its advice names the transforms that break the probes it did not
+beat (``Compressor.broken_by``).  A condition that passes nothing is left out.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
 """Whether an LLM reader can read these histories at all: its check on ``full``.
 
-``full`` keeps the whole history (an archive), so the exact reader answers every
-question on it right: a reader that fails there fails at reading, and its scores on
-compressed memories say nothing about the memories.  Every LLM reader therefore
-reads ``full`` on the same sample pairs first (the LLM stage always plans it), and
-its **block pass rate** there (a block: both variants answered right on one branch,
-current, reveal or override, of one instance and repeat) is set against the exact
-reader's on the same source pairs and budgets (at identity; 1 where the run has no
-exact read of ``full``, as E_q verified every pair on its whole history):
-
-* ``reads``: at least ``READ_THRESHOLD`` (90 %) of the exact reader's rate, NA
-  counted as fail: its scores are verdicts;
-* ``cannot read``: below it even with NA counted as pass;
-* ``not checked``: no determined read of ``full`` (none planned: an older run; or NA
-  decides it).
-
-A reader that is not ``reads`` has every score marked ``NOT_A_VERDICT`` (console,
-report, ``summary.json``, ``audit compare``) and takes no part in any ranking: the
-best condition, the comparisons, the "current accuracy would pick" warning, the
-floor check.  ``ReaderCheck`` is the one typed value all of them read.
-
-An LLM-written condition whose memories no valid reader can read (the exact reader
-finds no record log in any of them, and no LLM reader passed its check) is marked the
-same way (``WriterCheck``): its scores are the reader's failure as much as the
-writer's.  So is one whose memories mostly repeat its prompt (outcome ``writer_echo``
-in at least half its reads): its model did not do the task the prompt sets, so its
-scores say nothing of the method the prompt describes.
+``full`` keeps the whole history, so the exact reader answers every question on it: a
+reader that fails there fails at reading, and its scores say nothing of the memories.
+Every LLM reader reads ``full`` first; its block pass rate there against the exact
+reader's (1 where the run has none) makes it ``reads`` (at least ``READ_THRESHOLD``,
+NA as fail), ``cannot read`` (below it, NA as pass) or ``not checked`` (docs/method.md,
+"Can the reader read?").  A reader that does not read has every score marked
+``NOT_A_VERDICT`` and ranks nothing; ``ReaderCheck`` is the one value all readers of
+the summary use.  An LLM-written condition whose memories no valid reader can read, or
+that mostly repeat its prompt (``writer_echo`` in half its reads), is marked the same
+way (``WriterCheck``).
 """
 
 from __future__ import annotations

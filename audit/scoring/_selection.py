@@ -1,20 +1,13 @@
 """Where current accuracy would pick a different condition than reveal accuracy.
 
-The audit's central warning: a condition that is correct now can be insufficient
-later, so choosing by current accuracy can pick the wrong memory.  Per (reader,
-budget), at identity, over all families, the strict conditions (archives are
-ceilings and probes the floor: neither is a choice) are ranked by their rate of
-source pairs passing: current accuracy's best (ties included) against reveal
-accuracy's best.  An *inversion* is two conditions where current accuracy strictly
-prefers one and reveal accuracy strictly prefers the other; a tie on current
-accuracy is no preference, and is counted apart when reveal accuracy splits it.
-
-A reversal of one or two pairs is noise: each inversion carries the exact McNemar
-p-value of the two conditions on the source pairs both determined, on current and
-on reveal accuracy, and is ``within_noise`` unless both are below 0.05; each
-condition current accuracy would pick wrongly carries the p-value of its reveal
-difference from reveal accuracy's best.  A warning whose every reversal is within
-noise says so.
+The audit's central warning: a memory correct now can be insufficient later.  Per
+(reader, budget), at identity, the strict conditions are ranked by source pairs
+passing, current accuracy's best (ties included) against reveal accuracy's.  An
+*inversion* is two conditions the two scores strictly order the other way round (a
+tie on current that reveal splits is counted apart).  Each carries the exact McNemar
+p of both scores on the pairs both determined, and is ``within_noise`` unless both are
+below 0.05; each wrong pick carries the p of its reveal difference from reveal
+accuracy's best.  A warning whose every reversal is within noise says so.
 """
 
 from __future__ import annotations

@@ -1,37 +1,20 @@
 """Statistics of a run: intervals, cluster bootstrap, paired tests, multiplicity.
 
 Everything here counts **independent source pairs**, never reads (``docs/method.md``,
-"Statistics"): transformed instances and repeats of a pair are not independent
-evidence, so they are folded into one value per source pair first.
+"Statistics"): transformed instances and repeats of a pair are folded into one value
+per source pair first.
 
-Closed forms do the textbook arithmetic (statsmodels' formulas, which a test checks
-them against to 1e-12; importing statsmodels for three formulas cost most of a second
-in every process that scored):
+Closed forms replace statsmodels (importing it for three formulas cost most of a
+second in every process that scored; a test checks them against it to 1e-12): Wilson
+intervals, the exact McNemar test (integer sums; its mid-p form for the gate's
+``--test mid-p``) and Holm's step-down.  The cluster bootstrap is numpy's, seeded:
+``scipy.stats.bootstrap`` resamples observations, not clusters within strata.  Paired
+differences take Newcombe's hybrid score interval (a bootstrap of 24 pass/fail
+differences is too coarse, and collapses on homogeneous families), and the gate's
+non-inferiority margin Tango's, which statsmodels lacks; power is ``_power``'s.
 
-* Wilson intervals: the score interval, as ``proportion_confint(method="wilson")``;
-* exact McNemar: a two-sided binomial test on the discordant pairs, summed exactly in
-  integers, as ``mcnemar(exact=True)``; its mid-p form (``mcnemar_mid_p``) takes half
-  the observed count's own probability off each tail, for the gate's ``--test mid-p``;
-* Holm: the step-down adjustment, as ``multipletests(method="holm")``;
-* cluster bootstrap: numpy (``numpy.random.Generator``, seeded).  ``scipy.stats.bootstrap``
-  resamples observations of one sample, not clusters within strata, so it does not
-  fit; resampling here draws source pairs with replacement and recomputes the
-  statistic (sum of successes over sum of trials of the drawn pairs); percentile
-  intervals.  Pairs are drawn *within each family* only when every family has at
-  least ``MIN_STRATUM_CLUSTERS`` pairs, otherwise from all pairs together
-  (``cluster_bootstrap_interval`` says why);
-* paired differences: Newcombe's hybrid score interval (``newcombe_paired``), not a
-  bootstrap: a bootstrap of 24 pass/fail differences is too coarse to trust, and
-  collapses to a point when families are homogeneous; for the gate's non-inferiority
-  margin, Tango's score interval (``tango_paired``), which statsmodels does not have;
-* power and the minimum detectable difference of the exact McNemar test: ``_power``.
-
-Every interval can be checked for degeneracy (``is_degenerate``): zero width although
-the values it summarizes differ, which no 95 % interval should claim.
-
-NA (infrastructure failures of an LLM reader) is never scored as 0: a value that
-depends on an NA read is computed twice, NA as fail and NA as pass, and the two
-results are **bounds**, labelled as such wherever they are shown.
+NA (an LLM reader's infrastructure failure) is never scored as 0: a value that depends
+on an NA read is computed NA as fail and NA as pass, and the two are **bounds**.
 """
 
 from __future__ import annotations
@@ -231,23 +214,16 @@ def cluster_bootstrap_interval(
 ) -> Interval:
     """Percentile interval of sum(successes)/sum(trials), resampling clusters (source pairs).
 
-    One entry per cluster: its successes and trials (instances or reads it
-    contributes; 1 and 1 for a pass/fail pair).  ``key`` names the cell so every
-    cell has its own reproducible stream (the same seed and key give the same
-    interval whatever else is computed).  nan bounds when there is nothing to resample.
+    One entry per cluster: its successes and trials (1 and 1 for a pass/fail pair).
+    ``key`` names the cell, so each cell has its own reproducible stream; nan bounds
+    when there is nothing to resample.
 
-    Strata (the family of each pair) are kept at their sizes only when every one has
-    at least ``MIN_STRATUM_CLUSTERS`` pairs and the stratified interval is not
-    degenerate; otherwise pairs are resampled from all families together.  Why: a
-    within-family bootstrap sees only within-family variation, estimated from m pairs
-    with a (m - 1)/m shrinkage and at most C(2m - 1, m) distinct resamples (35 for the
-    pilot's m = 4; 92,378 for m = 10).  Families differ in difficulty by design, so a
-    family of 4 pass/fail pairs is often all-pass or all-fail and contributes no
-    variance at all: 8/24 as two passing and four failing families gave [0.33, 0.33].
-    Pooled resampling also lets the family mix vary, adding the between-family
-    variance: wider, and honest when a handful of families stands for the space of
-    failure modes.  From 10 pairs a family, stratification removes between-family
-    noise the design fixed, and the degeneracy check catches the homogeneous case.
+    Strata (each pair's family) are kept only when every one has at least
+    ``MIN_STRATUM_CLUSTERS`` pairs and the result is not degenerate; otherwise pairs
+    are drawn from all families together.  A family of 4 pass/fail pairs is often
+    all-pass or all-fail and adds no variance (8/24 as two passing and four failing
+    families gave [0.33, 0.33]); pooled draws let the family mix vary, adding the
+    between-family variance the design has.
     """
     k = np.asarray(successes, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
@@ -313,32 +289,24 @@ class PairedTable:
         return self.both + self.only_a + self.only_b + self.neither
 
 
-def mcnemar_exact(table: PairedTable) -> float:
-    """Two-sided exact McNemar p-value: twice the binomial(d, 1/2) probability of at
-    most the smaller discordant count, capped at 1 (the sum is exact, in integers)."""
-    discordant = table.only_a + table.only_b
-    if discordant == 0:
-        return 1.0
-    tail = sum(math.comb(discordant, i) for i in range(min(table.only_a, table.only_b) + 1))
-    return min(1.0, float(2 * tail / 2**discordant))
-
-
-def mcnemar_mid_p(table: PairedTable) -> float:
-    """Two-sided mid-p McNemar: the exact test's p less the probability of the observed
-    split itself (each one-sided tail counts half of it), capped at 1.  Less
-    conservative than ``mcnemar_exact``, whose discreteness keeps its size well below
-    alpha; its type-I error stays near alpha, at times a little above it."""
+def mcnemar(table: PairedTable, test: PairedTest = "exact") -> float:
+    """The two-sided McNemar p of ``test``: ``exact`` is twice the binomial(d, 1/2)
+    probability of at most the smaller discordant count (summed exactly, in integers);
+    ``mid-p`` takes the observed split's own probability off (half from each tail):
+    less conservative, its type-I error near alpha, at times a little above.  Capped at 1."""
     discordant = table.only_a + table.only_b
     if discordant == 0:
         return 1.0
     smaller = min(table.only_a, table.only_b)
-    tail = sum(math.comb(discordant, i) for i in range(smaller + 1))
-    return min(1.0, float((2 * tail - math.comb(discordant, smaller)) / 2**discordant))
+    tail = 2 * sum(math.comb(discordant, i) for i in range(smaller + 1))
+    if test == "mid-p":
+        tail -= math.comb(discordant, smaller)
+    return min(1.0, float(tail / 2**discordant))
 
 
-def mcnemar(table: PairedTable, test: PairedTest = "exact") -> float:
-    """The two-sided McNemar p of ``test`` (``PairedTest``)."""
-    return mcnemar_mid_p(table) if test == "mid-p" else mcnemar_exact(table)
+def mcnemar_exact(table: PairedTable) -> float:
+    """The exact two-sided McNemar p (``mcnemar``)."""
+    return mcnemar(table)
 
 
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
@@ -361,15 +329,11 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
 def newcombe_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, float]:
     """Newcombe's hybrid score interval for the paired difference, B's rate minus A's.
 
-    Newcombe (1998), "Improved confidence intervals for the difference between
-    binomial proportions based on paired data", Statistics in Medicine 17:2635,
-    method 10: the Wilson intervals of the two pass rates, combined through their
-    correlation phi with Newcombe's correction (a positive ad - bc is reduced by n/2,
-    not below 0; phi = 0 when a margin is empty).  Why this one: it never has zero
-    width for n > 0, stays inside [-1, 1], needs no resampling, and covers close to
-    95 % in small samples (Newcombe's evaluation; ours, by exact enumeration at
-    n = 24, in ``tests/audit/scoring/test_stats.py``, which also checks the published examples).
-    (nan, nan) without pairs.
+    Newcombe (1998), Statistics in Medicine 17:2635, method 10: the two rates' Wilson
+    intervals combined through their correlation phi (a positive ad - bc reduced by
+    n/2, not below 0; phi = 0 when a margin is empty).  Never zero-width for n > 0,
+    inside [-1, 1], no resampling, near 95 % coverage at n = 24 (checked by exact
+    enumeration in the tests).  (nan, nan) without pairs.
     """
     n = table.n
     if n == 0:
@@ -395,17 +359,12 @@ def newcombe_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, fl
 def tango_paired(table: PairedTable, alpha: float = ALPHA) -> tuple[float, float]:
     """Tango's score interval for the paired difference, B's rate minus A's.
 
-    Tango (1998), "Equivalence test and confidence interval for the difference in
-    proportions for the paired-sample design", Statistics in Medicine 17:891: every
-    difference d whose score statistic, ``(b - c - n d) / sqrt(n (2 q + d (1 - d)))``
-    with b = only B, c = only A and q the maximum-likelihood share of only-A pairs
-    under d (a closed form), is within z of 0.  At d = 0 the statistic is McNemar's,
-    ``(b - c) / sqrt(b + c)``.  Why here, for a non-inferiority margin: it depends on
-    the discordant pairs alone, so no discordant pair in n gives its honest width,
-    about z^2 / (n + z^2) each way (0.044 at n = 84), where Newcombe's interval leans
-    on the concordant pairs' correlation and claims less (0.025 for 33 both-pass and
-    51 neither-pass pairs of 84), which would pass a margin the data cannot.
-    (nan, nan) without pairs.
+    Tango (1998), Statistics in Medicine 17:891: every d whose score statistic
+    ``(b - c - n d) / sqrt(n (2 q + d (1 - d)))`` (b only B, c only A, q the
+    closed-form maximum-likelihood share of only-A pairs under d) is within z of 0.
+    For a non-inferiority margin: it depends on the discordant pairs alone, so no
+    discordant pair gives its honest width (0.044 each way at n = 84), where Newcombe's
+    leans on the concordant pairs and claims less.  (nan, nan) without pairs.
     """
     n = table.n
     if n == 0:
@@ -487,22 +446,17 @@ def paired_comparison(
     b: Mapping[str, float],
     family: Mapping[str, str],
     *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    key: str = "",
     comparisons: int = 1,
     target: float = DEFAULT_TARGET,
     test: PairedTest = "exact",
 ) -> PairedComparison:
     """Compare pass/fail per source pair: {pair id: 1.0 pass, 0.0 fail, nan undetermined}.
 
-    The interval is Newcombe's (``newcombe_paired``): ``resamples``, ``seed`` and
-    ``key`` are accepted for the callers of the bootstrap it replaced and unused.
-    ``comparisons`` (the number of comparisons in the table, for alpha / m) and
-    ``target`` set the minimum detectable difference and the underpowered flag (of the
-    exact test, whichever ``test`` gives the p-value).
+    The interval is Newcombe's (``newcombe_paired``).  ``comparisons`` (the number of
+    comparisons in the table, for alpha / m) and ``target`` set the minimum detectable
+    difference and the underpowered flag (of the exact test, whichever ``test`` gives
+    the p-value).
     """
-    del resamples, seed, key  # the Newcombe interval is deterministic
     ids = sorted(
         pid
         for pid in a.keys() & b.keys()

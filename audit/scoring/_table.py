@@ -95,13 +95,6 @@ class _Layout:
         w = np.asarray(weights, dtype=float)
         return np.bincount(self.group, w, self.width) + np.bincount(self.family_cell, w, self.width)
 
-    def per_cell_of_pairs(self, weights: Any) -> np.ndarray[Any, Any]:
-        """Sum of per-pair ``weights`` per cell."""
-        w = np.asarray(weights, dtype=float)
-        return np.bincount(self.pair_group, w, self.width) + np.bincount(
-            self.pair_family_cell, w, self.width
-        )
-
     def metric_rows(self, metric: Metric) -> np.ndarray[Any, np.dtype[np.bool_]]:
         rows = np.isin(self.branch, [self.branch_names.get(b, -2) for b in metric.branches])
         if metric.family is not None:

@@ -1,31 +1,14 @@
 """The verdict of each condition: the answer a user came for, computed once.
 
-Per system (reader, condition, budget), at identity over all families, four answers
-in plain words, each from a score defined elsewhere:
-
-* **keeps**: joint J in source pairs (both variants right after both futures, the
-  reveal and the override) with its 95 % Wilson interval (NA reads: bounds, and the
-  interval their envelope);
-* **beats floor?**: the floor check (``_probes``): ``yes`` where it beats every
-  shortcut probe significantly under every transform of the run and the run has every
-  built-in probe, ``k/N probes`` where it beat the k built-in probes the run had (not
-  the floor: add ``baselines``), ``no`` where it does not (a ``FloorFinding``; a
-  condition that passes nothing cannot beat it), ``no probe`` where the run has no
-  probe at that reader and budget;
-* **collides**: source pairs whose two variants' memories are byte-identical (at
-  most one of them can then be right after the reveal);
-* **flattered?**: current accuracy at least ``FLATTER_GAP`` above joint J, and
-  significantly so: the exact McNemar test of each source pair's current pass
-  against its joint J pass, at 0.05 (each condition's own answer, whatever else the
-  run holds).
-
-An archive (the ceiling: it re-reads the raw history, so its collisions cost it
-nothing) and a probe (the floor) get the numbers, but neither a floor answer nor a
-flattered one (neither is a choice); an archive gets no collision count.  A reader
-that cannot read the histories, or a writer no valid reader can read (``_readers``),
-gives no verdict.  ``Verdict`` is the one typed
-value that ``summary.json`` (``verdicts``), the console, the report's first screen
-and ``audit compare`` read; its cells are the one text of each answer.
+Per system (reader, condition, budget), at identity over all families: **keeps**
+(joint J in source pairs, 95 % Wilson interval), **beats floor?** (``_probes``:
+``yes`` only against every built-in probe, ``k/N probes`` against the ones the run
+had), **collides** (pairs given byte-identical memories) and **flattered?** (current
+accuracy ``FLATTER_GAP`` above joint J, significantly by each condition's own exact
+McNemar test); docs/reports.md says what each shows.  An archive (the ceiling) and a
+probe (the floor) get no floor or flattered answer (an archive no collisions); a reader
+or writer that fails its check (``_readers``) gives no verdict.  ``Verdict`` is the one
+value summary.json, the console, the report and ``audit compare`` read.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +21,9 @@ from typer.testing import CliRunner
 
 from audit.cli import app
 from audit.scoring import SCORING_VERSION, PairedTable, paired_comparison, tango_paired
-from audit.scoring._stats import mcnemar_exact, mcnemar_mid_p
+from audit.scoring._stats import mcnemar, mcnemar_exact
+
+mcnemar_mid_p = partial(mcnemar, test="mid-p")
 
 ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
