@@ -173,18 +173,22 @@ class InspectAdapter(ChatAdapter):
     requires = ("inspect_ai",)
     version = "1"
     Params: ClassVar[type[BaseModel]] = InspectParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        raise NotImplementedError
+    strategy_class: ClassVar[str] = ""
+    """The ``inspect_ai.model`` strategy: given the threshold, the other params."""
 
     async def compact(
         self, turns: list[ChatTurn], query_keys: Sequence[str], budget: int, repeat: int
     ) -> list[ChatTurn]:
-        from inspect_ai.model import compaction
+        import inspect_ai.model
 
         given = getattr(self.params, "threshold", None)
-        strategy = self.strategy(given or threshold_tokens(budget))
-        handler = compaction(strategy, prefix=[], model=_model(self, budget, repeat))
+        options = self.params.model_dump(exclude={"threshold", "max_tokens"})
+        strategy: CompactionStrategy = getattr(inspect_ai.model, self.strategy_class)(
+            threshold=given or threshold_tokens(budget), **options
+        )
+        handler = inspect_ai.model.compaction(
+            strategy, prefix=[], model=_model(self, budget, repeat)
+        )
         try:
             kept, _summary = await handler.compact_input(to_inspect(turns))
         except RuntimeError as error:
@@ -206,13 +210,7 @@ class InspectTrim(InspectAdapter):
     library = "inspect_ai CompactionTrim"
     summary = "inspect_ai CompactionTrim: past budget/4 tokens, keeps the newest 80% of messages"
     Params = TrimParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        from inspect_ai.model import CompactionTrim
-
-        params = self.params
-        assert isinstance(params, TrimParams)
-        return CompactionTrim(threshold=threshold, preserve=params.preserve)
+    strategy_class = "CompactionTrim"
 
 
 class EditParams(InspectParams):
@@ -230,18 +228,7 @@ class InspectEdit(InspectAdapter):
     library = "inspect_ai CompactionEdit"
     summary = "inspect_ai CompactionEdit: past budget/4 tokens, clears old tool results"
     Params = EditParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        from inspect_ai.model import CompactionEdit
-
-        params = self.params
-        assert isinstance(params, EditParams)
-        return CompactionEdit(
-            threshold=threshold,
-            keep_tool_uses=params.keep_tool_uses,
-            keep_tool_inputs=params.keep_tool_inputs,
-            keep_thinking_turns=params.keep_thinking_turns,
-        )
+    strategy_class = "CompactionEdit"
 
 
 class SummaryParams(InspectParams, LLMAdapterParams):
@@ -257,10 +244,4 @@ class InspectSummary(InspectAdapter):
     summary = "inspect_ai CompactionSummary: past budget/4 tokens, a model summary"
     uses_llm = True
     Params = SummaryParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        from inspect_ai.model import CompactionSummary
-
-        params = self.params
-        assert isinstance(params, SummaryParams)
-        return CompactionSummary(threshold=threshold, instructions=params.instructions)
+    strategy_class = "CompactionSummary"
