@@ -24,7 +24,7 @@ line) and, in its other fields, the structured annotation E_q reads.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -217,15 +217,9 @@ KeyedRecord = BindingRecord | AddRecord
 """Kinds that name a ``key``."""
 
 RECORD_KINDS: dict[str, type[_Record]] = {
-    "set": SetRecord,
-    "copy": CopyRecord,
-    "choose": ChooseRecord,
-    "revoke": RevokeRecord,
-    "replay": ReplayRecord,
-    "tick": TickRecord,
-    "add": AddRecord,
-    "when": WhenRecord,
+    kind.model_fields["op"].default: kind for kind in get_args(get_args(Record)[0])
 }
+"""Each kind's class by ``op``, in ``Record``'s order."""
 
 LABEL_FIELDS: dict[str, tuple[str, ...]] = {
     "set": ("key",),
@@ -255,15 +249,9 @@ def replace_fields(record: _R, update: dict[str, Any]) -> _R:
     ``model_copy`` costs ~10x more here, and renaming 40 copies of every pair is
     the audit's hot path.
     """
-    cls = type(record)
-    new = cls.__new__(cls)
-    data = dict(_fields_only(record))
-    data.update(update)
-    object.__setattr__(new, "__dict__", data)
-    object.__setattr__(new, "__pydantic_fields_set__", record.__pydantic_fields_set__)
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
-    return new
+    return _unvalidated(
+        type(record), {**_fields_only(record), **update}, record.__pydantic_fields_set__
+    )
 
 
 def trusted(cls: type[_R], **fields: Any) -> _R:
@@ -274,11 +262,13 @@ def trusted(cls: type[_R], **fields: Any) -> _R:
     every loaded pair is fully validated.  ~3x cheaper than validating constructors,
     which dominated generation time.
     """
+    return _unvalidated(cls, {**_DEFAULTS[cls], **fields}, set(fields))
+
+
+def _unvalidated(cls: type[_R], data: dict[str, Any], fields_set: set[str]) -> _R:
     new = cls.__new__(cls)
-    data = dict(_DEFAULTS[cls])
-    data.update(fields)
     object.__setattr__(new, "__dict__", data)
-    object.__setattr__(new, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(new, "__pydantic_fields_set__", fields_set)
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
