@@ -1,46 +1,10 @@
 """Metamorphic transforms: meaning-preserving rewrites that expose shortcuts.
 
-* ``rename``  - every label (keys and record ids) gets a fresh random label of the
-  same length, consistently across both variants, the query, both futures and the
-  gold answers.  The map is stored on the pair and is invertible.
-* ``permute`` - the prefix log is reordered (both variants by the same slot order).
-  Log order carries no meaning, so answers cannot change.
-* ``decoy``   - a renaming in which every distractor label sorts before every task
-  label: the opposite of the paper's accident (``cca-pilot-paper``), so a compressor
-  that breaks ties by identifier order now keeps distractors first.
-* ``relabel`` - a renaming that redraws every label with a new length and shape
-  (``k3x9qz``, ``amber_417``, ``cedar-onyx``, ``q42``), task and distractor labels from
-  one distribution: ``rename`` and ``decoy`` keep each label's length, so a shortcut on
-  label length survives them; it does not survive this.
-* ``rerev``   - every key's revisions are remapped by a random strictly increasing map
-  (its own per key), drawn from the pair's own revision range.  E_q compares revisions
-  only among the records of one key (the winner, ties, newer ``add`` records), so every
-  comparison and tie it makes is kept and no answer changes; what changes is any
-  relation *across* keys (task revisions are small, a distractor key's climb).
-* ``revalue`` - every literal value (``set`` and ``when`` values, ``when`` conditions,
-  ``choose`` option labels) is redrawn by one bijection, and the gold answers through
-  the same map: task and distractor values alike get fresh values from one
-  distribution of shapes (``k3x9``, ``amber``, ``cedar-417``, ``onyx_jade``), so a
-  value's shape no longer says whose it is.  Integers stay integers (shifted by one
-  offset, so ``add`` arithmetic still holds) and values longer than 18 characters keep
-  their length and which positions two of them share (a substitution per position).
-* ``disguise`` - ``relabel``, ``rerev``, ``revalue`` and ``permute`` at once, drawn
-  from one generator: each of the others rewrites one part of a record and leaves the
-  rest as the public data has it, so a table of (op, id, labels) or (op, revision,
-  values) remembered from the public generator survives each of them alone; it does
-  not survive this.  (A natural pair keeps its values, as under ``revalue``.)
-* ``entity``  - on a natural pair, every entity it names (a MultiWOZ venue, area, food,
-  day or station; a tau2 airport) replaced consistently by another value its source's
-  own annotation gives that slot, in the text and the annotation together (and the
-  gold answers): the natural counterpart of ``revalue``.  A pair with no such entity
-  (synthetic, tzdata, tau2 retail) gets no instance.
-* ``rechunk`` - the prefix streamed in more, smaller chunks: the ``index``-th copy cuts
-  every chunk into pieces of ``chunk_size >> (index + 1)`` records (at least one), so
-  a memory goes through more updates (compactions) before the same futures.  Records,
-  order and the chunk boundaries of both variants stay as they were.
-
-Every transformed pair is re-verified by E_q: gold answers are recomputed and must
-equal the transformed source gold, and the pair property must still hold.
+``rename``, ``permute``, ``decoy``, ``relabel``, ``rerev``, ``revalue``, ``disguise``,
+``entity`` (natural pairs) and ``rechunk``: each is described in ``docs/method.md``
+("Metamorphic transforms") and declared once in ``TRANSFORMS`` below.  Every
+transformed pair is re-verified by E_q: gold answers are recomputed and must equal
+the transformed source gold, and the pair property must still hold.
 """
 
 from __future__ import annotations

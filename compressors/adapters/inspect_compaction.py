@@ -1,18 +1,12 @@
 """inspect_ai's compaction: ``CompactionTrim``, ``CompactionEdit``, ``CompactionSummary``.
 
-Each update runs inspect's own compaction handler (``inspect_ai.model.compaction``,
-what inspect's agents call before each generate) over the memory's turns and the
-chunk's, with the strategy's threshold set to the budget (``budget // 4`` tokens)
-and every other parameter at inspect's default unless given
-(``inspect_trim:preserve=0.5``).  The handler compacts only when the turns are over
-the threshold, in up to four passes; when a strategy cannot get under it, inspect
-raises "Compaction insufficient" and the adapter leaves the memory as it was given
-(over the budget: the audit empties it and counts the overflow).
-
-The model inspect is handed is a ``ModelAPI`` of ours: it counts tokens as the
-adapters do (a quarter of the transcript's bytes; inspect's default counter needs
-tiktoken's o200k file, downloaded at first use, which an offline audit cannot do),
-and for ``CompactionSummary`` it generates through the audit's writer client.
+Each update runs inspect's own compaction handler over the memory's turns and the
+chunk's, with the threshold at ``budget // 4`` tokens and inspect's defaults
+otherwise.  When a strategy cannot get under it ("Compaction insufficient") the
+memory is left as given: over the budget, the audit empties it and counts the
+overflow.  The model inspect gets counts tokens as the adapters do (inspect's own
+counter needs a download) and generates through the writer client
+(``docs/adapters.md``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Pydantic AI: the compaction strategies of ``pydantic-ai-harness``.
 
-Each update runs the strategy's own ``before_model_request`` hook (what a Pydantic AI
-agent runs before each model request) over the memory's turns and the chunk's, as
-Pydantic AI messages, with the strategy's token trigger set to the budget
-(``max_tokens = budget // 4``) and every other parameter at the harness's default
-unless given (``pydantic_window:keep_messages=4``).  The hook compacts only when the
-history is over the trigger; what it writes into the run's history is the memory.
-
-The harness counts tokens per part with a ``tokenizer`` (str -> int); it gets the
-adapters' rate (four UTF-8 bytes a token), so it counts the parts' text and not the
-transcript's header lines, which can take a memory over the budget.  The run's model
-is a Pydantic AI ``FunctionModel`` answered by the ``--writer`` backend through the
-audit's client (``SummarizingCompaction`` summarizes with the run's model).
-
-Audited: ``SlidingWindowCompaction``, ``ClearToolResults``, ``DeduplicateFileReads``,
-``ClampOversizedMessages`` (no model) and ``SummarizingCompaction`` (the writer).  The
-rest of the harness's menu and why it is not audited: ``docs/adapters.md``.
+Each update runs the strategy's own ``before_model_request`` hook over the memory's
+turns and the chunk's, as Pydantic AI messages, with the token trigger at
+``budget // 4`` and the harness's defaults otherwise; what the hook leaves in the
+run's history is the memory.  Its tokenizer counts four UTF-8 bytes a token; its
+model is a ``FunctionModel`` answered by the ``--writer`` backend.  What is audited
+and why, and what is not: ``docs/adapters.md``.
 """
 
 from __future__ import annotations
