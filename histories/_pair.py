@@ -8,7 +8,7 @@ it with E_q and names the field or property that fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Annotated, Literal
 
@@ -66,6 +66,16 @@ class Futures(_Model):
 
     def of(self, name: FutureName) -> list[Chunk]:
         return self.reveal if name == "reveal" else self.override
+
+
+def slot_chunks(
+    order: Sequence[str], records: Mapping[str, Record], chunk_size: int
+) -> list[Chunk]:
+    """Cut a slot order shared by A and B into chunks; a variant keeps the records it has."""
+    return [
+        [records[rid] for rid in order[start : start + chunk_size] if rid in records]
+        for start in range(0, len(order), chunk_size)
+    ]
 
 
 class Variants(_Model):

@@ -5,16 +5,8 @@ is why a prefix can be permuted without changing any answer.  The canonical JSON
 of a record is one object with ``id``, ``op`` and that op's fields, in the order
 declared here, with absent optional fields left out.
 
-Kinds beyond the paper's six (each needed by one family, documented in
-``docs/pair-format.md``):
-
-* ``add``  - an integer delta accumulated on top of the key's winning binding
-  (counter reversal).
-* ``when`` - a guarded literal: binds ``key`` to ``value`` only while
-  ``cond_key`` resolves to ``cond_value``; otherwise it is dormant, like an
-  expired record (dormant conditional rule).
-* ``starts`` on ``set`` and ``copy`` - the first tick at which the record is
-  valid (bi-temporal scheduled change).
+Kinds beyond the paper's six (``add``, ``when``, and ``starts`` on ``set`` and
+``copy``) are each needed by one family; ``docs/pair-format.md`` documents them.
 
 Every kind may carry ``text``, last: a *natural* record (``histories.natural``)
 holds the words its source wrote (a dialogue turn, a tool observation, a rule

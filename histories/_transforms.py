@@ -29,6 +29,7 @@ from histories._pair import (
     VariantName,
     Variants,
     check_pair,
+    slot_chunks,
 )
 from histories._records import LABEL_FIELDS, Record, referenced_keys, replace_fields
 
@@ -177,19 +178,11 @@ def _permuted(pair: Pair, rng: random.Random) -> Pair:
     by_variant = {v: {r.id: r for r in pair.prefix(v)} for v in VARIANTS}
     order = list(dict.fromkeys([*by_variant["A"], *by_variant["B"]]))
     rng.shuffle(order)
-    size = pair.chunk_size
-
-    def reordered(v: VariantName) -> Variant:  # the same valid records, in a new order
-        kept = by_variant[v]
-        return Variant.model_construct(
-            chunks=[
-                [kept[rid] for rid in order[i : i + size] if rid in kept]
-                for i in range(0, len(order), size)
-            ]
-        )
-
-    variants = Variants.model_construct(A=reordered("A"), B=reordered("B"))
-    return pair.model_copy(update={"variants": variants})
+    variants = {
+        v: Variant.model_construct(chunks=slot_chunks(order, by_variant[v], pair.chunk_size))
+        for v in VARIANTS
+    }  # the same valid records, in a new order
+    return pair.model_copy(update={"variants": Variants.model_construct(**variants)})
 
 
 def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
