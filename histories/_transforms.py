@@ -178,11 +178,11 @@ def _permuted(pair: Pair, rng: random.Random) -> Pair:
     by_variant = {v: {r.id: r for r in pair.prefix(v)} for v in VARIANTS}
     order = list(dict.fromkeys([*by_variant["A"], *by_variant["B"]]))
     rng.shuffle(order)
-    variants = {
-        v: Variant.model_construct(chunks=slot_chunks(order, by_variant[v], pair.chunk_size))
+    a, b = (  # the same valid records, in a new order
+        Variant.model_construct(chunks=slot_chunks(order, by_variant[v], pair.chunk_size))
         for v in VARIANTS
-    }  # the same valid records, in a new order
-    return pair.model_copy(update={"variants": Variants.model_construct(**variants)})
+    )
+    return pair.model_copy(update={"variants": Variants.model_construct(A=a, B=b)})
 
 
 def permute(pair: Pair, index: int, seed: int = 0) -> Pair:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
+from compressors._chat import ChatMessage, ChatRequest, ask_writer
 from compressors._protocol import ChunkView, Compressor
 from histories import ChatTurn, MemoryAuditError, dump_chat, parse_chat
 
@@ -159,22 +159,13 @@ class ChatAdapter(Compressor):
     async def ask(self, messages: Sequence[ChatMessage], max_tokens: int, repeat: int) -> str:
         """One model call through the injected writer client; failures raise
         ``ChatUnavailableError`` (NA), a refused request too."""
-        if self.client is None:
-            raise ChatUnavailableError(f"{self.name}: no writer backend was given (--writer)")
         request = ChatRequest(
             messages=list(messages),
             max_tokens=max_tokens,
             repeat=repeat,
             tag=f"writer:{self.label}",
         )
-        response = await self.client.chat(request)
-        if response.error is not None:
-            raise ChatUnavailableError(f"{self.name}: {response.error}")
-        if response.rejected is not None:
-            raise ChatUnavailableError(
-                f"{self.name}: request refused (HTTP {response.status}): {response.rejected}"
-            )
-        return response.content or ""
+        return await ask_writer(self.client, self.name, request)
 
 
 def flatten(role: str, content: str, calls: Sequence[tuple[str, str]] = ()) -> ChatMessage:

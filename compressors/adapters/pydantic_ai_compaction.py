@@ -246,7 +246,7 @@ class PydanticDedup(HarnessAdapter):
     library = "pydantic_ai_harness DeduplicateFileReads"
     summary = "Pydantic AI DeduplicateFileReads: past budget/4 tokens, the newest read_log kept"
     strategy_class = "DeduplicateFileReads"
-    strategy_args = {"file_key": _log_file}  # noqa: RUF012
+    strategy_args: ClassVar[dict[str, Any]] = {"file_key": _log_file}
 
 
 class ClampParams(AdapterParams):

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
+from compressors._chat import ChatMessage, ChatRequest, ask_writer
 from compressors._memory import dump
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
@@ -203,8 +203,6 @@ class _LLMWriter(Compressor):
     async def aupdate(
         self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
     ) -> str:
-        if self.client is None:
-            raise ChatUnavailableError(f"{self.name}: no writer backend was given (--writer)")
         request = ChatRequest(
             messages=self.messages(memory, chunk, query_keys, budget),
             json_schema=RECORD_LOG_SCHEMA if self.structured else None,
@@ -213,14 +211,7 @@ class _LLMWriter(Compressor):
             repeat=repeat,
             tag=f"writer:{self.label}",
         )
-        response = await self.client.chat(request)
-        if response.error is not None:
-            raise ChatUnavailableError(f"{self.name}: {response.error}")
-        if response.rejected is not None:  # the server refused the request: not an answer
-            raise ChatUnavailableError(
-                f"{self.name}: request refused (HTTP {response.status}): {response.rejected}"
-            )
-        content = (response.content or "").strip()
+        content = (await ask_writer(self.client, self.name, request)).strip()
         return structured_memory(content) if self.structured else content
 
 
