@@ -75,3 +75,18 @@ class ChatClient(Protocol):
 class ChatUnavailableError(MemoryAuditError, RuntimeError):
     """Raised by an LLM compressor when its chat call failed for infrastructure reasons;
     the audit records the affected reads as NA, never as wrong."""
+
+
+async def ask_writer(client: ChatClient | None, name: str, request: ChatRequest) -> str:
+    """The content of one writer call by compressor ``name``; no client, a failure after
+    retries or a refused request raises ``ChatUnavailableError`` (NA)."""
+    if client is None:
+        raise ChatUnavailableError(f"{name}: no writer backend was given (--writer)")
+    response = await client.chat(request)
+    if response.error is not None:
+        raise ChatUnavailableError(f"{name}: {response.error}")
+    if response.rejected is not None:  # the server refused the request: not an answer
+        raise ChatUnavailableError(
+            f"{name}: request refused (HTTP {response.status}): {response.rejected}"
+        )
+    return response.content or ""

@@ -134,15 +134,9 @@ def pack(ordered: Sequence[Record], budget: int, *, contiguous: bool = False) ->
     unless ``contiguous`` (then packing stops at the first record that does not fit).
     Returns the chosen records in their ``ordered`` order.
     """
-    chosen: list[Record] = []
-    used = -1  # n lines take n-1 newlines
-    for record, size in zip(ordered, record_sizes(ordered), strict=True):
-        if used + size + 1 <= budget:
-            chosen.append(record)
-            used += size + 1
-        elif contiguous:
-            break
-    return chosen
+    order = range(len(ordered))
+    positions = pack_positions(order, record_sizes(ordered), budget, contiguous=contiguous)
+    return [ordered[p] for p in positions]
 
 
 def pack_positions(
@@ -151,7 +145,7 @@ def pack_positions(
     """``pack`` by position: greedily take positions in ``order`` while the lines of
     the chosen records (``sizes``) fit ``budget``; returns them in ascending order."""
     chosen: list[int] = []
-    used = -1
+    used = -1  # n lines take n-1 newlines
     room = budget - min(sizes, default=0)  # past it, no record fits: stop looking
     for position in order:
         size = sizes[position] + 1

@@ -1,27 +1,12 @@
 """The chat-message form of a chunk, and the transcript text chat memories are kept in.
 
-Real compaction works on chat transcripts, so every chunk of a pair also has a
-chat form: one agent turn over the chunk, rendered from the same records.
-
-* ``user``: a one-line request to read the new log entries;
-* ``assistant``: a call of the tool ``read_log`` (no arguments);
-* ``tool``: the tool's result, the chunk's records in the pair's rendering (one per
-  line: canonical JSON lines, tool-log lines or prose);
-* ``assistant``: a one-line acknowledgement naming how many entries it read.
-
-Every wording, and the call id, is picked by the records' phrasing seeds (the same
-per-record seeds the prose rendering uses; the audit's are a function of each
-record's line alone), so a chunk whose records both variants share reads
-identically in A and B.
-
-A chat memory is a list of turns kept as text (``dump_chat`` / ``parse_chat``, exact
-round trip): each turn a header line ``[role]`` (``[tool CALL_ID]`` for a tool
-result), then its content lines; an assistant's tool calls follow its content as
-``[call CALL_ID] FUNCTION ARGUMENTS_JSON`` lines.  A content line that starts with
-``[`` or ``\\`` is escaped with a leading ``\\``, so no content line is ever read
-as a header.  The role ``summary`` holds a summary a library wrote in place of
-older turns.  Record lines stay whole lines of the text, so the exact reader can
-read what a transcript still holds (``chat_records``).
+Real compaction works on chat transcripts, so every chunk also has a chat form: a
+request, a call of the tool ``read_log``, its result (the chunk's records in the
+pair's rendering) and an acknowledgement, worded by the records' phrasing seeds so
+that a chunk both variants share reads identically in A and B.  A chat memory is
+its turns as text (``dump_chat`` / ``parse_chat``, an exact round trip) in which
+record lines stay whole lines, so the exact reader can read what a transcript still
+holds (``chat_records``).  ``docs/adapters.md`` shows both forms.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from histories._pair import (
     Variant,
     Variants,
     check_pair,
+    slot_chunks,
 )
 from histories._records import Record, TickRecord
 from histories.families import FAMILIES, PAPER_FAMILIES, Family
@@ -131,16 +132,6 @@ regenerate byte for byte.
 """
 
 
-def _slot_chunks(
-    order: Sequence[str], records: dict[str, Record], chunk_size: int
-) -> list[list[Record]]:
-    """Cut the shared slot order into chunks; each variant keeps the records it has."""
-    return [
-        [records[rid] for rid in order[start : start + chunk_size] if rid in records]
-        for start in range(0, len(order), chunk_size)
-    ]
-
-
 def build_pair(family: Family, index: int, config: GenerationConfig) -> Pair:
     """Build and verify one pair; raises GenerationError if E_q rejects it."""
     rng = random.Random(f"{config.seed}/{family.name}/{index}")
@@ -177,8 +168,8 @@ def build_pair(family: Family, index: int, config: GenerationConfig) -> Pair:
         family=family.name,
         query=list(draft.query),
         variants=Variants(
-            A=Variant(chunks=_slot_chunks(order, a, config.chunk_size)),
-            B=Variant(chunks=_slot_chunks(order, b, config.chunk_size)),
+            A=Variant(chunks=slot_chunks(order, a, config.chunk_size)),
+            B=Variant(chunks=slot_chunks(order, b, config.chunk_size)),
         ),
         futures=Futures(reveal=future(draft.reveal), override=future(draft.override)),
         task_keys=list(draft.task_keys),

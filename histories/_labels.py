@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -96,34 +96,50 @@ class _ValueSource:
                 return candidate
 
 
-class RandomLabels(_ValueSource):
-    """Random keys (6 chars) and ids (8 chars) with no task/distractor ordering."""
-
-    KEY_LENGTH = 6
-    ID_LENGTH = 8
+class _UniformLabels(_ValueSource):
+    """Task and distractor labels from one distribution (no tell), none drawn twice."""
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
         self._labels: set[str] = set()
 
-    def _fresh(self, length: int) -> str:
-        while True:
-            label = random_label(self._rng, length)
-            if label not in self._labels:
-                self._labels.add(label)
-                return label
+    def _draw_key(self) -> str:
+        raise NotImplementedError
+
+    def _draw_id(self) -> str:
+        raise NotImplementedError
+
+    def _fresh(self, draw: Callable[[], str]) -> str:
+        label = draw()
+        while label in self._labels:
+            label = draw()
+        self._labels.add(label)
+        return label
 
     def task_key(self, role: str) -> str:
-        return self._fresh(self.KEY_LENGTH)
+        return self._fresh(self._draw_key)
 
     def task_id(self) -> str:
-        return self._fresh(self.ID_LENGTH)
+        return self._fresh(self._draw_id)
 
     def distractor_key(self) -> str:
-        return self._fresh(self.KEY_LENGTH)
+        return self._fresh(self._draw_key)
 
     def distractor_id(self) -> str:
-        return self._fresh(self.ID_LENGTH)
+        return self._fresh(self._draw_id)
+
+
+class RandomLabels(_UniformLabels):
+    """Random keys (6 chars) and ids (8 chars) with no task/distractor ordering."""
+
+    KEY_LENGTH = 6
+    ID_LENGTH = 8
+
+    def _draw_key(self) -> str:
+        return random_label(self._rng, self.KEY_LENGTH)
+
+    def _draw_id(self) -> str:
+        return random_label(self._rng, self.ID_LENGTH)
 
 
 class ReadableLabels(_ValueSource):
@@ -158,40 +174,16 @@ class ReadableLabels(_ValueSource):
         return f"n{self._distractor_ids:03d}"
 
 
-class WordLabels(_ValueSource):
+class WordLabels(_UniformLabels):
     """Readable labels with no tell: every key is ``word_word_digit`` and every record
     id ``r`` plus five random digits, task and distractor alike, from one distribution
     (12,960 keys and 100,000 ids: room for any pair the generator builds)."""
 
-    def __init__(self, rng: random.Random) -> None:
-        super().__init__(rng)
-        self._labels: set[str] = set()
+    def _draw_key(self) -> str:
+        return f"{pick(self._rng, WORDS)}_{pick(self._rng, WORDS)}_{between(self._rng, 0, 9)}"
 
-    def _key(self) -> str:
-        while True:
-            label = f"{pick(self._rng, WORDS)}_{pick(self._rng, WORDS)}_{between(self._rng, 0, 9)}"
-            if label not in self._labels:
-                self._labels.add(label)
-                return label
-
-    def _id(self) -> str:
-        while True:
-            label = f"r{between(self._rng, 0, 99_999):05d}"
-            if label not in self._labels:
-                self._labels.add(label)
-                return label
-
-    def task_key(self, role: str) -> str:
-        return self._key()
-
-    def task_id(self) -> str:
-        return self._id()
-
-    def distractor_key(self) -> str:
-        return self._key()
-
-    def distractor_id(self) -> str:
-        return self._id()
+    def _draw_id(self) -> str:
+        return f"r{between(self._rng, 0, 99_999):05d}"
 
 
 def make_labels(scheme: LabelScheme, rng: random.Random) -> Labels:

@@ -8,7 +8,7 @@ it with E_q and names the field or property that fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Annotated, Literal
 
@@ -66,6 +66,16 @@ class Futures(_Model):
 
     def of(self, name: FutureName) -> list[Chunk]:
         return self.reveal if name == "reveal" else self.override
+
+
+def slot_chunks(
+    order: Sequence[str], records: Mapping[str, Record], chunk_size: int
+) -> list[Chunk]:
+    """Cut a slot order shared by A and B into chunks; a variant keeps the records it has."""
+    return [
+        [records[rid] for rid in order[start : start + chunk_size] if rid in records]
+        for start in range(0, len(order), chunk_size)
+    ]
 
 
 class Variants(_Model):
@@ -296,22 +306,23 @@ class AnswerClasses:
         return found
 
 
+def _chunk_places(
+    pair: Pair, variants: tuple[VariantName, ...] = VARIANTS
+) -> list[tuple[str, list[Chunk]]]:
+    """(field path, chunks) of the variants' prefixes and of both futures."""
+    places = [(f"variants.{v}.chunks", pair.variants.of(v).chunks) for v in variants]
+    return places + [(f"futures.{f}", pair.futures.of(f)) for f in FUTURES]
+
+
 def _locate(pair: Pair, variant: VariantName, record_id: str) -> list[str]:
     """Every field path at which ``record_id`` occurs in ``variant``'s histories."""
-    places = [
-        f"variants.{variant}.chunks.{ci}.{ri}.id"
-        for ci, chunk in enumerate(pair.variants.of(variant).chunks)
+    return [
+        f"{path}.{ci}.{ri}.id"
+        for path, chunks in _chunk_places(pair, (variant,))
+        for ci, chunk in enumerate(chunks)
         for ri, record in enumerate(chunk)
         if record.id == record_id
     ]
-    for future in FUTURES:
-        places += [
-            f"futures.{future}.{ci}.{ri}.id"
-            for ci, chunk in enumerate(pair.futures.of(future))
-            for ri, record in enumerate(chunk)
-            if record.id == record_id
-        ]
-    return places
 
 
 def _check_unique_ids(pair: Pair) -> None:
@@ -338,9 +349,7 @@ def _check_natural(pair: Pair) -> None:
     must see what E_q reads, and a record without text would be invented data."""
     if pair.provenance is None:
         return
-    places = [(f"variants.{v}.chunks", pair.variants.of(v).chunks) for v in VARIANTS]
-    places += [(f"futures.{f}", pair.futures.of(f)) for f in FUTURES]
-    for path, chunks in places:
+    for path, chunks in _chunk_places(pair):
         for ci, chunk in enumerate(chunks):
             for ri, record in enumerate(chunk):
                 if record.text is None:

@@ -5,16 +5,8 @@ is why a prefix can be permuted without changing any answer.  The canonical JSON
 of a record is one object with ``id``, ``op`` and that op's fields, in the order
 declared here, with absent optional fields left out.
 
-Kinds beyond the paper's six (each needed by one family, documented in
-``docs/pair-format.md``):
-
-* ``add``  - an integer delta accumulated on top of the key's winning binding
-  (counter reversal).
-* ``when`` - a guarded literal: binds ``key`` to ``value`` only while
-  ``cond_key`` resolves to ``cond_value``; otherwise it is dormant, like an
-  expired record (dormant conditional rule).
-* ``starts`` on ``set`` and ``copy`` - the first tick at which the record is
-  valid (bi-temporal scheduled change).
+Kinds beyond the paper's six (``add``, ``when``, and ``starts`` on ``set`` and
+``copy``) are each needed by one family; ``docs/pair-format.md`` documents them.
 
 Every kind may carry ``text``, last: a *natural* record (``histories.natural``)
 holds the words its source wrote (a dialogue turn, a tool observation, a rule
@@ -24,7 +16,7 @@ line) and, in its other fields, the structured annotation E_q reads.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -217,15 +209,9 @@ KeyedRecord = BindingRecord | AddRecord
 """Kinds that name a ``key``."""
 
 RECORD_KINDS: dict[str, type[_Record]] = {
-    "set": SetRecord,
-    "copy": CopyRecord,
-    "choose": ChooseRecord,
-    "revoke": RevokeRecord,
-    "replay": ReplayRecord,
-    "tick": TickRecord,
-    "add": AddRecord,
-    "when": WhenRecord,
+    kind.model_fields["op"].default: kind for kind in get_args(get_args(Record)[0])
 }
+"""Each kind's class by ``op``, in ``Record``'s order."""
 
 LABEL_FIELDS: dict[str, tuple[str, ...]] = {
     "set": ("key",),
@@ -255,15 +241,9 @@ def replace_fields(record: _R, update: dict[str, Any]) -> _R:
     ``model_copy`` costs ~10x more here, and renaming 40 copies of every pair is
     the audit's hot path.
     """
-    cls = type(record)
-    new = cls.__new__(cls)
-    data = dict(_fields_only(record))
-    data.update(update)
-    object.__setattr__(new, "__dict__", data)
-    object.__setattr__(new, "__pydantic_fields_set__", record.__pydantic_fields_set__)
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
-    return new
+    return _unvalidated(
+        type(record), {**_fields_only(record), **update}, record.__pydantic_fields_set__
+    )
 
 
 def trusted(cls: type[_R], **fields: Any) -> _R:
@@ -274,11 +254,13 @@ def trusted(cls: type[_R], **fields: Any) -> _R:
     every loaded pair is fully validated.  ~3x cheaper than validating constructors,
     which dominated generation time.
     """
+    return _unvalidated(cls, {**_DEFAULTS[cls], **fields}, set(fields))
+
+
+def _unvalidated(cls: type[_R], data: dict[str, Any], fields_set: set[str]) -> _R:
     new = cls.__new__(cls)
-    data = dict(_DEFAULTS[cls])
-    data.update(fields)
     object.__setattr__(new, "__dict__", data)
-    object.__setattr__(new, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(new, "__pydantic_fields_set__", fields_set)
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new

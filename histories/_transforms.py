@@ -1,46 +1,10 @@
 """Metamorphic transforms: meaning-preserving rewrites that expose shortcuts.
 
-* ``rename``  - every label (keys and record ids) gets a fresh random label of the
-  same length, consistently across both variants, the query, both futures and the
-  gold answers.  The map is stored on the pair and is invertible.
-* ``permute`` - the prefix log is reordered (both variants by the same slot order).
-  Log order carries no meaning, so answers cannot change.
-* ``decoy``   - a renaming in which every distractor label sorts before every task
-  label: the opposite of the paper's accident (``cca-pilot-paper``), so a compressor
-  that breaks ties by identifier order now keeps distractors first.
-* ``relabel`` - a renaming that redraws every label with a new length and shape
-  (``k3x9qz``, ``amber_417``, ``cedar-onyx``, ``q42``), task and distractor labels from
-  one distribution: ``rename`` and ``decoy`` keep each label's length, so a shortcut on
-  label length survives them; it does not survive this.
-* ``rerev``   - every key's revisions are remapped by a random strictly increasing map
-  (its own per key), drawn from the pair's own revision range.  E_q compares revisions
-  only among the records of one key (the winner, ties, newer ``add`` records), so every
-  comparison and tie it makes is kept and no answer changes; what changes is any
-  relation *across* keys (task revisions are small, a distractor key's climb).
-* ``revalue`` - every literal value (``set`` and ``when`` values, ``when`` conditions,
-  ``choose`` option labels) is redrawn by one bijection, and the gold answers through
-  the same map: task and distractor values alike get fresh values from one
-  distribution of shapes (``k3x9``, ``amber``, ``cedar-417``, ``onyx_jade``), so a
-  value's shape no longer says whose it is.  Integers stay integers (shifted by one
-  offset, so ``add`` arithmetic still holds) and values longer than 18 characters keep
-  their length and which positions two of them share (a substitution per position).
-* ``disguise`` - ``relabel``, ``rerev``, ``revalue`` and ``permute`` at once, drawn
-  from one generator: each of the others rewrites one part of a record and leaves the
-  rest as the public data has it, so a table of (op, id, labels) or (op, revision,
-  values) remembered from the public generator survives each of them alone; it does
-  not survive this.  (A natural pair keeps its values, as under ``revalue``.)
-* ``entity``  - on a natural pair, every entity it names (a MultiWOZ venue, area, food,
-  day or station; a tau2 airport) replaced consistently by another value its source's
-  own annotation gives that slot, in the text and the annotation together (and the
-  gold answers): the natural counterpart of ``revalue``.  A pair with no such entity
-  (synthetic, tzdata, tau2 retail) gets no instance.
-* ``rechunk`` - the prefix streamed in more, smaller chunks: the ``index``-th copy cuts
-  every chunk into pieces of ``chunk_size >> (index + 1)`` records (at least one), so
-  a memory goes through more updates (compactions) before the same futures.  Records,
-  order and the chunk boundaries of both variants stay as they were.
-
-Every transformed pair is re-verified by E_q: gold answers are recomputed and must
-equal the transformed source gold, and the pair property must still hold.
+``rename``, ``permute``, ``decoy``, ``relabel``, ``rerev``, ``revalue``, ``disguise``,
+``entity`` (natural pairs) and ``rechunk``: each is described in ``docs/method.md``
+("Metamorphic transforms") and declared once in ``TRANSFORMS`` below.  Every
+transformed pair is re-verified by E_q: gold answers are recomputed and must equal
+the transformed source gold, and the pair property must still hold.
 """
 
 from __future__ import annotations
@@ -65,6 +29,7 @@ from histories._pair import (
     VariantName,
     Variants,
     check_pair,
+    slot_chunks,
 )
 from histories._records import LABEL_FIELDS, Record, referenced_keys, replace_fields
 
@@ -103,53 +68,14 @@ def rename_record(record: Record, mapping: Mapping[str, str]) -> Record:
     return replace_fields(record, update)
 
 
-def _rename_chunks(
-    chunks: Iterable[list[Record]], mapping: Mapping[str, str]
-) -> list[list[Record]]:
-    return [[rename_record(r, mapping) for r in chunk] for chunk in chunks]
-
-
-def _rename_answer(
-    answer: Mapping[str, str | None], mapping: Mapping[str, str]
-) -> dict[str, str | None]:
-    return {mapping[key]: value for key, value in answer.items()}
-
-
 def apply_mapping(pair: Pair, mapping: Mapping[str, str]) -> Pair:
-    """Rename every label of ``pair`` (no verification, no provenance).
-
-    The parts are built without validation (``model_construct``): they are the
-    validated pair's parts relabelled by a bijection onto valid labels, and the
-    renamed pair is verified by E_q afterwards.  Validating again cost a tenth of a
-    renaming.
-    """
-    gold = None
-    if pair.gold is not None:
-        gold = GoldPair.model_construct(
-            A=_rename_gold(pair.gold.A, mapping), B=_rename_gold(pair.gold.B, mapping)
-        )
-    return pair.model_copy(
-        update={
-            "query": [mapping[k] for k in pair.query],
-            "task_keys": [mapping[k] for k in pair.task_keys],
-            "variants": Variants.model_construct(
-                A=Variant.model_construct(chunks=_rename_chunks(pair.variants.A.chunks, mapping)),
-                B=Variant.model_construct(chunks=_rename_chunks(pair.variants.B.chunks, mapping)),
-            ),
-            "futures": Futures.model_construct(
-                reveal=_rename_chunks(pair.futures.reveal, mapping),
-                override=_rename_chunks(pair.futures.override, mapping),
-            ),
-            "gold": gold,
-        }
-    )
-
-
-def _rename_gold(gold: Gold, mapping: Mapping[str, str]) -> Gold:
-    return Gold.model_construct(
-        current=_rename_answer(gold.current, mapping),
-        reveal=_rename_answer(gold.reveal, mapping),
-        override=_rename_answer(gold.override, mapping),
+    """Rename every label of ``pair`` (no verification, no provenance)."""
+    return _map_records(
+        pair,
+        lambda record: rename_record(record, mapping),
+        _gold(pair, lambda answer: {mapping[key]: value for key, value in answer.items()}),
+        query=[mapping[k] for k in pair.query],
+        task_keys=[mapping[k] for k in pair.task_keys],
     )
 
 
@@ -170,33 +96,30 @@ def task_labels(pair: Pair) -> set[str]:
     return labels
 
 
-def _fresh_mapping(
-    labels: list[str], rng: random.Random, first_for: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """A bijection onto fresh same-length random labels (optionally constraining the
-    first character per label, which is how decoys are made to sort first)."""
+def _bijection(labels: Iterable[str], draw: Callable[[str], str]) -> dict[str, str]:
+    """Each label to a fresh one from ``draw(label)``, redrawn until unused."""
     used: set[str] = set()
     mapping: dict[str, str] = {}
     for label in labels:
-        first = (first_for or {}).get(label, string.ascii_lowercase)
-        while True:
-            new = random_label(rng, len(label), first)
-            if new not in used:
-                used.add(new)
-                mapping[label] = new
-                break
+        new = draw(label)
+        while new in used:
+            new = draw(label)
+        used.add(new)
+        mapping[label] = new
     return mapping
 
 
-def _provenance(pair: Pair, kind: str, index: int, mapping: dict[str, str]) -> dict[str, object]:
-    return {
-        "pair_id": f"{pair.pair_id}~{kind}{index:02d}",
-        "source_pair_id": pair.pair_id,
-        "transform": TransformInfo(kind=kind, index=index, mapping=mapping),
-    }
-
-
-def _verified(pair: Pair) -> Pair:
+def _verified(
+    source: Pair, pair: Pair, kind: str, index: int, mapping: dict[str, str] | None = None
+) -> Pair:
+    """``pair`` as the ``index``-th ``kind`` of ``source`` (its provenance), checked by E_q."""
+    pair = pair.model_copy(
+        update={
+            "pair_id": f"{source.pair_id}~{kind}{index:02d}",
+            "source_pair_id": source.pair_id,
+            "transform": TransformInfo(kind=kind, index=index, mapping=mapping or {}),
+        }
+    )
     try:
         check_pair(pair)
     except PairPropertyError as error:
@@ -204,32 +127,30 @@ def _verified(pair: Pair) -> Pair:
     return pair
 
 
-def _require_source(pair: Pair) -> None:
+def _rng(pair: Pair, kind: str, index: int, seed: int) -> random.Random:
+    """The transform's generator; refuses a pair that is already transformed."""
     if pair.transform is not None:
         raise ValueError(f"pair {pair.pair_id} is already transformed; transform its source")
-
-
-def _rng(pair: Pair, kind: str, index: int, seed: int) -> random.Random:
     return random.Random(f"{seed}/{pair.pair_id}/{kind}/{index}")
 
 
 def rename(pair: Pair, index: int, seed: int = 0) -> Pair:
     """The ``index``-th random renaming of a source pair, verified."""
-    _require_source(pair)
-    mapping = _fresh_mapping(pair_labels(pair), _rng(pair, "rename", index, seed))
-    renamed = apply_mapping(pair, mapping)
-    return _verified(renamed.model_copy(update=_provenance(pair, "rename", index, mapping)))
+    rng = _rng(pair, "rename", index, seed)
+    mapping = _bijection(pair_labels(pair), lambda label: random_label(rng, len(label)))
+    return _verified(pair, apply_mapping(pair, mapping), "rename", index, mapping)
 
 
 def decoy(pair: Pair, index: int, seed: int = 0) -> Pair:
     """A renaming under which every distractor label sorts before every task label."""
-    _require_source(pair)
-    labels = pair_labels(pair)
+    rng = _rng(pair, "decoy", index, seed)
     task = task_labels(pair)
-    first = {label: _TASK_FIRST if label in task else _DISTRACTOR_FIRST for label in labels}
-    mapping = _fresh_mapping(labels, _rng(pair, "decoy", index, seed), first)
-    renamed = apply_mapping(pair, mapping)
-    return _verified(renamed.model_copy(update=_provenance(pair, "decoy", index, mapping)))
+
+    def draw(label: str) -> str:
+        return random_label(rng, len(label), _TASK_FIRST if label in task else _DISTRACTOR_FIRST)
+
+    mapping = _bijection(pair_labels(pair), draw)
+    return _verified(pair, apply_mapping(pair, mapping), "decoy", index, mapping)
 
 
 def _reshaped_label(rng: random.Random) -> str:
@@ -245,26 +166,11 @@ def _reshaped_label(rng: random.Random) -> str:
     return f"{pick(rng, string.ascii_lowercase)}{between(rng, 0, 999_999)}"
 
 
-def _reshaped_mapping(labels: Iterable[str], rng: random.Random) -> dict[str, str]:
-    """A bijection of ``labels`` onto fresh labels of random shapes (``relabel``)."""
-    used: set[str] = set()
-    mapping: dict[str, str] = {}
-    for label in labels:
-        while True:
-            new = _reshaped_label(rng)
-            if new not in used:
-                used.add(new)
-                mapping[label] = new
-                break
-    return mapping
-
-
 def relabel(pair: Pair, index: int, seed: int = 0) -> Pair:
     """A renaming onto labels of new lengths and shapes (one distribution for all)."""
-    _require_source(pair)
-    mapping = _reshaped_mapping(pair_labels(pair), _rng(pair, "relabel", index, seed))
-    renamed = apply_mapping(pair, mapping)
-    return _verified(renamed.model_copy(update=_provenance(pair, "relabel", index, mapping)))
+    rng = _rng(pair, "relabel", index, seed)
+    mapping = _bijection(pair_labels(pair), lambda _: _reshaped_label(rng))
+    return _verified(pair, apply_mapping(pair, mapping), "relabel", index, mapping)
 
 
 def _permuted(pair: Pair, rng: random.Random) -> Pair:
@@ -272,26 +178,16 @@ def _permuted(pair: Pair, rng: random.Random) -> Pair:
     by_variant = {v: {r.id: r for r in pair.prefix(v)} for v in VARIANTS}
     order = list(dict.fromkeys([*by_variant["A"], *by_variant["B"]]))
     rng.shuffle(order)
-    size = pair.chunk_size
-
-    def reordered(v: VariantName) -> Variant:  # the same valid records, in a new order
-        kept = by_variant[v]
-        return Variant.model_construct(
-            chunks=[
-                [kept[rid] for rid in order[i : i + size] if rid in kept]
-                for i in range(0, len(order), size)
-            ]
-        )
-
-    variants = Variants.model_construct(A=reordered("A"), B=reordered("B"))
-    return pair.model_copy(update={"variants": variants})
+    a, b = (  # the same valid records, in a new order
+        Variant.model_construct(chunks=slot_chunks(order, by_variant[v], pair.chunk_size))
+        for v in VARIANTS
+    )
+    return pair.model_copy(update={"variants": Variants.model_construct(A=a, B=b)})
 
 
 def permute(pair: Pair, index: int, seed: int = 0) -> Pair:
     """The ``index``-th reordering of the prefix (same slot order for A and B), verified."""
-    _require_source(pair)
-    permuted = _permuted(pair, _rng(pair, "permute", index, seed))
-    return _verified(permuted.model_copy(update=_provenance(pair, "permute", index, {})))
+    return _verified(pair, _permuted(pair, _rng(pair, "permute", index, seed)), "permute", index)
 
 
 # ------------------------------------------------------------------ revisions
@@ -339,31 +235,57 @@ def _reversioned(pair: Pair, rng: random.Random) -> Pair:
 def rerev(pair: Pair, index: int, seed: int = 0) -> Pair:
     """The ``index``-th per-key monotone remap of every revision, verified (answers are
     unchanged: E_q compares revisions only within a key)."""
-    _require_source(pair)
-    remapped = _reversioned(pair, _rng(pair, "rerev", index, seed))
-    return _verified(remapped.model_copy(update=_provenance(pair, "rerev", index, {})))
+    return _verified(pair, _reversioned(pair, _rng(pair, "rerev", index, seed)), "rerev", index)
+
+
+def _variants(pair: Pair, change: Callable[[list[list[Record]]], list[list[Record]]]) -> Variants:
+    """Both variants' chunks passed through ``change`` (built without validation)."""
+    return Variants.model_construct(
+        A=Variant.model_construct(chunks=change(pair.variants.A.chunks)),
+        B=Variant.model_construct(chunks=change(pair.variants.B.chunks)),
+    )
 
 
 def _map_records(
-    pair: Pair, change: Callable[[Record], Record], gold: GoldPair | None = None
+    pair: Pair, change: Callable[[Record], Record], gold: GoldPair | None = None, **update: object
 ) -> Pair:
-    """The pair with every record passed through ``change`` (and ``gold`` if given)."""
+    """The pair with every record passed through ``change`` (and ``gold`` if given).
+
+    The parts are built without validation (``model_construct``): the transformed
+    pair is verified by E_q afterwards, and validating again cost a tenth of a renaming.
+    """
 
     def chunks(parts: Iterable[list[Record]]) -> list[list[Record]]:
         return [[change(r) for r in chunk] for chunk in parts]
 
     return pair.model_copy(
         update={
-            "variants": Variants.model_construct(
-                A=Variant.model_construct(chunks=chunks(pair.variants.A.chunks)),
-                B=Variant.model_construct(chunks=chunks(pair.variants.B.chunks)),
-            ),
+            **update,
+            "variants": _variants(pair, chunks),
             "futures": Futures.model_construct(
                 reveal=chunks(pair.futures.reveal), override=chunks(pair.futures.override)
             ),
             "gold": pair.gold if gold is None else gold,
         }
     )
+
+
+def _gold(
+    pair: Pair, change: Callable[[Mapping[str, str | None]], dict[str, str | None]]
+) -> GoldPair | None:
+    """Both gold answers with every answer passed through ``change``."""
+    if pair.gold is None:
+        return None
+    return GoldPair.model_construct(
+        A=_map_gold(pair.gold.A, change), B=_map_gold(pair.gold.B, change)
+    )
+
+
+def _through(
+    change: Callable[[str], str],
+) -> Callable[[Mapping[str, str | None]], dict[str, str | None]]:
+    """An answer with every value (not a missing one) passed through ``change``."""
+    return lambda answer: {key: None if v is None else change(v) for key, v in answer.items()}
 
 
 # --------------------------------------------------------------------- values
@@ -446,7 +368,7 @@ class ValueMap:
         raise TransformError(f"revalue: no value was drawn for {value!r}")
 
     def answer(self, answer: Mapping[str, str | None]) -> dict[str, str | None]:
-        return {key: None if value is None else self(value) for key, value in answer.items()}
+        return _through(self)(answer)
 
 
 def revalue_record(record: Record, values: Callable[[str], str]) -> Record:
@@ -468,20 +390,15 @@ def revalue_record(record: Record, values: Callable[[str], str]) -> Record:
 def _revalued(pair: Pair, rng: random.Random) -> Pair:
     """Every value (and the gold answers) through one ``ValueMap``, not verified."""
     values = ValueMap((v for record in pair.all_records() for v in record_values(record)), rng)
-    gold = None
-    if pair.gold is not None:
-        gold = GoldPair.model_construct(
-            A=_map_gold(pair.gold.A, values.answer), B=_map_gold(pair.gold.B, values.answer)
-        )
-    return _map_records(pair, lambda record: revalue_record(record, values), gold)
+    return _map_records(
+        pair, lambda record: revalue_record(record, values), _gold(pair, values.answer)
+    )
 
 
 def revalue(pair: Pair, index: int, seed: int = 0) -> Pair:
     """The ``index``-th consistent redraw of every value (gold answers mapped alike),
     verified by E_q."""
-    _require_source(pair)
-    remapped = _revalued(pair, _rng(pair, "revalue", index, seed))
-    return _verified(remapped.model_copy(update=_provenance(pair, "revalue", index, {})))
+    return _verified(pair, _revalued(pair, _rng(pair, "revalue", index, seed)), "revalue", index)
 
 
 def _map_gold(
@@ -499,14 +416,12 @@ def disguise(pair: Pair, index: int, seed: int = 0) -> Pair:
     """``relabel``, ``rerev``, ``revalue`` and ``permute`` together, from one generator,
     verified: no part of a record is left as the public data has it (a natural pair's
     values stay: its text states them)."""
-    _require_source(pair)
     rng = _rng(pair, "disguise", index, seed)
-    mapping = _reshaped_mapping(pair_labels(pair), rng)
+    mapping = _bijection(pair_labels(pair), lambda _: _reshaped_label(rng))
     changed = _reversioned(apply_mapping(pair, mapping), rng)
     if pair.provenance is None:
         changed = _revalued(changed, rng)
-    changed = _permuted(changed, rng)
-    return _verified(changed.model_copy(update=_provenance(pair, "disguise", index, mapping)))
+    return _verified(pair, _permuted(changed, rng), "disguise", index, mapping)
 
 
 # ----------------------------------------------------------------- entities
@@ -609,7 +524,6 @@ def entity(
     values of their slots (``found``: ``entity_values``, computed once by ``transform``
     for all instances), in text, annotation and gold, verified.  Raises ``ValueError``
     for a pair with no entity (``transform`` gives it no instance)."""
-    _require_source(pair)
     rng = _rng(pair, "entity", index, seed)
     table: dict[str, str] = {}
     for value, options in (entity_values(pair) if found is None else found).items():
@@ -619,17 +533,9 @@ def entity(
     if not table:
         raise ValueError(f"pair {pair.pair_id}: no entity to replace")
     change = _substitution(table)
-    gold = None
-    if pair.gold is not None:
-
-        def answer(values: Mapping[str, str | None]) -> dict[str, str | None]:
-            return {key: None if value is None else change(value) for key, value in values.items()}
-
-        gold = GoldPair.model_construct(
-            A=_map_gold(pair.gold.A, answer), B=_map_gold(pair.gold.B, answer)
-        )
+    gold = _gold(pair, _through(change))
     changed = _map_records(pair, lambda record: _entity_record(record, change), gold)
-    return _verified(changed.model_copy(update=_provenance(pair, "entity", index, {})))
+    return _verified(pair, changed, "entity", index)
 
 
 # ------------------------------------------------------------------ rechunk
@@ -652,14 +558,10 @@ def rechunked_updates(pair: Pair, index: int, variant: VariantName = "A") -> int
 
 def rechunk(pair: Pair, index: int, seed: int = 0) -> Pair:
     """The prefix of both variants cut into smaller chunks (``rechunk_size``), verified."""
-    _require_source(pair)
+    _rng(pair, "rechunk", index, seed)  # refuses a transformed pair
     size = rechunk_size(pair.chunk_size, index)
-    variants = Variants.model_construct(
-        A=Variant.model_construct(chunks=_cut(pair.variants.A.chunks, size)),
-        B=Variant.model_construct(chunks=_cut(pair.variants.B.chunks, size)),
-    )
-    cut = pair.model_copy(update={"variants": variants})
-    return _verified(cut.model_copy(update=_provenance(pair, "rechunk", index, {})))
+    cut = pair.model_copy(update={"variants": _variants(pair, lambda chunks: _cut(chunks, size))})
+    return _verified(pair, cut, "rechunk", index)
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,12 @@
 """What every adapter of a chat-memory library shares.
 
-An adapter is a strict streaming updater like any condition: the memory string is
-its only state.  Each update it reads the memory back as chat turns
-(``histories.parse_chat``), appends the chunk's chat form (``ChunkView.messages``),
-hands the turns to the library as the library's own message objects, lets the
-library compact them with its own logic and defaults, and writes what the library
-left back as transcript text (``histories.dump_chat``).
-
-The byte budget becomes the library's threshold in tokens: ``budget // 4`` tokens
-(``BYTES_PER_TOKEN``), counted by ``count_tokens``: a quarter of the UTF-8 bytes
-the turns take as transcript text, the form the audit measures.  So a library that
-compacts to its threshold leaves a memory that fits the budget; one that cannot
-leaves it over, and the audit empties it and counts the overflow, as for every
-condition.
-
-LLM-backed adapters never open a connection of their own: the library's model
-interface is bridged to the writer client the audit injects (``self.client``, the
-``--writer`` backend), so every request goes through the audit's cache, retries,
-deduplication and NA accounting.  A request that fails after retries or is refused
-raises ``ChatUnavailableError`` (the stream's reads are NA), even where a library
-would swallow the error and keep its text as a summary.
+An adapter is a strict streaming updater: each update reads the memory back as chat
+turns, appends the chunk's, lets the library compact them with its own logic and
+defaults, and writes what is left back as transcript text.  A budget of B bytes is a
+threshold of B // 4 tokens (``docs/adapters.md``).  LLM-backed adapters never open a
+connection of their own: the library's model goes through the writer client the audit
+injects (its cache, retries and NA accounting); a failed or refused request raises
+``ChatUnavailableError``, even where a library would keep the error as a summary.
 """
 
 from __future__ import annotations
@@ -33,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
+from compressors._chat import ChatMessage, ChatRequest, ask_writer
 from compressors._protocol import ChunkView, Compressor
 from histories import ChatTurn, MemoryAuditError, dump_chat, parse_chat
 
@@ -172,22 +159,13 @@ class ChatAdapter(Compressor):
     async def ask(self, messages: Sequence[ChatMessage], max_tokens: int, repeat: int) -> str:
         """One model call through the injected writer client; failures raise
         ``ChatUnavailableError`` (NA), a refused request too."""
-        if self.client is None:
-            raise ChatUnavailableError(f"{self.name}: no writer backend was given (--writer)")
         request = ChatRequest(
             messages=list(messages),
             max_tokens=max_tokens,
             repeat=repeat,
             tag=f"writer:{self.label}",
         )
-        response = await self.client.chat(request)
-        if response.error is not None:
-            raise ChatUnavailableError(f"{self.name}: {response.error}")
-        if response.rejected is not None:
-            raise ChatUnavailableError(
-                f"{self.name}: request refused (HTTP {response.status}): {response.rejected}"
-            )
-        return response.content or ""
+        return await ask_writer(self.client, self.name, request)
 
 
 def flatten(role: str, content: str, calls: Sequence[tuple[str, str]] = ()) -> ChatMessage:

@@ -1,34 +1,13 @@
 """Any memory system, in any language: the command protocol and its HTTP form.
 
-``--conditions 'cmd:python my_memory.py'`` starts the command once per cell (one
-condition at one budget over a source pair's instances; one LLM unit) and keeps it
-running for the cell; each update is one JSON line on its standard input::
-
-    {"protocol": "memory-audit/1", "memory": "...", "query_keys": ["k"], "budget": 1200,
-     "chunk": {"records": [{...}], "text": "...", "style": "json",
-               "messages": [{"role": "user", "content": "...", ...}]}}
-
-and it answers one JSON line on its standard output, ``{"memory": "..."}``.  The
-memory string is still its only state between updates: the audit sends it back each
-time, and a process may be restarted at any update.  ``http://HOST:PORT/PATH``
-POSTs the same JSON object to a server the user runs and reads the same answer.
-``docs/adapters.md`` is the reference, with a complete example in JavaScript.
-
-An update that times out, a process that exits or an answer that is not one JSON
-object with a string ``memory`` is an infrastructure failure: the stream's reads
-are NA with the cause in the ``error`` column (``ExternalUnavailableError``), never
-wrong; the process is killed (its whole process group) and a fresh one is started
-for the next update.  An answer ``{"error": "..."}`` is the system saying it failed:
-the compressor raised (outcome ``error``, scored 0).  Exactly one line answers one
-update: a line no update asked for makes the whole cell NA (``finish`` closes the
-process's input at the cell's end and reads what it still writes), so the same run
-gives the same rows every time.  The program's environment lacks the run's API keys
-(``withhold``; ``env=NAME`` passes one) and what it says is scrubbed of them.
-Processes never outlive the
-audit: each runs under a guard (``_guard.py``) leading its process group, killed at
-the exit of the process that started it; if that process is killed the guard gets
-SIGTERM (Linux: ``PR_SET_PDEATHSIG``) and kills the whole group.  A process that
-reads its input to the end should also exit on end of file.
+``cmd:COMMAND`` starts the command once per cell and keeps it running; each update is
+one JSON line on its standard input (``request_payload``) and one answer line
+``{"memory": "..."}`` on its output.  ``http://HOST:PORT/PATH`` POSTs the same object
+to a server the user runs.  A timeout, a crash or a malformed answer is an
+infrastructure failure (``ExternalUnavailableError``: reads NA, never wrong);
+``{"error": "..."}`` is the system's own failure (scored 0); a line no update asked
+for makes the whole cell NA.  ``docs/adapters.md`` is the reference: pairing, the
+withheld API keys, the guard that keeps processes from outliving the audit.
 """
 
 from __future__ import annotations
@@ -60,6 +39,7 @@ from compressors._chat import ChatUnavailableError
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import MemoryAuditError
+from histories._io import DuplicateKeyError, unique_keys
 
 PROTOCOL = "memory-audit/1"
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
@@ -77,11 +57,8 @@ _WITHHELD: frozenset[str] = frozenset()
 """Environment variables kept from every external program: the run's API keys."""
 
 
-def _no_scrub(text: str) -> str:
-    return text
-
-
-_SCRUB: Callable[[str], str] = _no_scrub
+_SCRUB: Callable[[str], str] = str
+"""What an external system says passes through this (``withhold``); at first, as it is."""
 
 
 def withhold(names: Iterable[str], scrub: Callable[[str], str]) -> None:
@@ -158,21 +135,6 @@ def request_payload(
     }
 
 
-class _DuplicateKeyError(MemoryAuditError, ValueError):
-    """A key named twice in an answer object (caught at once: a malformed answer)."""
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json's default keeps the last of two equal keys: an answer naming its memory
-    twice is ambiguous, so it is malformed, not silently half read."""
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise _DuplicateKeyError(f"duplicate key {key!r}")
-        found[key] = value
-    return found
-
-
 def _is_text(value: str) -> bool:
     """Valid Unicode text: JSON may carry lone surrogates (``"\\ud800"``), which no
     UTF-8 memory can hold."""
@@ -186,10 +148,12 @@ def _is_text(value: str) -> bool:
 def parse_answer(raw: bytes, where: str) -> str:
     """The memory of an answer; ``ExternalUnavailableError`` when it is malformed,
     ``ExternalMemoryError`` when the system reported a failure of its own."""
-    try:
-        answer = json.loads(raw, object_pairs_hook=_refuse_duplicates)
-    except _DuplicateKeyError as error:
-        raise ExternalUnavailableError(f"{where}: malformed answer ({error})") from None
+    try:  # a memory named twice is ambiguous: malformed, not silently half read
+        answer = json.loads(raw, object_pairs_hook=unique_keys)
+    except DuplicateKeyError as error:
+        raise ExternalUnavailableError(
+            f"{where}: malformed answer (duplicate key {str(error)!r})"
+        ) from None
     except (ValueError, RecursionError) as error:
         excerpt = raw[:200].decode("utf-8", "replace")
         raise ExternalUnavailableError(
@@ -569,24 +533,26 @@ class CommandParams(BaseModel):
     """Names of withheld variables (API keys) to pass all the same, space separated."""
 
 
+class _External(Compressor):
+    """An external system: its updates block on I/O, so ``aupdate`` runs them in a thread."""
+
+    version = "1"
+    adapter = True
+    extra: ClassVar[str] = ""
+
+    async def aupdate(
+        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
+    ) -> str:
+        return await asyncio.to_thread(self.update, memory, chunk, query_keys, budget)
+
+
 @register
-class CommandMemory(Compressor):
+class CommandMemory(_External):
     """An external process speaking the JSON-lines protocol."""
 
     name = "cmd"
-    version = "1"
     summary = "cmd:COMMAND: an external process, one JSON line per update (docs/adapters.md)"
-    adapter = True
-    extra: ClassVar[str] = ""
     Params = CommandParams
-
-    def _argv(self) -> list[str]:
-        params = self.params
-        assert isinstance(params, CommandParams)
-        argv = shlex.split(params.run)
-        if not argv:
-            raise ExternalUnavailableError(f"cmd: empty command {params.run!r}")
-        return argv
 
     def __init__(self, params: BaseModel | None = None) -> None:
         super().__init__(params)
@@ -601,8 +567,11 @@ class CommandMemory(Compressor):
         assert isinstance(params, CommandParams)
         with self._lock:
             if self._process is None:
+                argv = shlex.split(params.run)
+                if not argv:
+                    raise ExternalUnavailableError(f"cmd: empty command {params.run!r}")
                 env = program_environment(params.env.split())
-                self._process = _register(ExternalProcess(self._argv(), f"cmd:{params.run}", env))
+                self._process = _register(ExternalProcess(argv, f"cmd:{params.run}", env))
             return self._process
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
@@ -635,11 +604,6 @@ class CommandMemory(Compressor):
         if broken is not None:
             raise ExternalProtocolError(_SCRUB(broken))
 
-    async def aupdate(
-        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
-    ) -> str:
-        return await asyncio.to_thread(self.update, memory, chunk, query_keys, budget)
-
 
 class HttpParams(BaseModel):
     """``http://HOST:PORT/PATH`` or ``http:url=URL,timeout=SECONDS``."""
@@ -651,14 +615,11 @@ class HttpParams(BaseModel):
 
 
 @register
-class HttpMemory(Compressor):
+class HttpMemory(_External):
     """A server the user runs, POSTed the same JSON object per update."""
 
     name = "http"
-    version = "1"
     summary = "http://HOST:PORT/PATH: a server you run, POSTed one JSON object per update"
-    adapter = True
-    extra: ClassVar[str] = ""
     Params = HttpParams
 
     def update(self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int) -> str:
@@ -670,11 +631,6 @@ class HttpMemory(Compressor):
             return _keyless(answer, params.url)
         except (ExternalUnavailableError, ExternalMemoryError) as error:
             raise _scrubbed(error) from None
-
-    async def aupdate(
-        self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
-    ) -> str:
-        return await asyncio.to_thread(self.update, memory, chunk, query_keys, budget)
 
 
 def _post(url: str, body: bytes, timeout: float) -> bytes:

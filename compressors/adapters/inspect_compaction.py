@@ -1,18 +1,12 @@
 """inspect_ai's compaction: ``CompactionTrim``, ``CompactionEdit``, ``CompactionSummary``.
 
-Each update runs inspect's own compaction handler (``inspect_ai.model.compaction``,
-what inspect's agents call before each generate) over the memory's turns and the
-chunk's, with the strategy's threshold set to the budget (``budget // 4`` tokens)
-and every other parameter at inspect's default unless given
-(``inspect_trim:preserve=0.5``).  The handler compacts only when the turns are over
-the threshold, in up to four passes; when a strategy cannot get under it, inspect
-raises "Compaction insufficient" and the adapter leaves the memory as it was given
-(over the budget: the audit empties it and counts the overflow).
-
-The model inspect is handed is a ``ModelAPI`` of ours: it counts tokens as the
-adapters do (a quarter of the transcript's bytes; inspect's default counter needs
-tiktoken's o200k file, downloaded at first use, which an offline audit cannot do),
-and for ``CompactionSummary`` it generates through the audit's writer client.
+Each update runs inspect's own compaction handler over the memory's turns and the
+chunk's, with the threshold at ``budget // 4`` tokens and inspect's defaults
+otherwise.  When a strategy cannot get under it ("Compaction insufficient") the
+memory is left as given: over the budget, the audit empties it and counts the
+overflow.  The model inspect gets counts tokens as the adapters do (inspect's own
+counter needs a download) and generates through the writer client
+(``docs/adapters.md``).
 """
 
 from __future__ import annotations
@@ -173,18 +167,22 @@ class InspectAdapter(ChatAdapter):
     requires = ("inspect_ai",)
     version = "1"
     Params: ClassVar[type[BaseModel]] = InspectParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        raise NotImplementedError
+    strategy_class: ClassVar[str] = ""
+    """The ``inspect_ai.model`` strategy: given the threshold, the other params."""
 
     async def compact(
         self, turns: list[ChatTurn], query_keys: Sequence[str], budget: int, repeat: int
     ) -> list[ChatTurn]:
-        from inspect_ai.model import compaction
+        import inspect_ai.model
 
         given = getattr(self.params, "threshold", None)
-        strategy = self.strategy(given or threshold_tokens(budget))
-        handler = compaction(strategy, prefix=[], model=_model(self, budget, repeat))
+        options = self.params.model_dump(exclude={"threshold", "max_tokens"})
+        strategy: CompactionStrategy = getattr(inspect_ai.model, self.strategy_class)(
+            threshold=given or threshold_tokens(budget), **options
+        )
+        handler = inspect_ai.model.compaction(
+            strategy, prefix=[], model=_model(self, budget, repeat)
+        )
         try:
             kept, _summary = await handler.compact_input(to_inspect(turns))
         except RuntimeError as error:
@@ -206,13 +204,7 @@ class InspectTrim(InspectAdapter):
     library = "inspect_ai CompactionTrim"
     summary = "inspect_ai CompactionTrim: past budget/4 tokens, keeps the newest 80% of messages"
     Params = TrimParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        from inspect_ai.model import CompactionTrim
-
-        params = self.params
-        assert isinstance(params, TrimParams)
-        return CompactionTrim(threshold=threshold, preserve=params.preserve)
+    strategy_class = "CompactionTrim"
 
 
 class EditParams(InspectParams):
@@ -230,18 +222,7 @@ class InspectEdit(InspectAdapter):
     library = "inspect_ai CompactionEdit"
     summary = "inspect_ai CompactionEdit: past budget/4 tokens, clears old tool results"
     Params = EditParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        from inspect_ai.model import CompactionEdit
-
-        params = self.params
-        assert isinstance(params, EditParams)
-        return CompactionEdit(
-            threshold=threshold,
-            keep_tool_uses=params.keep_tool_uses,
-            keep_tool_inputs=params.keep_tool_inputs,
-            keep_thinking_turns=params.keep_thinking_turns,
-        )
+    strategy_class = "CompactionEdit"
 
 
 class SummaryParams(InspectParams, LLMAdapterParams):
@@ -257,10 +238,4 @@ class InspectSummary(InspectAdapter):
     summary = "inspect_ai CompactionSummary: past budget/4 tokens, a model summary"
     uses_llm = True
     Params = SummaryParams
-
-    def strategy(self, threshold: int) -> CompactionStrategy:
-        from inspect_ai.model import CompactionSummary
-
-        params = self.params
-        assert isinstance(params, SummaryParams)
-        return CompactionSummary(threshold=threshold, instructions=params.instructions)
+    strategy_class = "CompactionSummary"

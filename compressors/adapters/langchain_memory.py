@@ -66,11 +66,7 @@ class LangChainTrim(ChatAdapter):
             to_langchain(turns),
             max_tokens=params.max_tokens or threshold_tokens(budget),
             token_counter=token_counter,
-            strategy=params.strategy,
-            start_on=params.start_on,
-            end_on=params.end_on,
-            allow_partial=params.allow_partial,
-            include_system=params.include_system,
+            **params.model_dump(exclude={"max_tokens"}),
         )
         return from_langchain(kept)
 

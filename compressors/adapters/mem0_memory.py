@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from compressors._chat import ChatMessage, ChatUnavailableError
 from compressors._registry import register
-from compressors.adapters._base import ChatAdapter, LLMAdapterParams
+from compressors.adapters._base import ChatAdapter, LLMAdapterParams, flatten
 from histories import ChatTurn
 
 USER = "memory-audit"
@@ -193,17 +193,12 @@ class Mem0Memory(ChatAdapter):
 
 
 def _message(turn: ChatTurn) -> dict[str, str] | None:
-    """A chat turn as mem0 takes it (``role``, ``content``): a tool result is a user
-    message saying so, a tool call is written out, as the writer client takes them."""
-    if turn.role == "summary":
-        return {"role": "user", "content": turn.content}
-    calls = "\n".join(f"[called {c.function} {c.arguments}]" for c in turn.tool_calls)
-    content = "\n".join(part for part in (turn.content, calls) if part)
-    if turn.role == "tool":
-        return {"role": "user", "content": f"[tool result]\n{content}"}
-    if not content:
+    """A chat turn as mem0 takes it (``role``, ``content``), as the writer client takes
+    it (``flatten``); an empty turn is none, but a summary."""
+    flat = flatten(turn.role, turn.content, [(c.function, c.arguments) for c in turn.tool_calls])
+    if not flat.content and turn.role != "summary":
         return None
-    return {"role": turn.role, "content": content}
+    return {"role": flat.role, "content": flat.content}
 
 
 def _llm(adapter: ChatAdapter, budget: int, repeat: int, loop: asyncio.AbstractEventLoop) -> Any:

@@ -1,21 +1,11 @@
 """Pydantic AI: the compaction strategies of ``pydantic-ai-harness``.
 
-Each update runs the strategy's own ``before_model_request`` hook (what a Pydantic AI
-agent runs before each model request) over the memory's turns and the chunk's, as
-Pydantic AI messages, with the strategy's token trigger set to the budget
-(``max_tokens = budget // 4``) and every other parameter at the harness's default
-unless given (``pydantic_window:keep_messages=4``).  The hook compacts only when the
-history is over the trigger; what it writes into the run's history is the memory.
-
-The harness counts tokens per part with a ``tokenizer`` (str -> int); it gets the
-adapters' rate (four UTF-8 bytes a token), so it counts the parts' text and not the
-transcript's header lines, which can take a memory over the budget.  The run's model
-is a Pydantic AI ``FunctionModel`` answered by the ``--writer`` backend through the
-audit's client (``SummarizingCompaction`` summarizes with the run's model).
-
-Audited: ``SlidingWindowCompaction``, ``ClearToolResults``, ``DeduplicateFileReads``,
-``ClampOversizedMessages`` (no model) and ``SummarizingCompaction`` (the writer).  The
-rest of the harness's menu and why it is not audited: ``docs/adapters.md``.
+Each update runs the strategy's own ``before_model_request`` hook over the memory's
+turns and the chunk's, as Pydantic AI messages, with the token trigger at
+``budget // 4`` and the harness's defaults otherwise; what the hook leaves in the
+run's history is the memory.  Its tokenizer counts four UTF-8 bytes a token; its
+model is a ``FunctionModel`` answered by the ``--writer`` backend.  What is audited
+and why, and what is not: ``docs/adapters.md``.
 """
 
 from __future__ import annotations
@@ -157,10 +147,6 @@ def _model(adapter: ChatAdapter, budget: int, repeat: int) -> FunctionModel:
     return FunctionModel(answer, model_name="memory-audit-writer")
 
 
-def _tokens(text: str) -> int:
-    return count_text(text)
-
-
 class HarnessParams(AdapterParams):
     """``max_tokens=N``: the strategy's token trigger (default budget // 4)."""
 
@@ -172,9 +158,20 @@ class HarnessAdapter(ChatAdapter):
     requires = ("pydantic_ai", "pydantic_ai_harness")
     version = "1"
     Params: ClassVar[type[BaseModel]] = HarnessParams
+    strategy_class: ClassVar[str] = ""
+    """The ``pydantic_ai_harness.compaction`` class: given the trigger, the other params."""
+    strategy_args: ClassVar[dict[str, Any]] = {}
+    trigger_param: ClassVar[str] = "max_tokens"
+    """The parameter that overrides the trigger of budget // 4 tokens."""
 
     def strategy(self, trigger: int) -> Any:
-        raise NotImplementedError
+        from pydantic_ai_harness import compaction
+
+        given = self.params.model_dump(exclude={self.trigger_param, "max_tokens"})
+        keyword = "max_part_tokens" if self.trigger_param == "max_part_tokens" else "max_tokens"
+        return getattr(compaction, self.strategy_class)(
+            **{keyword: trigger}, **given, **self.strategy_args, tokenizer=count_text
+        )
 
     async def compact(
         self, turns: list[ChatTurn], query_keys: Sequence[str], budget: int, repeat: int
@@ -199,9 +196,6 @@ class HarnessAdapter(ChatAdapter):
         await strategy.before_model_request(ctx, request)
         return from_pydantic(ctx.messages)  # the run's history, as the hook left it
 
-    trigger_param: ClassVar[str] = "max_tokens"
-    """The parameter that overrides the trigger of budget // 4 tokens."""
-
     def trigger(self, budget: int) -> int:
         given = getattr(self.params, self.trigger_param, None)
         return int(given) if given else threshold_tokens(budget)
@@ -222,19 +216,7 @@ class PydanticWindow(HarnessAdapter):
     library = "pydantic_ai_harness SlidingWindowCompaction"
     summary = "Pydantic AI SlidingWindowCompaction: past budget/4 tokens, the last 40 messages"
     Params = WindowParams
-
-    def strategy(self, trigger: int) -> Any:
-        from pydantic_ai_harness.compaction import SlidingWindowCompaction
-
-        params = self.params
-        assert isinstance(params, WindowParams)
-        return SlidingWindowCompaction(
-            max_tokens=trigger,
-            keep_messages=params.keep_messages,
-            keep_tokens=params.keep_tokens,
-            preserve_first_user_message=params.preserve_first_user_message,
-            tokenizer=_tokens,
-        )
+    strategy_class = "SlidingWindowCompaction"
 
 
 class ClearParams(HarnessParams):
@@ -250,18 +232,7 @@ class PydanticClear(HarnessAdapter):
     library = "pydantic_ai_harness ClearToolResults"
     summary = "Pydantic AI ClearToolResults: past budget/4 tokens, blanks all but 3 tool results"
     Params = ClearParams
-
-    def strategy(self, trigger: int) -> Any:
-        from pydantic_ai_harness.compaction import ClearToolResults
-
-        params = self.params
-        assert isinstance(params, ClearParams)
-        return ClearToolResults(
-            max_tokens=trigger,
-            keep_pairs=params.keep_pairs,
-            clear_tool_inputs=params.clear_tool_inputs,
-            tokenizer=_tokens,
-        )
+    strategy_class = "ClearToolResults"
 
 
 def _log_file(call: ToolCallPart) -> str | None:
@@ -274,11 +245,8 @@ class PydanticDedup(HarnessAdapter):
     name = "pydantic_dedup"
     library = "pydantic_ai_harness DeduplicateFileReads"
     summary = "Pydantic AI DeduplicateFileReads: past budget/4 tokens, the newest read_log kept"
-
-    def strategy(self, trigger: int) -> Any:
-        from pydantic_ai_harness.compaction import DeduplicateFileReads
-
-        return DeduplicateFileReads(file_key=_log_file, max_tokens=trigger, tokenizer=_tokens)
+    strategy_class = "DeduplicateFileReads"
+    strategy_args: ClassVar[dict[str, Any]] = {"file_key": _log_file}
 
 
 class ClampParams(AdapterParams):
@@ -296,19 +264,8 @@ class PydanticClamp(HarnessAdapter):
     library = "pydantic_ai_harness ClampOversizedMessages"
     summary = "Pydantic AI ClampOversizedMessages: cuts a part over budget/4 tokens"
     Params = ClampParams
+    strategy_class = "ClampOversizedMessages"
     trigger_param = "max_part_tokens"
-
-    def strategy(self, trigger: int) -> Any:
-        from pydantic_ai_harness.compaction import ClampOversizedMessages
-
-        params = self.params
-        assert isinstance(params, ClampParams)
-        return ClampOversizedMessages(
-            max_part_tokens=trigger,
-            keep_head_chars=params.keep_head_chars,
-            keep_tail_chars=params.keep_tail_chars,
-            tokenizer=_tokens,
-        )
 
 
 class SummaryParams(LLMAdapterParams):
@@ -329,18 +286,5 @@ class PydanticSummary(HarnessAdapter):
     summary = "Pydantic AI SummarizingCompaction: past budget/4 tokens, summary + last 20"
     uses_llm = True
     Params = SummaryParams
+    strategy_class = "SummarizingCompaction"
     trigger_param = "trigger_tokens"
-
-    def strategy(self, trigger: int) -> Any:
-        from pydantic_ai_harness.compaction import SummarizingCompaction
-
-        params = self.params
-        assert isinstance(params, SummaryParams)
-        return SummarizingCompaction(
-            max_tokens=trigger,
-            keep_messages=params.keep_messages,
-            keep_tokens=params.keep_tokens,
-            incremental=params.incremental,
-            tool_return_max_chars=params.tool_return_max_chars,
-            tokenizer=_tokens,
-        )

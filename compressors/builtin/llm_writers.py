@@ -34,11 +34,12 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from compressors._chat import ChatMessage, ChatRequest, ChatUnavailableError
+from compressors._chat import ChatMessage, ChatRequest, ask_writer
 from compressors._memory import dump
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import PUBLIC_SEMANTICS, RECORD_KINDS, RECORD_LIST_ADAPTER
+from histories._io import unique_keys
 
 _ROLE = """\
 You maintain the memory of an agent that reads a long record log in chunks. You will
@@ -106,22 +107,12 @@ RECORD_LOG_SCHEMA: dict[str, Any] = {
 }
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook`` refusing a key named twice (json keeps the last by default)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def structured_memory(content: str) -> str:
     """The model's answer as a memory: canonical JSON lines when it is a valid record
     log, else the raw text (which the exact reader reports as ``unparsed``).  A key
     named twice anywhere makes the answer invalid (which value was meant is unknown)."""
     try:
-        data = json.loads(content, object_pairs_hook=_unique_object)
+        data = json.loads(content, object_pairs_hook=unique_keys)
         records = RECORD_LIST_ADAPTER.validate_python(data["records"])
     except (ValueError, TypeError, KeyError, RecursionError, ValidationError):
         return content
@@ -212,8 +203,6 @@ class _LLMWriter(Compressor):
     async def aupdate(
         self, memory: str, chunk: ChunkView, query_keys: Sequence[str], budget: int, repeat: int = 0
     ) -> str:
-        if self.client is None:
-            raise ChatUnavailableError(f"{self.name}: no writer backend was given (--writer)")
         request = ChatRequest(
             messages=self.messages(memory, chunk, query_keys, budget),
             json_schema=RECORD_LOG_SCHEMA if self.structured else None,
@@ -222,14 +211,7 @@ class _LLMWriter(Compressor):
             repeat=repeat,
             tag=f"writer:{self.label}",
         )
-        response = await self.client.chat(request)
-        if response.error is not None:
-            raise ChatUnavailableError(f"{self.name}: {response.error}")
-        if response.rejected is not None:  # the server refused the request: not an answer
-            raise ChatUnavailableError(
-                f"{self.name}: request refused (HTTP {response.status}): {response.rejected}"
-            )
-        content = (response.content or "").strip()
+        content = (await ask_writer(self.client, self.name, request)).strip()
         return structured_memory(content) if self.structured else content
 
 

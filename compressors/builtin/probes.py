@@ -14,24 +14,8 @@ keeps what its path let it keep (a record dropped early is gone, where it would 
 fitted later), and the audit's permute check found the memories of the label and
 chance probes changing on 9 or 10 of the 24 default pilot pairs.
 
-* ``probe_shortest``: records with the shortest id first (the paper's task ids are
-  shorter than its distractor ids);
-* ``probe_lexicographic``: records whose smallest label sorts first (the paper's
-  task keys sort before its distractor keys);
-* ``probe_newest``: the most recent records first (recency, not contiguity);
-* ``probe_random``: a fixed pseudo-random order of the records' text (chance);
-* ``probe_lowrev``: the query key's records, then the smallest revisions (the paper's
-  task records carry revisions 1 to 5, a busy distractor key's climb to 16);
-* ``probe_rare_op_or_value``: the query key's records, then records outside the
-  stream's most common (record kind, value shape) class, then the smallest
-  revisions (the paper's distractors are all ``set`` records of ``word-123`` values).
-
-* ``probe_component``: the query key's component in the label graph (records joined
-  by a key or record id they both name), then the newest;
-* ``probe_one_hop``: the query key's records, then records sharing a label with them,
-  then the newest;
-* ``probe_degree``: the query key's records, then records of keys that exactly one
-  other record reads (a copy's source, a choice's selector or option), then the newest.
+Each probe's ranking is its ``summary`` and ``exploits`` (``audit compressors``
+lists them; ``docs/method.md`` has the floor's results).
 
 The label-graph probes are a second review's heuristics: while no distractor named a
 task label, the query key's component was exactly the task (joint J 17/24 at 1,200 B

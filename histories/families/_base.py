@@ -8,6 +8,7 @@ the distractor chunk of each future, chunking, gold answers and verification.
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,13 @@ class Family:
     paper: bool
     build: Callable[[random.Random, Labels], Draft]
     doc: str = ""
+    """The family's description with its worked example (default: ``build``'s module's
+    docstring)."""
+
+    def __post_init__(self) -> None:
+        if not self.doc:
+            module = sys.modules.get(self.build.__module__)
+            object.__setattr__(self, "doc", getattr(module, "__doc__", None) or "")
 
 
 @dataclass

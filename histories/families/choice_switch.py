@@ -44,5 +44,4 @@ FAMILY = Family(
     summary="the unselected option differs; reveal switches the selector",
     paper=True,
     build=build,
-    doc=__doc__ or "",
 )

@@ -47,5 +47,4 @@ FAMILY = Family(
     summary="same counter total from different base and increment; reveal revokes the increment",
     paper=False,
     build=build,
-    doc=__doc__ or "",
 )

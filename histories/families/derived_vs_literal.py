@@ -42,5 +42,4 @@ FAMILY = Family(
     summary="same value, derived (copy) in A and literal in B; reveal changes the source",
     paper=False,
     build=build,
-    doc=__doc__ or "",
 )

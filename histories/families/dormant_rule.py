@@ -43,5 +43,4 @@ FAMILY = Family(
     summary="a dormant conditional rule's value differs; reveal makes its condition true",
     paper=False,
     build=build,
-    doc=__doc__ or "",
 )

@@ -51,5 +51,4 @@ FAMILY = Family(
     summary="superseded 40-char identifiers differ in one character; reveal replays the old one",
     paper=False,
     build=build,
-    doc=__doc__ or "",
 )

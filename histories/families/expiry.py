@@ -45,5 +45,4 @@ FAMILY = Family(
     summary="an override's expiry tick differs; reveal advances the clock between them",
     paper=True,
     build=build,
-    doc=__doc__ or "",
 )

@@ -42,5 +42,4 @@ FAMILY = Family(
     summary="an unrelated key differs; reveal makes the query key copy it",
     paper=True,
     build=build,
-    doc=__doc__ or "",
 )

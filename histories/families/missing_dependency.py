@@ -49,5 +49,4 @@ FAMILY = Family(
     summary="an unselected option exists in A, is missing in B; reveal selects it (B: null)",
     paper=False,
     build=build,
-    doc=__doc__ or "",
 )

@@ -54,5 +54,4 @@ FAMILY = Family(
     summary="an alias chain where one link's validity differs; reveal advances the clock",
     paper=True,
     build=build,
-    doc=__doc__ or "",
 )

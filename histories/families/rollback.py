@@ -44,5 +44,4 @@ FAMILY = Family(
     summary="earlier values differ, latest shared; reveal revokes the latest",
     paper=True,
     build=build,
-    doc=__doc__ or "",
 )

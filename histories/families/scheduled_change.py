@@ -47,5 +47,4 @@ FAMILY = Family(
     summary="a scheduled change's start tick differs; reveal advances the clock between them",
     paper=False,
     build=build,
-    doc=__doc__ or "",
 )

@@ -44,5 +44,4 @@ FAMILY = Family(
     summary="an old record is revoked in A, merely superseded in B; reveal replays it",
     paper=True,
     build=build,
-    doc=__doc__ or "",
 )
