@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.reportdata._context import ReportContext, System, pair_values
+from audit.reportdata._context import READER, ReportContext, System, pair_values
 from audit.scoring import PairedComparison, holm, paired_comparison
 from reports import Chart, Column, Paragraph, Section, Strong, Table, with_code
 
@@ -155,7 +155,7 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
             if a == ctx.reference
             else "from the data"
         )
-        row["facet"] = f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "")
+        row["facet"] = ctx.where(reader, budget)
         row["label"] = f"{b} minus {a}"
         rows.append(row)
     return with_holm(pd.DataFrame(rows))
@@ -200,7 +200,7 @@ def build(ctx: ReportContext) -> Section:
     frame = comparison_frame(ctx)
     columns = [*COMPARISON_COLUMNS]
     if ctx.several_readers:
-        columns.insert(3, Column("reader", "reader", "label"))
+        columns.insert(3, READER)
     blocks: list[Any] = [Paragraph(with_code(method_note(ctx)), muted=True)]
     if frame.empty:
         blocks.append(Paragraph("Fewer than two conditions at every budget: nothing to compare."))

@@ -35,9 +35,13 @@ from audit.scoring import (
     wilson_arrays,
     writer_checks,
 )
+from reports import Column
 
 System = tuple[str, str, int]
 """(reader, condition, budget)."""
+CONDITION = Column("condition", "condition", "label")
+BUDGET = Column("budget", "budget (B)", "integer")
+READER = Column("reader", "reader", "label")
 
 
 @dataclass
@@ -195,6 +199,21 @@ class ReportContext:
     @property
     def several_readers(self) -> bool:
         return len({s[0] for s in self.scores.systems}) > 1
+
+    def reader_column(self) -> list[Column]:
+        """The reader column, where the run has several readers."""
+        return [READER] if self.several_readers else []
+
+    def system_columns(self) -> list[Column]:
+        return [CONDITION, BUDGET, *self.reader_column()]
+
+    def where(self, reader: str, budget: int) -> str:
+        """``1200 B``, with ``, reader X`` where the run has several readers."""
+        return f"{budget} B" + (f", reader {reader}" if self.several_readers else "")
+
+    def series(self, reader: str, condition: str) -> str:
+        """A condition as a chart series, with its reader where there are several."""
+        return condition + (f" ({reader})" if self.several_readers else "")
 
     @cached_property
     def source(self) -> SourcePairs:

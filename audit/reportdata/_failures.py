@@ -106,11 +106,7 @@ def build(ctx: ReportContext) -> Section:
         Column(f"cause_{key}", f"{label} (reads)", "integer", help=CAUSE_HELP[key])
         for key, label in ATTRIBUTIONS.items()
     ]
-    system_columns = [
-        Column("condition", "condition", "label"),
-        Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
-    ]
+    system_columns = ctx.system_columns()
     columns = [
         *system_columns,
         Column("joint_J", "joint J strict (source pairs)", "proportion"),

@@ -119,7 +119,7 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
         table.loc[mask, "rank_differs"] = True
     several = table[["reader", "budget"]].drop_duplicates().shape[0] > 1
     table["facet"] = [
-        f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "") if several else ""
+        ctx.where(reader, budget) if several else ""
         for reader, budget in zip(table["reader"], table["budget"], strict=True)
     ]
     table["ranks"] = [
@@ -145,7 +145,7 @@ def build(ctx: ReportContext) -> Section:
             "no valid reader can read the writer's memories: ranked nowhere",
         ),
         Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *ctx.reader_column(),
         Column(
             "current",
             "current (source pairs)",

@@ -87,11 +87,8 @@ def build(ctx: ReportContext) -> Section:
                 )
             ],
         )
-    several = [Column("reader", "reader", "label")] if ctx.several_readers else []
     columns = [
-        Column("condition", "condition", "label"),
-        Column("budget", "budget (B)", "integer"),
-        *several,
+        *ctx.system_columns(),
         Column("transform", "transform", "label"),
         Column(
             "reveal_blocks",
