@@ -79,28 +79,17 @@ class ReportContext:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def reference(self) -> str | None:
-        """The condition every other is compared with: ``--reference`` of the report,
-        else the one fixed in the run's plan before it ran, else None (the best)."""
-        if self.options.reference is not None:
-            return self.options.reference
-        plan = self.run.plan
-        return plan.reference if plan is not None else None
-
-    @property
-    def preregistered(self) -> bool:
-        plan = self.run.plan
-        return (
-            plan is not None
-            and plan.reference is not None
-            and (self.options.reference in (None, plan.reference))
-        )
-
-    @property
     def preregistered_reference(self) -> str | None:
         """The reference fixed in the run's plan before it ran (``audit run --reference``)."""
         plan = self.run.plan
         return plan.reference if plan is not None else None
+
+    @property
+    def reference(self) -> str | None:
+        """The condition every other is compared with: ``--reference`` of the report,
+        else the one fixed in the run's plan before it ran, else None (the best)."""
+        chosen = self.options.reference
+        return chosen if chosen is not None else self.preregistered_reference
 
     @property
     def reference_status(self) -> str:
@@ -110,7 +99,8 @@ class ReportContext:
         post hoc too, chosen by looking at the results)."""
         if self.options.pairwise:
             return "pairwise"
-        if self.preregistered:
+        pre = self.preregistered_reference
+        if pre is not None and self.options.reference in (None, pre):
             return "preregistered"
         return "post hoc" if self.reference is not None else "from the data"
 
