@@ -35,7 +35,7 @@ from audit.reportdata._comparisons import (
     comparison_row,
     with_holm,
 )
-from audit.reportdata._context import Options, pair_bounds, pair_values, proportion_columns
+from audit.reportdata._context import Options, pair_bounds, proportion_columns
 from audit.reportdata._glance import integrity_alert
 from audit.rundir import RunData, load_source_pairs
 from audit.scoring import (
@@ -283,16 +283,13 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
             mark = marks.get(reader) or writers.get((condition, budget))
             if mark:
                 no_verdict[(label, reader, condition, budget)] = mark
-        per_system = pair_values(scores, score)
-        per_system_bounds = pair_bounds(scores, score)
+        per_system = pair_bounds(scores, score)  # values as pair_values gives them
         for system in scores.systems:
             if system in per_system:
                 key = (label, *system)
+                bounds[key] = {identities.get(p, p): b for p, b in per_system[system].items()}
                 values[key] = {
-                    identities.get(pid, pid): value for pid, value in per_system[system].items()
-                }
-                bounds[key] = {
-                    identities.get(pid, pid): b for pid, b in per_system_bounds[system].items()
+                    p: float(lo) if lo == hi else math.nan for p, (lo, hi) in bounds[key].items()
                 }
                 order.append(key)
     included = list(dict.fromkeys(key[0] for key in order)) or labels
@@ -879,9 +876,7 @@ def _differences(comparisons: pd.DataFrame, several: bool, score: str) -> list[B
             help=f"difference in {COMPARED_SCORES[score]} pass rate, with a 95 % Newcombe "
             "interval for paired data",
         ),
-        next(c for c in COMPARISON_COLUMNS if c.key == "p_holm"),
-        next(c for c in COMPARISON_COLUMNS if c.key == "significant"),
-        next(c for c in COMPARISON_COLUMNS if c.key == "power_reading"),
+        *(c for c in COMPARISON_COLUMNS if c.key in ("p_holm", "significant", "power_reading")),
         *([VERDICT_COLUMN] if shown["verdict"].ne("").any() else []),
     ]
     return [Table("differences-table", columns, shown)]
