@@ -1,24 +1,16 @@
 """Charts as inline SVG, written from the numbers: one drawing per ``Chart`` kind.
 
-No plotting library: a chart is a few dozen rectangles, paths and texts, and drawing
-them with matplotlib cost more than a second of every report (its import, and two
-layout passes and a tight bounding box per chart).
+No plotting library: matplotlib cost more than a second of every report (its import,
+two layout passes and a tight bounding box per chart).  Layout is measured, not
+guessed: a text's width is the sum of its characters' advance widths in DejaVu Sans
+(``_ADVANCE``), so titles wrap and labels are placed before the panels (stacked top to
+bottom), and nothing of one panel overlaps the next; the legend below names every
+series declared, and the SVG is as large as what it holds plus a margin.
 
-Layout is measured, not guessed: a text's width is the sum of its characters'
-advance widths in DejaVu Sans, the font the SVG asks for (``_ADVANCE``; a character
-outside ASCII counts as wide), and its height the font's ascent and descent.  Facets
-are stacked top to bottom, aligned on the left; each panel's title is wrapped to its
-width and its labels are measured before the panels are placed, so no text of one
-panel can overlap the next.  The legend goes below the last panel with as many
-columns as fit, and names every series declared (one entry per series, drawn or not).
-The SVG is as large as what it holds plus a margin, so every label is inside it.
-
-Text stays text in the SVG; every string passes ``visible`` and is escaped, and labels
-are cut to ``LABEL_MAX`` characters.  Ids (hatch tiles, the legend group) carry a hash
-of the chart id and of the drawing, and the output carries no date, so the same data
-give the same bytes and several charts share a page.  Colours are the Okabe-Ito palette
-(colour-blind safe); every series also differs in marker, line style or hatch, so a
-grey-scale print stays readable; rates in a heatmap are coloured on cividis.
+Every string passes ``visible`` and is escaped; labels are cut to ``LABEL_MAX``.  Ids
+carry a hash of the chart id and the drawing and nothing carries a date, so the same
+data give the same bytes.  Colours are Okabe-Ito (colour-blind safe), each series also
+differs in marker, line style or hatch (grey-scale print), heatmap rates are on cividis.
 """
 
 from __future__ import annotations
