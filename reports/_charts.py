@@ -542,10 +542,9 @@ def _legend(drawing: Drawing, entries: Sequence[_Entry], top: float) -> None:
             drawing.rect(
                 x, y - 0.35 * SIZE, handle, 0.7 * SIZE, item.color, "#000000", hatch=item.hatch
             )
-        elif item.kind == "line":
-            drawing.path([(x, y), (x + handle, y)], item.color, 1.2 * PT, _DASHES[item.dash])
-            drawing.marker(item.marker, middle, y, item.color, item.face, 5 * PT)
-        else:
+        else:  # a line is drawn under its marker
+            if item.kind == "line":
+                drawing.path([(x, y), (x + handle, y)], item.color, 1.2 * PT, _DASHES[item.dash])
             drawing.marker(item.marker, middle, y, item.color, item.face, 5 * PT)
         drawing.text(x + handle + pad, y, name)
     drawing.items[start:] = ['<g id="@@legend">', *drawing.items[start:], "</g>"]

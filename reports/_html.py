@@ -157,16 +157,14 @@ def _size(pair: dict[str, Any]) -> int:
     return total
 
 
-def paginate(
-    pairs: Sequence[dict[str, Any]], per_page: int = PAGE_PAIRS, max_chars: int = PAGE_CHARS
-) -> list[list[dict[str, Any]]]:
+def paginate(pairs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Split drill-down pairs into pages by count and estimated size (order kept)."""
     pages: list[list[dict[str, Any]]] = []
     current: list[dict[str, Any]] = []
     size = 0
     for pair in pairs:
         cost = _size(pair)
-        if current and (len(current) >= per_page or size + cost > max_chars):
+        if current and (len(current) >= PAGE_PAIRS or size + cost > PAGE_CHARS):
             pages.append(current)
             current, size = [], 0
         current.append(pair)

@@ -22,6 +22,7 @@ from audit.reportdata._comparisons import (
     COMPARISON_COLUMNS,
     NOISE_COLUMNS,
     comparison_row,
+    forest_chart,
     with_holm,
 )
 from audit.reportdata._context import Options, pair_bounds, proportion_columns
@@ -48,7 +49,6 @@ from reports import (
     Alert,
     Block,
     Bullets,
-    Chart,
     Code,
     Column,
     Document,
@@ -948,23 +948,13 @@ def _document(
         charted = comparisons[comparisons["group"] < SAME_GROUP]
         if not charted.empty:
             blocks.append(
-                Chart(
-                    "forest-chart",
-                    "forest",
+                forest_chart(
                     charted,
-                    {
-                        "label": "label",
-                        "value": "delta",
-                        "low": "delta_low",
-                        "high": "delta_high",
-                        "filled": "significant",
-                        "facet": None,
-                        "axis": f"difference in {COMPARED_SCORES[score]} pass rate (second "
-                        "minus first), source pairs",
-                    },
-                    caption=f"Difference in {COMPARED_SCORES[score]} pass rate on shared "
-                    "source pairs, 95 % Newcombe intervals; filled: Holm-corrected McNemar "
-                    "p < 0.05.",
+                    None,
+                    f"difference in {COMPARED_SCORES[score]} pass rate (second minus first), "
+                    "source pairs",
+                    f"Difference in {COMPARED_SCORES[score]} pass rate on shared source pairs, "
+                    "95 % Newcombe intervals; filled: Holm-corrected McNemar p < 0.05.",
                     collapsed=True,
                 )
             )

@@ -161,6 +161,15 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
     return with_holm(pd.DataFrame(rows))
 
 
+def forest_chart(
+    frame: pd.DataFrame, facet: str | None, axis: str, caption: str, collapsed: bool = False
+) -> Chart:
+    """Each comparison's difference with its interval, filled where significant."""
+    columns = {"label": "label", "value": "delta", "low": "delta_low", "high": "delta_high"}
+    options = {**columns, "filled": "significant", "facet": facet, "axis": axis}
+    return Chart("forest-chart", "forest", frame, options, caption=caption, collapsed=collapsed)
+
+
 def method_note(ctx: ReportContext) -> str:
     status, pre = ctx.reference_status, ctx.preregistered_reference
     if status == "pairwise":
@@ -219,22 +228,12 @@ def build(ctx: ReportContext) -> Section:
             Table("comparisons-table", columns, frame, csv="comparisons.csv", caption=caption)
         )
         blocks.append(
-            Chart(
-                "forest-chart",
-                "forest",
+            forest_chart(
                 frame,
-                {
-                    "label": "label",
-                    "value": "delta",
-                    "low": "delta_low",
-                    "high": "delta_high",
-                    "filled": "significant",
-                    "facet": "facet" if frame["facet"].nunique() > 1 else None,
-                    "axis": "difference in joint J pass rate (second minus first), source pairs",
-                },
-                caption="Difference in joint J pass rate on shared source pairs with 95 % "
-                "Newcombe intervals; filled markers: Holm-corrected exact McNemar "
-                "p < 0.05.",
+                "facet" if frame["facet"].nunique() > 1 else None,
+                "difference in joint J pass rate (second minus first), source pairs",
+                "Difference in joint J pass rate on shared source pairs with 95 % Newcombe "
+                "intervals; filled markers: Holm-corrected exact McNemar p < 0.05.",
             )
         )
     return Section("comparisons", "How sure: paired comparisons on the same pairs", blocks)
