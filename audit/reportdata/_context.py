@@ -225,12 +225,8 @@ class ReportContext:
         """A system as one label: condition, budget and (with several readers) reader;
         an archive is marked a ceiling, a probe the floor."""
         reader, condition, budget = system
-        text = f"{condition} @ {budget} B"
-        kind = self.kind(condition)
-        if kind == "archive":
-            text += " [ceiling]"
-        elif kind == "probe":
-            text += " [probe]"
+        marks = {"archive": " [ceiling]", "probe": " [probe]"}
+        text = f"{condition} @ {budget} B" + marks.get(self.kind(condition), "")
         return f"{text} ({reader})" if self.several_readers else text
 
     def identity_cell(self, system: System, family: str = "all") -> dict[str, Any] | None:

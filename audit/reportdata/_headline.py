@@ -21,14 +21,9 @@ HEADLINE_METRICS = (
 )  # fmt: skip
 
 
-def role(kind: str) -> str:
-    """What a condition's kind means for reading its row, in two words (the caption says
-    the rest, so that the headline fits a 1280 px window)."""
-    if kind == "archive":
-        return "ceiling (archive)"
-    if kind == "probe":
-        return "floor (probe)"
-    return ""
+ROLES = {"archive": "ceiling (archive)", "probe": "floor (probe)"}
+"""What a condition's kind means for reading its row, in two words (the caption says
+the rest, so that the headline fits a 1280 px window); a strict condition has none."""
 
 
 def headline_frame(ctx: ReportContext) -> pd.DataFrame:
@@ -45,7 +40,7 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
         cell = ctx.identity_cell(system)
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
         verdict = ctx.verdict(system)
-        row["role"] = "not a verdict" if verdict else role(ctx.kind(system[1]))
+        row["role"] = "not a verdict" if verdict else ROLES.get(ctx.kind(system[1]), "")
         row["verdict"] = verdict or ""
         for metric in HEADLINE_METRICS:
             row.update(proportion_columns(metric, cell))
