@@ -1,24 +1,16 @@
 """Charts as inline SVG, written from the numbers: one drawing per ``Chart`` kind.
 
-No plotting library: a chart is a few dozen rectangles, paths and texts, and drawing
-them with matplotlib cost more than a second of every report (its import, and two
-layout passes and a tight bounding box per chart).
+No plotting library: matplotlib cost more than a second of every report (its import,
+two layout passes and a tight bounding box per chart).  Layout is measured, not
+guessed: a text's width is the sum of its characters' advance widths in DejaVu Sans
+(``_ADVANCE``), so titles wrap and labels are placed before the panels (stacked top to
+bottom), and nothing of one panel overlaps the next; the legend below names every
+series declared, and the SVG is as large as what it holds plus a margin.
 
-Layout is measured, not guessed: a text's width is the sum of its characters'
-advance widths in DejaVu Sans, the font the SVG asks for (``_ADVANCE``; a character
-outside ASCII counts as wide), and its height the font's ascent and descent.  Facets
-are stacked top to bottom, aligned on the left; each panel's title is wrapped to its
-width and its labels are measured before the panels are placed, so no text of one
-panel can overlap the next.  The legend goes below the last panel with as many
-columns as fit, and names every series declared (one entry per series, drawn or not).
-The SVG is as large as what it holds plus a margin, so every label is inside it.
-
-Text stays text in the SVG; every string passes ``visible`` and is escaped, and labels
-are cut to ``LABEL_MAX`` characters.  Ids (hatch tiles, the legend group) carry a hash
-of the chart id and of the drawing, and the output carries no date, so the same data
-give the same bytes and several charts share a page.  Colours are the Okabe-Ito palette
-(colour-blind safe); every series also differs in marker, line style or hatch, so a
-grey-scale print stays readable; rates in a heatmap are coloured on cividis.
+Every string passes ``visible`` and is escaped; labels are cut to ``LABEL_MAX``.  Ids
+carry a hash of the chart id and the drawing and nothing carries a date, so the same
+data give the same bytes.  Colours are Okabe-Ito (colour-blind safe), each series also
+differs in marker, line style or hatch (grey-scale print), heatmap rates are on cividis.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ import html
 import itertools
 import math
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -550,10 +542,9 @@ def _legend(drawing: Drawing, entries: Sequence[_Entry], top: float) -> None:
             drawing.rect(
                 x, y - 0.35 * SIZE, handle, 0.7 * SIZE, item.color, "#000000", hatch=item.hatch
             )
-        elif item.kind == "line":
-            drawing.path([(x, y), (x + handle, y)], item.color, 1.2 * PT, _DASHES[item.dash])
-            drawing.marker(item.marker, middle, y, item.color, item.face, 5 * PT)
-        else:
+        else:  # a line is drawn under its marker
+            if item.kind == "line":
+                drawing.path([(x, y), (x + handle, y)], item.color, 1.2 * PT, _DASHES[item.dash])
             drawing.marker(item.marker, middle, y, item.color, item.face, 5 * PT)
         drawing.text(x + handle + pad, y, name)
     drawing.items[start:] = ['<g id="@@legend">', *drawing.items[start:], "</g>"]
@@ -629,10 +620,6 @@ def _proportion(row: dict[str, Any], prefix: str) -> tuple[float, float, float]:
     return value, low, high
 
 
-def _marker_size(points: float = 5.0) -> float:
-    return points * PT
-
-
 # ------------------------------------------------------------------------- kinds
 
 
@@ -641,6 +628,8 @@ def _dots(chart: Chart) -> Drawing:
     options = chart.options
     series = [(str(p), str(n)) for p, n in options["series"]]
     step = min(0.22, 0.7 / max(1, len(series)))
+    colors = [PALETTE[s % len(PALETTE)] for s in range(len(series))]
+    looks = [(MARKERS[s % len(MARKERS)], c, c if s else "#ffffff") for s, c in enumerate(colors)]
     row = max(0.28, 0.12 * len(series) + 0.06) * INCH
     panels = []
     for title, group in _facets(chart):
@@ -655,9 +644,9 @@ def _dots(chart: Chart) -> Drawing:
             records: list[dict[str, Any]] = records,
             position: dict[Any, int] = position,
         ) -> None:
-            for s, (prefix, name) in enumerate(series):
-                color = PALETTE[s % len(PALETTE)]
-                face = "#ffffff" if s == 0 else color
+            for s, ((prefix, name), (marker, color, face)) in enumerate(
+                zip(series, looks, strict=True)
+            ):
                 points = []
                 for r in records:
                     at = y(position[r[options["label"]]] + (s - (len(series) - 1) / 2) * step)
@@ -666,9 +655,9 @@ def _dots(chart: Chart) -> Drawing:
                         points.append((math.nan, at))
                         continue
                     d.error(x(low), at, x(high), at, color, PT, 2 * PT)
-                    d.marker(MARKERS[s % len(MARKERS)], x(rate), at, color, face, _marker_size())
+                    d.marker(marker, x(rate), at, color, face, 5 * PT)
                     points.append((x(rate), at))
-                d.series.append(Plotted(name, (MARKERS[s % len(MARKERS)], color, "none"), points))
+                d.series.append(Plotted(name, (marker, color, "none"), points))
 
         panels.append(
             _Panel(
@@ -681,14 +670,8 @@ def _dots(chart: Chart) -> Drawing:
             )
         )
     legend = [
-        _Entry(
-            name,
-            "marker",
-            PALETTE[s % len(PALETTE)],
-            "#ffffff" if s == 0 else PALETTE[s % len(PALETTE)],
-            MARKERS[s % len(MARKERS)],
-        )
-        for s, (_, name) in enumerate(series)
+        _Entry(name, "marker", color, face, marker)
+        for (_, name), (marker, color, face) in zip(series, looks, strict=True)
     ]
     return _compose(panels, options.get("axis", RATE_AXIS), legend)
 
@@ -851,6 +834,20 @@ def _heatmap(chart: Chart) -> Drawing:
     return _compose(panels, axes_width=cell * len(columns), side=side)
 
 
+def _bar(d: Drawing, x0: float, x1: float, y0: float, y1: float, s: int) -> None:
+    """A bar of series ``s`` (its colour and hatch) from (x0, y0) to (x1, y1), in pixels."""
+    color, hatch = PALETTE[s % len(PALETTE)], HATCHES[s % len(HATCHES)]
+    d.rect(x0, y0, x1 - x0, y1 - y0, color, "#000000", hatch=hatch)
+
+
+def _patches(names: Iterable[str]) -> list[_Entry]:
+    """The legend of bars: a hatched patch per series."""
+    return [
+        _Entry(n, "patch", PALETTE[s % len(PALETTE)], hatch=HATCHES[s % len(HATCHES)])
+        for s, n in enumerate(names)
+    ]
+
+
 def _bars(chart: Chart) -> Drawing:
     """Horizontal bars of a proportion with intervals: one row per group, one bar per series."""
     options = chart.options
@@ -874,15 +871,7 @@ def _bars(chart: Chart) -> Drawing:
             for s, row, rate, low, high in bars:
                 top = row - 0.4 + height * s
                 value = 0.0 if math.isnan(rate) else rate
-                d.rect(
-                    x(0.0),
-                    y(top),
-                    x(value) - x(0.0),
-                    y(top + height) - y(top),
-                    PALETTE[s % len(PALETTE)],
-                    "#000000",
-                    hatch=HATCHES[s % len(HATCHES)],
-                )
+                _bar(d, x(0.0), x(value), y(top), y(top + height), s)
                 if not math.isnan(rate):
                     middle = y(top + height / 2)
                     d.error(x(low), middle, x(high), middle, "#000000", 0.7 * PT, 1.5 * PT)
@@ -897,11 +886,7 @@ def _bars(chart: Chart) -> Drawing:
                 rows=[str(v) for v in labels],
             )
         )
-    legend = [
-        _Entry(str(n), "patch", PALETTE[s % len(PALETTE)], hatch=HATCHES[s % len(HATCHES)])
-        for s, n in enumerate(names)
-    ]
-    return _compose(panels, options.get("axis", RATE_AXIS), legend)
+    return _compose(panels, options.get("axis", RATE_AXIS), _patches(map(str, names)))
 
 
 def _stacked(chart: Chart) -> Drawing:
@@ -920,15 +905,7 @@ def _stacked(chart: Chart) -> Drawing:
         left = np.zeros(len(frame))
         for c, counts in enumerate(values):
             for row, start, count in zip(rows, left, counts, strict=True):
-                d.rect(
-                    x(start),
-                    y(row - 0.4),
-                    x(start + count) - x(start),
-                    y(row + 0.4) - y(row - 0.4),
-                    PALETTE[c % len(PALETTE)],
-                    "#000000",
-                    hatch=HATCHES[c % len(HATCHES)],
-                )
+                _bar(d, x(start), x(start + count), y(row - 0.4), y(row + 0.4), c)
             left = left + counts
 
     panel = _Panel(
@@ -939,11 +916,7 @@ def _stacked(chart: Chart) -> Drawing:
         plot,
         rows=[str(v) for v in labels],
     )
-    legend = [
-        _Entry(name, "patch", PALETTE[c % len(PALETTE)], hatch=HATCHES[c % len(HATCHES)])
-        for c, (_, name) in enumerate(parts)
-    ]
-    return _compose([panel], options.get("axis", "count"), legend)
+    return _compose([panel], options.get("axis", "count"), _patches(n for _, n in parts))
 
 
 def _curve(chart: Chart) -> Drawing:
@@ -1011,7 +984,7 @@ def _curve(chart: Chart) -> Drawing:
                         d.error(at, y(low), at, y(high), color, 1.2 * PT, 2 * PT)
                 for at, level in drawn:
                     if not math.isnan(level):
-                        d.marker(marker, at, level, color, face, _marker_size())
+                        d.marker(marker, at, level, color, face, 5 * PT)
                 d.series.append(Plotted(name, (marker, color, dash), drawn))
 
         panels.append(

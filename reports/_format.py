@@ -228,12 +228,8 @@ def pieces(text: Text) -> list[Piece]:
     for piece in text:
         if isinstance(piece, str):
             out.append(("text", clip(piece)))
-        elif isinstance(piece, Strong):
-            out.append(("strong", clip(piece.text)))
-        elif isinstance(piece, Code):
-            out.append(("code", clip(piece.text)))
-        elif isinstance(piece, Flag):
-            out.append(("flag", clip(piece.text)))
+        elif isinstance(piece, Strong | Code | Flag):
+            out.append((type(piece).__name__.lower(), clip(piece.text)))
         else:
             raise TypeError(f"not an inline piece of text: {type(piece).__name__}")
     return out

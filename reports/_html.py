@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import jinja2
-import pandas as pd
 from markupsafe import Markup
 
 from reports import _charts, _format
-from reports._document import Block, Chart, Document, DrillDown, Table
+from reports._document import Block, Chart, Column, Document, DrillDown, Table
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PAGE_PAIRS = 12
@@ -99,34 +98,23 @@ def _width(value: Any) -> str:
     return f"{max(0.0, min(1.0, float(value))) * 100:.1f}%"
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [] if frame.empty else cast(list[dict[str, Any]], frame.to_dict("records"))
-
-
 # ------------------------------------------------------------------------ tables
-
-
-@dataclass
-class _Header:
-    text: str
-    help: str
-    kind: str
 
 
 @dataclass
 class _TableView:
     table: Table
-    headers: list[_Header]
+    headers: Sequence[Column]
     rows: list[list[tuple[str, _format.Cell]]]
     """Per row, per column: (format, cell)."""
 
 
 def _table_view(table: Table) -> _TableView:
-    headers = [_Header(c.header, c.help, c.format) for c in table.columns]
     rows: list[list[tuple[str, _format.Cell]]] = [
-        [(c.format, _format.cell(c, row)) for c in table.columns] for row in _records(table.data)
+        [(c.format, _format.cell(c, row)) for c in table.columns]
+        for row in cast(list[dict[str, Any]], table.data.to_dict("records"))
     ]
-    return _TableView(table, headers, rows)
+    return _TableView(table, table.columns, rows)
 
 
 # -------------------------------------------------------------------- drill-down
@@ -169,16 +157,14 @@ def _size(pair: dict[str, Any]) -> int:
     return total
 
 
-def paginate(
-    pairs: Sequence[dict[str, Any]], per_page: int = PAGE_PAIRS, max_chars: int = PAGE_CHARS
-) -> list[list[dict[str, Any]]]:
+def paginate(pairs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Split drill-down pairs into pages by count and estimated size (order kept)."""
     pages: list[list[dict[str, Any]]] = []
     current: list[dict[str, Any]] = []
     size = 0
     for pair in pairs:
         cost = _size(pair)
-        if current and (len(current) >= per_page or size + cost > max_chars):
+        if current and (len(current) >= PAGE_PAIRS or size + cost > PAGE_CHARS):
             pages.append(current)
             current, size = [], 0
         current.append(pair)
@@ -300,18 +286,19 @@ class _DrillView:
     """The main page's file name."""
 
 
-def _systems(block: DrillDown) -> list[str]:
-    if block.systems:
-        return list(block.systems)
-    labels = [c["label"] for p in block.pairs for c in p.get("cells", [])]
-    return list(dict.fromkeys([*labels, *(s for p in block.pairs for s in p.get("passing", []))]))
-
-
 def _drill_views(block: DrillDown, stem: str) -> tuple[_DrillView, list[_DrillView]]:
     """The main page's view (the index of every pair, no pair) and one per page."""
     pages = paginate(block.pairs)
     names = [page_name(stem, n) for n in range(1, len(pages) + 1)]
-    systems, home = _systems(block), page_name(stem, 0)
+    home = page_name(stem, 0)
+    systems = list(block.systems) or list(  # default: every label, in order of appearance
+        dict.fromkeys(
+            [
+                *(c["label"] for p in block.pairs for c in p.get("cells", [])),
+                *(s for p in block.pairs for s in p.get("passing", [])),
+            ]
+        )
+    )
     views, index, number = [], [], 0
     for page_number, pairs in enumerate(pages, start=1):
         numbered = []

@@ -44,15 +44,6 @@ def _integers_as_integers(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _write_csv(path: Path, frame: pd.DataFrame) -> None:
-    """Every column of ``frame`` (not only those a table shows), as data: no escaping."""
-    temp = path.with_name(f".{path.name}.tmp")
-    _integers_as_integers(frame).to_csv(
-        temp, index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g"
-    )
-    os.replace(temp, path)
-
-
 def _tables(doc: Document) -> list[Table]:
     blocks = [*doc.summary, *(b for s in doc.sections for b in s.blocks)]
     tables = [b for b in blocks if isinstance(b, Table) and b.csv]
@@ -81,7 +72,8 @@ def write_document(doc: Document, out: Path) -> list[Path]:
     _write_text(out / f"{doc.stem}.md", markdown)
     written.append(out / f"{doc.stem}.md")
     for table in tables:
-        path = out / str(table.csv)
-        _write_csv(path, table.data)
+        path = out / str(table.csv)  # every column, not only those shown; no escaping
+        frame = _integers_as_integers(table.data)
+        _write_text(path, frame.to_csv(index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g"))
         written.append(path)
     return written

@@ -16,9 +16,7 @@ def budget_frame(ctx: ReportContext) -> pd.DataFrame:
         cell = ctx.identity_cell(system)
         if cell is None:
             continue
-        reader, condition, _ = system
-        series = condition + (f" ({reader})" if ctx.several_readers else "")
-        row: dict[str, Any] = {**ctx.system_keys(system), "series": series}
+        row: dict[str, Any] = {**ctx.system_keys(system), "series": ctx.series(*system[:2])}
         row.update(proportion_columns("joint_J", cell))
         row.update(proportion_columns("adequacy", cell))
         rows.append(row)
@@ -30,9 +28,7 @@ def build(ctx: ReportContext) -> Section:
     frame = budget_frame(ctx)
     budgets = sorted(frame["budget"].unique()) if len(frame) else []
     columns = [
-        Column("condition", "condition", "label"),
-        Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *ctx.system_columns(),
         Column("joint_J", "joint J (source pairs)", "proportion"),
         Column("adequacy", "adequacy (source pairs)", "proportion"),
     ]

@@ -1,33 +1,9 @@
 """Why each failed read failed: the cause shown beside it in the report.
 
 Every failed (or NA) read at identity gets exactly one cause, from its outcome
-(``rundir.OUTCOMES``), so that a reader's failure is never blamed on the memory and
-the other way round:
-
-* ``dropped``: E_q on the memory, a record log, gives a wrong answer: the compressor
-  lost (or garbled) the evidence (outcome ``wrong_log``), refined into
-  ``written_wrong`` when a line of the memory is a well-formed record that never was
-  in that variant's history;
-* ``misread``: the memory is adequate (E_q on it is right) but the LLM reader
-  answered wrong (``reader_error``);
-* ``wrapper_only`` (shown as "format failure"): the right values in a wrong form: a
-  bare map (outcome ``wrapper_only``, which the lenient score accepts), or a failed
-  read of any other outcome a reader can have (``reader_error``, ``wrong_log``,
-  ``unparsed``) whose ``answer``, the values the reader gave in whatever form (a code
-  fence, prose around the JSON, the answer only in the reasoning field, a cut-off
-  after the right values), equals gold: the reader's failure, whatever the memory;
-* ``undetermined``: the memory is not a record log (a prose memory, ``direct_prose``'s
-  history as prose), so the exact reader cannot say whether the evidence was kept
-  (``unparsed``);
-* ``na`` (shown as "infrastructure (NA)"): no answer: a connection failure, a 5xx or a
-  timeout after retries, or a request the server refused (``na``); not scored;
-* ``compressor_error``: the compressor raised (``error``);
-* ``writer_failed``: an LLM writer's answer on the memory's stream was cut off at its
-  token limit or empty, or its memory repeats its prompt (``writer_truncated``,
-  ``writer_empty``, ``writer_echo``): the compressor failed, and its memory is no
-  evidence either way.
-
-The keys stay those of earlier reports (``taxonomy.csv``'s ``cause_<key>`` columns).
+(``CAUSE_OF_OUTCOME``), so that a reader's failure is never blamed on the memory and
+the other way round.  docs/reports.md lists the causes; their keys stay those of
+earlier reports (``taxonomy.csv``'s ``cause_<key>`` columns).
 """
 
 from __future__ import annotations

@@ -49,8 +49,7 @@ def compactions_frame(ctx: ReportContext) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for record in curve.to_dict("records"):
         row = {str(key): value for key, value in record.items()}
-        series = row["condition"] + (f" ({row['reader']})" if ctx.several_readers else "")
-        row["series"] = series
+        row["series"] = ctx.series(row["reader"], row["condition"])
         row["updates"] = updates[(row["transform"], row["transform_index"])]
         row["level"] = (
             "identity" if row["transform"] == "identity" else f"rechunk{row['transform_index']:02d}"
@@ -82,9 +81,7 @@ def build(ctx: ReportContext) -> Section:
             ],
         )
     columns = [
-        Column("condition", "condition", "label"),
-        Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *ctx.system_columns(),
         Column("level", "instance", "label"),
         Column("updates", "prefix updates (mean)", "number"),
         Column("adequacy", "adequacy (blocks)", "proportion"),

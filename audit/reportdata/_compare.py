@@ -1,20 +1,9 @@
 """``build_compare``: several stored runs compared on their shared source pairs.
 
-Runs are labelled A, B, C, ... (the first, A, is the baseline), with a key to their
-paths.  The score compared is joint J unless ``--score`` names another strict one.  A
-condition is one system whatever its label (``ConditionSpec.system``: a renamed
-``cmd:`` or a plugin labelled by its class's name pairs across runs).  Each system of
-a later run is compared with the baseline's same system; a system in only one run (a
-user's own compressor) with the other run's best strict condition (or, with
-``--reference``, every later system with that condition of the baseline).  Rows come
-in the order a user reads them: the later run's own systems first, then the
-baseline's own, then those whose results differ, and last, folded into one line, the
-systems with the same result on every shared pair.
-
-The gate (``audit compare --fail-on-regression``, ``Gate``) reads the same rows: a
-later run's system significantly worse than the baseline's it is compared with (or,
-with ``--margin``, not shown within the margin of it) fails it, and runs that cannot
-be compared (other pairs, transforms or scoring version; nothing paired) are refused.
+Runs are labelled A, B, C, ... (A, the first, is the baseline); a condition is one
+system whatever its label (``ConditionSpec.system``).  docs/reports.md says which
+systems are compared with which, in what order the rows come, and what the gate
+(``audit compare --fail-on-regression``, ``Gate``) fails or refuses.
 """
 
 from __future__ import annotations
@@ -33,9 +22,10 @@ from audit.reportdata._comparisons import (
     COMPARISON_COLUMNS,
     NOISE_COLUMNS,
     comparison_row,
+    forest_chart,
     with_holm,
 )
-from audit.reportdata._context import Options, pair_bounds, pair_values, proportion_columns
+from audit.reportdata._context import Options, pair_bounds, proportion_columns
 from audit.reportdata._glance import integrity_alert
 from audit.rundir import RunData, load_source_pairs
 from audit.scoring import (
@@ -59,7 +49,6 @@ from reports import (
     Alert,
     Block,
     Bullets,
-    Chart,
     Code,
     Column,
     Document,
@@ -283,16 +272,13 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
             mark = marks.get(reader) or writers.get((condition, budget))
             if mark:
                 no_verdict[(label, reader, condition, budget)] = mark
-        per_system = pair_values(scores, score)
-        per_system_bounds = pair_bounds(scores, score)
+        per_system = pair_bounds(scores, score)  # values as pair_values gives them
         for system in scores.systems:
             if system in per_system:
                 key = (label, *system)
+                bounds[key] = {identities.get(p, p): b for p, b in per_system[system].items()}
                 values[key] = {
-                    identities.get(pid, pid): value for pid, value in per_system[system].items()
-                }
-                bounds[key] = {
-                    identities.get(pid, pid): b for pid, b in per_system_bounds[system].items()
+                    p: float(lo) if lo == hi else math.nan for p, (lo, hi) in bounds[key].items()
                 }
                 order.append(key)
     included = list(dict.fromkeys(key[0] for key in order)) or labels
@@ -364,9 +350,10 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
         row.update(_power_of(row, max(1, tested)))
         row.update(_noise_of(row, floors))
     comparisons = _with_holm(pd.DataFrame(rows))
+    system_frame, refused = pd.DataFrame(systems), not_comparable(runs)
     gate = _gate(
-        comparisons, runs, baseline, labels, options, bool(shared),
-        _unvouched(pd.DataFrame(systems), comparisons, baseline, kinds, options, labels, runs),
+        comparisons, refused, baseline, labels, options, bool(shared),
+        _unvouched(system_frame, comparisons, baseline, kinds, options, labels, runs),
     )  # fmt: skip
     if not one_dataset:
         notes.append(
@@ -376,7 +363,7 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
     notes.append(
         f"{len(shared)} source pairs shared by all runs; every rate and test here uses only them"
     )
-    left = uncompared(pd.DataFrame(systems), comparisons, baseline)
+    left = uncompared(system_frame, comparisons, baseline)
     unpaired: list[Inline] = []
     if left:  # names are data: pieces of text, never read for backquotes
         unpaired = [
@@ -431,13 +418,12 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
         "the same histories in both runs)."
     )
     alerts = [block for run in runs for block in integrity_alert(run)]
-    refused = not_comparable(runs)
     if refused:  # said first and loudly, with or without the gate
         alerts.append(Alert("warn", [Flag("Not comparable")], "", list(refused)))
     if options.gate:
         alerts.append(_gate_block(gate))
     document = _document(
-        pd.DataFrame(run_rows), pd.DataFrame(systems), comparisons,
+        pd.DataFrame(run_rows), system_frame, comparisons,
         [*notes, *([unpaired] if unpaired else [])], method, alerts, empty, score,
     )  # fmt: skip
     return Comparison(document, gate)
@@ -486,12 +472,12 @@ def _unvouched(
 
 def _gate(
     comparisons: pd.DataFrame,
-    runs: Sequence[RunData],
+    refused: list[str],
     baseline: str,
     labels: list[str],
     options: Options,
     shared: bool,
-    unvouched: tuple[list[str], list[str]] = ([], []),
+    unvouched: tuple[list[str], list[str]],
 ) -> Gate:
     """The gate's verdict, with its ``worse`` column set on ``comparisons`` in place:
     each comparison of a later run's strict system judged by the rule (the baseline's
@@ -510,7 +496,7 @@ def _gate(
             f"{margin:g} in {title} (the upper end of Tango's 95 % interval of the "
             "baseline's rate minus its rate: non-inferiority not shown)"
         )
-    refusals = not_comparable(runs) + unvouched[0]
+    refusals = refused + unvouched[0]
     if baseline != labels[0]:
         refusals.append(f"the baseline {labels[0]}'s pairs cannot be rebuilt: see the notes")
     if comparisons.empty:
@@ -879,9 +865,7 @@ def _differences(comparisons: pd.DataFrame, several: bool, score: str) -> list[B
             help=f"difference in {COMPARED_SCORES[score]} pass rate, with a 95 % Newcombe "
             "interval for paired data",
         ),
-        next(c for c in COMPARISON_COLUMNS if c.key == "p_holm"),
-        next(c for c in COMPARISON_COLUMNS if c.key == "significant"),
-        next(c for c in COMPARISON_COLUMNS if c.key == "power_reading"),
+        *(c for c in COMPARISON_COLUMNS if c.key in ("p_holm", "significant", "power_reading")),
         *([VERDICT_COLUMN] if shown["verdict"].ne("").any() else []),
     ]
     return [Table("differences-table", columns, shown)]
@@ -964,23 +948,13 @@ def _document(
         charted = comparisons[comparisons["group"] < SAME_GROUP]
         if not charted.empty:
             blocks.append(
-                Chart(
-                    "forest-chart",
-                    "forest",
+                forest_chart(
                     charted,
-                    {
-                        "label": "label",
-                        "value": "delta",
-                        "low": "delta_low",
-                        "high": "delta_high",
-                        "filled": "significant",
-                        "facet": None,
-                        "axis": f"difference in {COMPARED_SCORES[score]} pass rate (second "
-                        "minus first), source pairs",
-                    },
-                    caption=f"Difference in {COMPARED_SCORES[score]} pass rate on shared "
-                    "source pairs, 95 % Newcombe intervals; filled: Holm-corrected McNemar "
-                    "p < 0.05.",
+                    None,
+                    f"difference in {COMPARED_SCORES[score]} pass rate (second minus first), "
+                    "source pairs",
+                    f"Difference in {COMPARED_SCORES[score]} pass rate on shared source pairs, "
+                    "95 % Newcombe intervals; filled: Holm-corrected McNemar p < 0.05.",
                     collapsed=True,
                 )
             )

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audit.reportdata._context import ReportContext, System, pair_values
+from audit.reportdata._context import READER, ReportContext, System, pair_values
 from audit.scoring import PairedComparison, holm, paired_comparison
 from reports import Chart, Column, Paragraph, Section, Strong, Table, with_code
 
@@ -155,10 +155,19 @@ def comparison_frame(ctx: ReportContext) -> pd.DataFrame:
             if a == ctx.reference
             else "from the data"
         )
-        row["facet"] = f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "")
+        row["facet"] = ctx.where(reader, budget)
         row["label"] = f"{b} minus {a}"
         rows.append(row)
     return with_holm(pd.DataFrame(rows))
+
+
+def forest_chart(
+    frame: pd.DataFrame, facet: str | None, axis: str, caption: str, collapsed: bool = False
+) -> Chart:
+    """Each comparison's difference with its interval, filled where significant."""
+    columns = {"label": "label", "value": "delta", "low": "delta_low", "high": "delta_high"}
+    options = {**columns, "filled": "significant", "facet": facet, "axis": axis}
+    return Chart("forest-chart", "forest", frame, options, caption=caption, collapsed=collapsed)
 
 
 def method_note(ctx: ReportContext) -> str:
@@ -200,7 +209,7 @@ def build(ctx: ReportContext) -> Section:
     frame = comparison_frame(ctx)
     columns = [*COMPARISON_COLUMNS]
     if ctx.several_readers:
-        columns.insert(3, Column("reader", "reader", "label"))
+        columns.insert(3, READER)
     blocks: list[Any] = [Paragraph(with_code(method_note(ctx)), muted=True)]
     if frame.empty:
         blocks.append(Paragraph("Fewer than two conditions at every budget: nothing to compare."))
@@ -219,22 +228,12 @@ def build(ctx: ReportContext) -> Section:
             Table("comparisons-table", columns, frame, csv="comparisons.csv", caption=caption)
         )
         blocks.append(
-            Chart(
-                "forest-chart",
-                "forest",
+            forest_chart(
                 frame,
-                {
-                    "label": "label",
-                    "value": "delta",
-                    "low": "delta_low",
-                    "high": "delta_high",
-                    "filled": "significant",
-                    "facet": "facet" if frame["facet"].nunique() > 1 else None,
-                    "axis": "difference in joint J pass rate (second minus first), source pairs",
-                },
-                caption="Difference in joint J pass rate on shared source pairs with 95 % "
-                "Newcombe intervals; filled markers: Holm-corrected exact McNemar "
-                "p < 0.05.",
+                "facet" if frame["facet"].nunique() > 1 else None,
+                "difference in joint J pass rate (second minus first), source pairs",
+                "Difference in joint J pass rate on shared source pairs with 95 % Newcombe "
+                "intervals; filled markers: Holm-corrected exact McNemar p < 0.05.",
             )
         )
     return Section("comparisons", "How sure: paired comparisons on the same pairs", blocks)

@@ -35,9 +35,13 @@ from audit.scoring import (
     wilson_arrays,
     writer_checks,
 )
+from reports import Column
 
 System = tuple[str, str, int]
 """(reader, condition, budget)."""
+CONDITION = Column("condition", "condition", "label")
+BUDGET = Column("budget", "budget (B)", "integer")
+READER = Column("reader", "reader", "label")
 
 
 @dataclass
@@ -75,28 +79,17 @@ class ReportContext:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def reference(self) -> str | None:
-        """The condition every other is compared with: ``--reference`` of the report,
-        else the one fixed in the run's plan before it ran, else None (the best)."""
-        if self.options.reference is not None:
-            return self.options.reference
-        plan = self.run.plan
-        return plan.reference if plan is not None else None
-
-    @property
-    def preregistered(self) -> bool:
-        plan = self.run.plan
-        return (
-            plan is not None
-            and plan.reference is not None
-            and (self.options.reference in (None, plan.reference))
-        )
-
-    @property
     def preregistered_reference(self) -> str | None:
         """The reference fixed in the run's plan before it ran (``audit run --reference``)."""
         plan = self.run.plan
         return plan.reference if plan is not None else None
+
+    @property
+    def reference(self) -> str | None:
+        """The condition every other is compared with: ``--reference`` of the report,
+        else the one fixed in the run's plan before it ran, else None (the best)."""
+        chosen = self.options.reference
+        return chosen if chosen is not None else self.preregistered_reference
 
     @property
     def reference_status(self) -> str:
@@ -106,7 +99,8 @@ class ReportContext:
         post hoc too, chosen by looking at the results)."""
         if self.options.pairwise:
             return "pairwise"
-        if self.preregistered:
+        pre = self.preregistered_reference
+        if pre is not None and self.options.reference in (None, pre):
             return "preregistered"
         return "post hoc" if self.reference is not None else "from the data"
 
@@ -196,6 +190,21 @@ class ReportContext:
     def several_readers(self) -> bool:
         return len({s[0] for s in self.scores.systems}) > 1
 
+    def reader_column(self) -> list[Column]:
+        """The reader column, where the run has several readers."""
+        return [READER] if self.several_readers else []
+
+    def system_columns(self) -> list[Column]:
+        return [CONDITION, BUDGET, *self.reader_column()]
+
+    def where(self, reader: str, budget: int) -> str:
+        """``1200 B``, with ``, reader X`` where the run has several readers."""
+        return f"{budget} B" + (f", reader {reader}" if self.several_readers else "")
+
+    def series(self, reader: str, condition: str) -> str:
+        """A condition as a chart series, with its reader where there are several."""
+        return condition + (f" ({reader})" if self.several_readers else "")
+
     @cached_property
     def source(self) -> SourcePairs:
         """The run's source pairs, rebuilt (for the drill-down and failure causes)."""
@@ -216,16 +225,19 @@ class ReportContext:
         """A system as one label: condition, budget and (with several readers) reader;
         an archive is marked a ceiling, a probe the floor."""
         reader, condition, budget = system
-        text = f"{condition} @ {budget} B"
-        kind = self.kind(condition)
-        if kind == "archive":
-            text += " [ceiling]"
-        elif kind == "probe":
-            text += " [probe]"
+        marks = {"archive": " [ceiling]", "probe": " [probe]"}
+        text = f"{condition} @ {budget} B" + marks.get(self.kind(condition), "")
         return f"{text} ({reader})" if self.several_readers else text
 
     def identity_cell(self, system: System, family: str = "all") -> dict[str, Any] | None:
         return self.scores.cell(system, IDENTITY, family)
+
+
+def by_system(frame: pd.DataFrame, *extra: str) -> dict[tuple[Any, ...], pd.DataFrame]:
+    """The rows of ``frame`` per (reader, condition, budget, *extra), in one pass: not a
+    mask per system."""
+    groups = frame.groupby(["reader", "condition", "budget", *extra], observed=True, sort=False)
+    return {(str(k[0]), str(k[1]), int(str(k[2])), *map(str, k[3:])): g for k, g in groups}
 
 
 def proportion_columns(

@@ -32,25 +32,14 @@ COLUMNS = [
     Column("distinct_memories", "distinct memories", "integer"),
     Column("memory_bytes", "memory bytes", "integer"),
 ]
-COUNTERS = (
-    "requests",
-    "sent",
-    "cache_hits",
-    "deduplicated",
-    "failed",
-    "prompt_tokens",
-    "completion_tokens",
-)
+COUNTERS = tuple(c.key for c in COLUMNS[2:9])
+"""The columns a ``ClientCounters`` fills, by its field names: requests to completion tokens."""
 
 
 def _add(rows: dict[str, dict[str, Any]], stage: str, values: dict[str, Any]) -> None:
     row = rows.setdefault(stage, {"stage": stage})
     for key, value in values.items():
         row[key] = row.get(key, 0) + value
-
-
-def _counters(counters: ClientCounters) -> dict[str, Any]:
-    return {name: getattr(counters, name) for name in COUNTERS}
 
 
 def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
@@ -76,9 +65,10 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
                 llm = invocation.llm
                 _add(rows, "LLM stage", {"units": llm.units, "seconds": llm.seconds})
                 for role in ("writer", "reader", "writer_and_reader"):
-                    counters = getattr(llm, role)
+                    counters: ClientCounters | None = getattr(llm, role)
                     if counters is not None:
-                        _add(rows, f"LLM {role.replace('_', ' ')} requests", _counters(counters))
+                        counted = {name: getattr(counters, name) for name in COUNTERS}
+                        _add(rows, f"LLM {role.replace('_', ' ')} requests", counted)
         if len(run.costs.invocations) > 1:
             notes.append(
                 f"costs.json: {len(run.costs.invocations)} invocations (a resumed run), summed"

@@ -39,9 +39,7 @@ def _lines(text: str, marks: frozenset[str]) -> list[dict[str, Any]]:
 
 
 def _answer_text(value: Any) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return str(value)
+    return None if _is_nan(value) else str(value)
 
 
 def drilldown(
@@ -123,10 +121,9 @@ def drilldown(
         cells_out: list[dict[str, Any]] = []
         lines: dict[str, list[dict[str, Any]]] = {}  # a memory's lines, by sha256
         for system, rows in by_pair.get(pid, {}).items():
-            reader, condition, budget = system
             failed = any(r["correct"] == 0 for _, r in rows)
             na = any(_is_nan(r["correct"]) for _, r in rows)
-            label = f"{condition} @ {budget} B" + ("" if reader == "exact" else f" ({reader})")
+            label = _label(system)
             if not failed and not na:
                 entry["passing"].append(label)
                 continue
@@ -155,6 +152,11 @@ _DRILL_COLUMNS = (
     "finish_reason",
     "raw_answer",
 )
+
+
+def _label(system: tuple[str, str, int]) -> str:
+    reader, condition, budget = system
+    return f"{condition} @ {budget} B" + ("" if reader == "exact" else f" ({reader})")
 
 
 def _is_nan(value: Any) -> bool:
@@ -274,10 +276,7 @@ def build(ctx: ReportContext) -> Section:
     notes.append(
         "pairs with the most failing conditions first; within a pair, failing conditions first"
     )
-    systems = [
-        f"{condition} @ {budget} B" + ("" if reader == "exact" else f" ({reader})")
-        for reader, condition, budget in ctx.scores.systems
-    ]
+    systems = [_label(system) for system in ctx.scores.systems]
     return Section(
         "drilldown",
         "Per-pair drill-down",

@@ -16,6 +16,10 @@ from reports import Chart, Column, Paragraph, Section, Table
 SYSTEM = ["reader", "condition", "budget"]
 
 
+def _counts(sizes: pd.Series) -> dict[tuple[Any, ...], int]:
+    return {tuple(cast(tuple[Any, ...], k)): int(v) for k, v in sizes.items()}
+
+
 def failure_frame(ctx: ReportContext) -> pd.DataFrame:
     """Per system at identity: outcome, wrong-answer and cause counts (reads), joint J
     strict and lenient (source pairs)."""
@@ -31,16 +35,10 @@ def failure_frame(ctx: ReportContext) -> pd.DataFrame:
         if not causes.empty
         else pd.Series(dtype=int)
     )
-    outcome_counts: dict[tuple[Any, ...], int] = {
-        tuple(cast(tuple[Any, ...], k)): int(v) for k, v in outcomes.items()
-    }
+    outcome_counts, cause_counts = _counts(outcomes), _counts(counted)
     wrong_counts: dict[tuple[Any, ...], int] = {}
     if "wrong_answer" in identity:  # not in a run made before the column
-        wrong = identity.groupby([*SYSTEM, "wrong_answer"], observed=True).size()
-        wrong_counts = {tuple(cast(tuple[Any, ...], k)): int(v) for k, v in wrong.items()}
-    cause_counts: dict[tuple[Any, ...], int] = {
-        tuple(cast(tuple[Any, ...], k)): int(v) for k, v in counted.items()
-    }
+        wrong_counts = _counts(identity.groupby([*SYSTEM, "wrong_answer"], observed=True).size())
     rows = []
     lenient = any(m.name == "joint_J_lenient" for m in ctx.scores.metrics)
     for system in ctx.scores.systems:
@@ -106,11 +104,7 @@ def build(ctx: ReportContext) -> Section:
         Column(f"cause_{key}", f"{label} (reads)", "integer", help=CAUSE_HELP[key])
         for key, label in ATTRIBUTIONS.items()
     ]
-    system_columns = [
-        Column("condition", "condition", "label"),
-        Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
-    ]
+    system_columns = ctx.system_columns()
     columns = [
         *system_columns,
         Column("joint_J", "joint J strict (source pairs)", "proportion"),

@@ -36,9 +36,7 @@ def build(ctx: ReportContext) -> Section:
         return Section("families", "Families", [Paragraph("No family scores.", muted=True)])
     columns = [
         Column("family", "family", "label"),
-        Column("condition", "condition", "label"),
-        Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *ctx.system_columns(),
         Column("joint_J", "joint J (source pairs)", "proportion"),
         Column("adequacy", "adequacy (source pairs)", "proportion"),
     ]

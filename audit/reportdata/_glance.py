@@ -43,10 +43,6 @@ def _rate(cell: dict[str, Any] | None, metric: str, unit: str = "pairs") -> floa
     return float(cell[f"{metric}_{unit}_k"]) / float(cell[f"{metric}_{unit}_n"])
 
 
-def _where(ctx: ReportContext, reader: str, budget: int) -> str:
-    return f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "")
-
-
 def _probe_alerts(ctx: ReportContext) -> list[Block]:
     """Conditions this audit cannot tell from the probe floor: one box per reader and
     budget, one line per condition (``floor_message``, the console's text too)."""
@@ -58,7 +54,7 @@ def _probe_alerts(ctx: ReportContext) -> list[Block]:
         strict = [s for s in ctx.scores.contestants() if (s[0], s[2]) == (reader, budget)]
         message = floor_message(findings, len(strict))
         items: list[Any] = [[Strong(name), ": " + where] for name, where in message.items]
-        title: Any = [Flag(message.headline), f" ({_where(ctx, reader, budget)})"]
+        title: Any = [Flag(message.headline), f" ({ctx.where(reader, budget)})"]
         blocks.append(Alert("warn", title, message.body, items))
     return blocks
 
@@ -84,7 +80,7 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
     findings: list[Any] = []
     spelled: list[EquivarianceFinding] = []
     for finding in equivariance_alerts(ctx.scores):
-        where = _where(ctx, finding.reader, finding.budget)
+        where = ctx.where(finding.reader, finding.budget)
         if finding.check == "order":
             blocks.append(
                 Alert(
@@ -146,7 +142,7 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
         ]
         if len(warning.inversions) > 12:
             items.append(f"... and {len(warning.inversions) - 12} more (ranking.csv)")
-        where = _where(ctx, warning.reader, warning.budget)
+        where = ctx.where(warning.reader, warning.budget)
         noise = warning.within_noise
         text = warning.text()  # the console's text too
         body: list[Any] = [
@@ -214,7 +210,7 @@ def _best(ctx: ReportContext) -> list[Any]:
         cell = winners[0][1]
         tie = f" (a tie of {len(winners)})" if len(winners) > 1 else ""
         lines.append(
-            [f"Best joint J at {_where(ctx, reader, budget)}{tie}: ",
+            [f"Best joint J at {ctx.where(reader, budget)}{tie}: ",
              Strong(", ".join(c for c, _ in winners)),
              f", {cell['joint_J_pairs_k']}/{cell['joint_J_pairs_n']} source pairs."]
         )  # fmt: skip
@@ -267,7 +263,7 @@ def verdict_table(ctx: ReportContext) -> list[Block]:
     columns = [
         Column("condition", "condition", "label"),
         *([Column("budget", "budget (B)", "integer")] if len(groups) > 1 else []),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *ctx.reader_column(),
         *(Column(key, titles[key], "text") for key, _ in VERDICT_COLUMNS),
         *([Column("note", "note", "text")] if frame["note"].ne("").any() else []),
     ]
@@ -331,7 +327,7 @@ def _ranking_table(ctx: ReportContext) -> Table:
             )
     columns = [
         Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *ctx.reader_column(),
         Column("current_prefers", "current accuracy prefers", "label"),
         Column("reveal_prefers", "reveal accuracy prefers", "label"),
         Column("current_of_preferred", "current: preferred (rate, source pairs)", "rate"),

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from audit.reportdata._context import ReportContext, proportion_columns
+from audit.reportdata._context import ReportContext, by_system, proportion_columns
 from audit.scoring import (
     IDENTITY,
     bootstrap_mean,
@@ -21,43 +21,34 @@ HEADLINE_METRICS = (
 )  # fmt: skip
 
 
-def role(kind: str) -> str:
-    """What a condition's kind means for reading its row, in two words (the caption says
-    the rest, so that the headline fits a 1280 px window)."""
-    if kind == "archive":
-        return "ceiling (archive)"
-    if kind == "probe":
-        return "floor (probe)"
-    return ""
+ROLES = {"archive": "ceiling (archive)", "probe": "floor (probe)"}
+"""What a condition's kind means for reading its row, in two words (the caption says
+the rest, so that the headline fits a 1280 px window); a strict condition has none."""
 
 
 def headline_frame(ctx: ReportContext) -> pd.DataFrame:
     """One row per system at identity: proportions (source pairs), J's bootstrap
     interval, mean memory bytes, ranks by current and by reveal accuracy."""
     options = ctx.options
-    sizes = ctx.scores.pair_bytes
-    sizes = sizes[(sizes["transform"] == IDENTITY) & sizes["mean_memory_bytes"].notna()]
-    j_pairs = ctx.scores.pairs["joint_J"]
-    j_pairs = j_pairs[j_pairs["transform"] == IDENTITY]
+    sizes, j_pairs = ctx.scores.pair_bytes, ctx.scores.pairs["joint_J"]
+    sizes_of = by_system(
+        sizes[(sizes["transform"] == IDENTITY) & sizes["mean_memory_bytes"].notna()]
+    )
+    j_pairs_of = by_system(j_pairs[j_pairs["transform"] == IDENTITY])
     rows = []
     for system in ctx.scores.systems:
         cell = ctx.identity_cell(system)
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
         verdict = ctx.verdict(system)
-        row["role"] = "not a verdict" if verdict else role(ctx.kind(system[1]))
+        row["role"] = "not a verdict" if verdict else ROLES.get(ctx.kind(system[1]), "")
         row["verdict"] = verdict or ""
         for metric in HEADLINE_METRICS:
             row.update(proportion_columns(metric, cell))
-        reader, condition, budget = system
-        group = j_pairs[
-            (j_pairs["reader"] == reader)
-            & (j_pairs["condition"] == condition)
-            & (j_pairs["budget"] == budget)
-        ]
+        group = j_pairs_of.get(system)
         row.update(proportion_columns("joint_J_blocks", cell, "joint_J_blocks"))
         low = high = math.nan
         degenerate = False
-        if len(group):
+        if group is not None:
             # the per-pair mean block rate (repeats, never a majority vote), resampled by
             # source pair; NA as fail for the low end, NA as pass for the high end
             key = f"J/{system}"
@@ -72,16 +63,11 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
             degenerate = is_degenerate(low, high, worst)
         row["joint_J_boot_degenerate"] = degenerate
         row["joint_J_boot_low"], row["joint_J_boot_high"] = low, high
-        mine = sizes[
-            (sizes["reader"] == reader)
-            & (sizes["condition"] == condition)
-            & (sizes["budget"] == budget)
-        ]
-        values = mine["mean_memory_bytes"]
-        if len(values):
+        mine = sizes_of.get(system)
+        if mine is not None:
             row["memory_bytes_mean"] = float(cell["mean_memory_bytes"]) if cell else math.nan
             row["memory_bytes_low"], row["memory_bytes_high"] = bootstrap_mean(
-                values.to_numpy(),
+                mine["mean_memory_bytes"].to_numpy(),
                 mine["family"].astype(str).tolist(),
                 resamples=options.resamples,
                 seed=options.seed,
@@ -119,7 +105,7 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
         table.loc[mask, "rank_differs"] = True
     several = table[["reader", "budget"]].drop_duplicates().shape[0] > 1
     table["facet"] = [
-        f"{budget} B" + (f", reader {reader}" if ctx.several_readers else "") if several else ""
+        ctx.where(reader, budget) if several else ""
         for reader, budget in zip(table["reader"], table["budget"], strict=True)
     ]
     table["ranks"] = [
@@ -145,7 +131,7 @@ def build(ctx: ReportContext) -> Section:
             "no valid reader can read the writer's memories: ranked nowhere",
         ),
         Column("budget", "budget (B)", "integer"),
-        *([Column("reader", "reader", "label")] if ctx.several_readers else []),
+        *ctx.reader_column(),
         Column(
             "current",
             "current (source pairs)",

@@ -53,14 +53,11 @@ def _shared_systems(first: Scores, second: Scores) -> list[System]:
     return [s for s in first.systems if s in theirs and s[0] not in blind]
 
 
-def transfer_frame(
-    synthetic: Scores, natural: Scores, packs: list[str]
-) -> tuple[pd.DataFrame, list[System]]:
+def transfer_frame(synthetic: Scores, natural: Scores, packs: list[str]) -> pd.DataFrame:
     """One row per shared system: both runs' joint J (source pairs), the natural run's
     per pack, both ranks, the Fisher p and whether the synthetic J holds."""
-    systems = _shared_systems(synthetic, natural)
     rows = []
-    for system in systems:
+    for system in _shared_systems(synthetic, natural):
         reader, condition, budget = system
         row: dict[str, Any] = {
             "reader": reader, "condition": condition, "budget": budget,
@@ -80,7 +77,7 @@ def transfer_frame(
         rows.append(row)
     table = pd.DataFrame(rows)
     if table.empty:
-        return table, systems
+        return table
     for run in ("synthetic", "natural"):
         table[f"rank_{run}"] = (
             table.groupby(["reader", "budget"])[f"{run}_rate"]
@@ -98,7 +95,7 @@ def transfer_frame(
         f"{c} @ {b} B" + (f" ({r})" if table["reader"].nunique() > 1 else "")
         for r, c, b in zip(table["reader"], table["condition"], table["budget"], strict=True)
     ]
-    return table, systems
+    return table
 
 
 def rank_frame(
@@ -213,7 +210,7 @@ def build_transfer(
     first = score_results(synthetic.results, synthetic.conditions)
     second = score_results(natural.results, natural.conditions)
     packs = list(dict.fromkeys(second.families.values()))
-    table, _ = transfer_frame(first, second, packs)
+    table = transfer_frame(first, second, packs)
     ranks = rank_frame(first, second, table, options) if len(table) else pd.DataFrame()
     examples = example_frame(second, table, natural) if len(table) else pd.DataFrame()
     columns = [

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from audit.reportdata._context import ReportContext, proportion_columns
+from audit.reportdata._context import ReportContext, by_system, proportion_columns
 from audit.scoring import IDENTITY, cluster_bootstrap
 from reports import Chart, Column, Paragraph, Section, Table
 
@@ -21,12 +21,7 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
     gaps = {
         (g["reader"], g["condition"], g["budget"], g["transform"]): g for g in ctx.shortcut_gaps
     }
-    reveal_pairs = ctx.scores.pairs["reveal"]
-    keys = ["reader", "condition", "budget", "transform"]
-    groups: dict[tuple[Any, ...], pd.DataFrame] = {}  # one pass, not a mask per system
-    for key, found in reveal_pairs.groupby(keys, observed=True, sort=False):
-        reader, condition, budget, transform = cast(tuple[Any, ...], key)
-        groups[(str(reader), str(condition), int(budget), str(transform))] = found
+    groups = by_system(ctx.scores.pairs["reveal"], "transform")
     rows = []
     for system in ctx.scores.systems:
         for transform in ctx.scores.shortcut_transforms():  # rechunk: its own section
@@ -87,11 +82,8 @@ def build(ctx: ReportContext) -> Section:
                 )
             ],
         )
-    several = [Column("reader", "reader", "label")] if ctx.several_readers else []
     columns = [
-        Column("condition", "condition", "label"),
-        Column("budget", "budget (B)", "integer"),
-        *several,
+        *ctx.system_columns(),
         Column("transform", "transform", "label"),
         Column(
             "reveal_blocks",
