@@ -121,30 +121,27 @@ def client_counters(client: object) -> ClientCounters | None:
     return stats.model_copy(deep=True) if isinstance(stats, ClientCounters) else None
 
 
+def client_roles(
+    writer: ChatClient | None, reader: ChatClient | None
+) -> list[tuple[str, ChatClient]]:
+    """Each backend client with its role: ``writer+reader`` once when one serves both."""
+    if writer is not None and writer is reader:
+        return [("writer+reader", writer)]
+    return [(r, c) for r, c in (("writer", writer), ("reader", reader)) if c is not None]
+
+
 def request_tallies(writer: ChatClient | None, reader: ChatClient | None) -> Tallies:
     """The clients' counters, read when called (a client without counters is left out)."""
 
     def tallies() -> list[RequestTally]:
-        roles: list[tuple[str, ChatClient]] = []
-        if writer is not None and writer is reader:
-            roles.append(("writer+reader", writer))
-        else:
-            roles += [(r, c) for r, c in (("writer", writer), ("reader", reader)) if c is not None]
         found = []
-        for role, client in roles:
+        for role, client in client_roles(writer, reader):
             counters = client_counters(client)  # re-read: the determinism probe replaces stats
-            if counters is None:
-                continue
-            found.append(
-                RequestTally(
-                    role=role,
-                    requests=counters.requests,
-                    sent=counters.sent,
-                    cache_hits=counters.cache_hits,
-                    failed=counters.failed,
-                    answered=counters.answered,
-                )
-            )
+            if counters is not None:
+                found.append(
+                    RequestTally(role, counters.requests, counters.sent, counters.cache_hits,
+                                 counters.failed, counters.answered)
+                )  # fmt: skip
         return found
 
     return tallies

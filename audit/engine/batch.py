@@ -1,19 +1,11 @@
 """LLM reads as offline batches: ``audit batch export`` and ``audit batch import``.
 
-Batch inference (the OpenAI Batch API, ``vllm run-batch``) is how a large audit is
-paid for: a JSONL file of requests in, a JSONL file of answers out.  The export
-replays the run's LLM stage exactly as ``audit run`` would run it (``run_unit``, the
-same prompts, the same request bodies and cache keys) against a client that never
-sends: a request whose answer is in the response cache is answered from it, any
-other is written to the batch (``custom_id`` = its cache key) and answered "no answer
-yet", which ends that stream for now.  The import puts the batch's answers into the
-response cache under their keys.  When every request is answered, the same ``audit
-run`` completes the run from the cache, sending nothing.
-
-An LLM writer's next request holds its previous answer (the memory), so a stream
-needs one round per update: each export holds the next request of every stream (and
-every reader request whose memory is known), and says which round it is and how
-much is still to come.  Every stream advances one update per round, so round ``r``
+The export replays the run's LLM stage as ``audit run`` would (``run_unit``: the same
+prompts, request bodies and cache keys) against a client that never sends: a request
+the response cache answers is answered, any other goes into the batch (``custom_id`` =
+its cache key) and ends its stream for now.  The import puts the answers into the cache,
+so the same ``audit run`` then completes the run sending nothing.  An LLM writer's next
+request holds its previous answer, so a stream needs one round per update: round ``r``
 is 1 + the updates answered on the least advanced stream still writing.
 """
 

@@ -121,6 +121,16 @@ def with_digests(
         yield result_table(table, shas(key))
 
 
+def stored_tables(
+    db: sqlite3.Connection, run_dir: Path, keys: Iterable[str]
+) -> Iterator[tuple[str, pa.Table]]:
+    """Each of ``keys`` that has rows, with them (RESULT_SCHEMA): from the store's pending
+    rows, else from the results.parquet it vouches for."""
+    parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
+    for key, table in job_tables(keys, lambda key: pending_table(db, key), parquet):
+        yield key, result_table(table, job_shas(db, key))
+
+
 def write_csv(path: Path, tables: Iterable[pa.Table]) -> None:
     """results.csv (header, then each RESULT_SCHEMA table's rows), written whole."""
     with atomic_path(path) as temp, temp.open("xb") as handle:
@@ -189,13 +199,11 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
         manifest = read_manifest(run_dir)
         order = manifest.planned if manifest is not None else []
         keys = job_keys(db, order, set(order) if order else None)
-        parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
         rows = 0
 
         def counted() -> Iterator[pa.Table]:
             nonlocal rows
-            tables = job_tables(keys, lambda key: pending_table(db, key), parquet)
-            for table in with_digests(tables, lambda key: job_shas(db, key)):
+            for _key, table in stored_tables(db, run_dir, keys):
                 rows += table.num_rows
                 yield table
 
