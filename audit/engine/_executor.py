@@ -311,6 +311,7 @@ async def _measure_backends(
         entry = roles.setdefault(id(client), (client, [], name))
         entry[1].append(role)
     records: dict[str, BackendRecord] = {}
+    note = progress.note if progress is not None else (lambda _text: None)
     sizes = {key: probe_size(client) for key, (client, _, _) in roles.items()}
     sent = 2 * sum(sizes.values()) if measure else 0
     if progress is not None and sent:
@@ -329,7 +330,6 @@ async def _measure_backends(
         result = None
         unmeasured: str | None = "--no-determinism"
         label, size = name or role_names[0], sizes[key]
-        note = progress.note if progress is not None else (lambda _text: None)
         if measure:
             note(f"determinism probe of {label}: {2 * size} requests, {size} one at a time, "
                  "then the same at once in another order")  # fmt: skip

@@ -1,15 +1,9 @@
 """What a run tells its console while it works: one progress line per stage.
 
-A run has two stages, and they count different things: the deterministic stage counts
-jobs (one per source pair, every condition, budget and transform of it), the LLM stage
-counts LLM units (one pair instance, condition, budget and repeat: written, then read
-on every branch) and the requests they send.  Before the LLM stage, the determinism
-probe counts its requests.  The executor reports them through a ``RunProgress``; the
-console (``audit.cli._console``) draws them.  Request tallies are read from the backend
-clients' own counters when drawn, so a stage of slow requests still shows its requests
-moving, and the stage's estimate (``RequestEstimate``) is worked out again from them.
-A step with nothing to count (fetching the model, starting a server, the reader's
-check) is one status line (``note``) when it starts and one when it ends.
+The deterministic stage counts jobs, the determinism probe and the LLM stage count
+requests (read from the clients' own counters when drawn, so slow requests still show
+movement); a step with nothing to count is one status line (``note``) at each end.  The
+console (``audit.cli._console``) draws what the executor reports through ``RunProgress``.
 """
 
 from __future__ import annotations

@@ -138,7 +138,32 @@ def plan_round(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> B
     """Replay the run's LLM stage against the cache: this round's requests and what is
     still to come.  Nothing is sent and nothing in the run directory changes."""
     found = _replay_run(run_dir, config, cache)
-    return _round(found.tally, found.units, found.finished, found.has_reader, len(found.refused))
+    tally = found.tally
+    waiting = [s for s in tally.streams if s.waiting]
+    if waiting:
+        number = 1 + min(s.answered for s in waiting)
+        writer_rounds_after = max(s.steps - s.answered - 1 for s in waiting)
+        rounds_after = writer_rounds_after + (1 if found.has_reader else 0)
+        writer_after = sum(s.steps - s.answered - 1 for s in waiting)
+        reader_after = BRANCHES_READ * len(waiting) if found.has_reader else 0
+    else:
+        number = 1 + max((s.steps for s in tally.streams), default=0)
+        rounds_after = writer_after = reader_after = 0
+    requests = [*tally.writer.values(), *tally.reader.values()]
+    return BatchRound(
+        round=number if requests else 0,
+        requests=requests,
+        writer_requests=len(tally.writer),
+        reader_requests=len(tally.reader),
+        streams=len(tally.streams),
+        streams_waiting=len(waiting),
+        rounds_after=rounds_after,
+        writer_requests_after=writer_after,
+        reader_requests_after=reader_after,
+        refused=len(found.refused),
+        units=found.units,
+        units_finished=found.finished,
+    )
 
 
 def live_requests(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> int:
@@ -220,34 +245,6 @@ async def _replay(
             await run_unit(unit, stage, writer, reader)
 
     await asyncio.gather(*(one(unit) for unit in units))
-
-
-def _round(tally: _Tally, units: int, finished: int, has_reader: bool, refused: int) -> BatchRound:
-    waiting = [s for s in tally.streams if s.waiting]
-    if waiting:
-        number = 1 + min(s.answered for s in waiting)
-        writer_rounds_after = max(s.steps - s.answered - 1 for s in waiting)
-        rounds_after = writer_rounds_after + (1 if has_reader else 0)
-        writer_after = sum(s.steps - s.answered - 1 for s in waiting)
-        reader_after = BRANCHES_READ * len(waiting) if has_reader else 0
-    else:
-        number = 1 + max((s.steps for s in tally.streams), default=0)
-        rounds_after = writer_after = reader_after = 0
-    requests = [*tally.writer.values(), *tally.reader.values()]
-    return BatchRound(
-        round=number if requests else 0,
-        requests=requests,
-        writer_requests=len(tally.writer),
-        reader_requests=len(tally.reader),
-        streams=len(tally.streams),
-        streams_waiting=len(waiting),
-        rounds_after=rounds_after,
-        writer_requests_after=writer_after,
-        reader_requests_after=reader_after,
-        refused=refused,
-        units=units,
-        units_finished=finished,
-    )
 
 
 def export_round(

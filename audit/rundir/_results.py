@@ -1,12 +1,9 @@
 """Writing and reading a run's result files: results.parquet, results.csv, summary.json.
 
-results.parquet is the run's one copy of its rows (``STORED_SCHEMA``, zstd): one row
-group per job, in plan order, so it does not depend on which worker finished first
-and a resume that finishes the same plan writes the same bytes.  It is rewritten at
-the end of each invocation by streaming the jobs one at a time: those the previous
-file held (read back by row group) and those waiting in the store, never all at once.
-results.csv is the same rows with the memories' sha256, on request only
-(``write_csv``).  Every file is written whole (temporary sibling, then rename).
+results.parquet is the run's one copy of its rows (``STORED_SCHEMA``, zstd), one row
+group per job in plan order, so a resume that finishes the same plan writes the same
+bytes; it is rewritten streaming one job at a time.  results.csv (the same rows with
+the memories' sha256) is written on request only.  Every file is written whole.
 """
 
 from __future__ import annotations

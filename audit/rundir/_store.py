@@ -141,9 +141,21 @@ CREATE TABLE IF NOT EXISTS memory_blocks (
 """
 
 
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _meta_value(db: sqlite3.Connection, key: str) -> str | None:
+    """A ``run_meta`` entry of a store (None: absent, or a store made before it)."""
+    if "run_meta" not in _tables(db):
+        return None
+    found = db.execute("SELECT value FROM run_meta WHERE key = ?", (key,)).fetchone()
+    return None if found is None else str(found[0])
+
+
 def store_format(db: sqlite3.Connection) -> int | None:
     """The layout version of an open store (None: empty; 1: the first layout)."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = _tables(db)
     if "store_format" in tables:
         found = db.execute("SELECT version FROM store_format").fetchone()
         return None if found is None else int(found[0])
@@ -209,16 +221,13 @@ def plan_record(jobs: Sequence[str], units: Sequence[str]) -> dict[str, Any]:
 def stored_plan(db: sqlite3.Connection) -> dict[str, Any] | None:
     """The plan record a store holds (``plan_record``); None in a store made before
     stores recorded it."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "run_meta" not in tables:
-        return None
-    found = db.execute("SELECT value FROM run_meta WHERE key = 'plan'").fetchone()
+    found = _meta_value(db, "plan")
     if found is None:
         return None
     try:
-        value = json.loads(found[0])
-    except (TypeError, ValueError):
-        return {"unreadable": str(found[0])[:100]}  # never equal to a real record
+        value = json.loads(found)
+    except ValueError:
+        return {"unreadable": found[:100]}  # never equal to a real record
     return value if isinstance(value, dict) else {"unreadable": str(value)[:100]}
 
 
@@ -264,11 +273,7 @@ def job_keys(
 
 def stored_run_id(db: sqlite3.Connection) -> str | None:
     """The run id a store was made for (None: a store made before run ids)."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "run_meta" not in tables:
-        return None
-    found = db.execute("SELECT value FROM run_meta WHERE key = 'run_id'").fetchone()
-    return None if found is None else str(found[0])
+    return _meta_value(db, "run_id")
 
 
 def pending_table(db: sqlite3.Connection, key: str) -> pa.Table | None:
