@@ -47,6 +47,7 @@ from audit.engine._progress import (
     RequestEstimate,
     RunProgress,
     client_counters,
+    client_roles,
     request_tallies,
 )
 from audit.errors import RunDataError, RunDirectoryError, RunStorageError, Terminated
@@ -138,14 +139,9 @@ def _run_and_pack(job: Job, transforms: Sequence[TransformSpec], seed: int) -> P
 
 @contextmanager
 def _settled_heap() -> Iterator[None]:
-    """Exempt everything alive before the jobs (modules, pairs, ...) from cyclic
-    garbage collection while they run.
-
-    Otherwise every full collection in the writer walks the whole heap again (it
-    made unpickling a finished job 10x slower), and forked workers inherit the same
-    burden.  Frozen objects are still freed by reference counting; they return to
-    the collector afterwards.
-    """
+    """Exempt everything alive before the jobs from cyclic garbage collection while
+    they run: otherwise every full collection in the writer walks the whole heap again
+    (unpickling a job was 10x slower), and forked workers inherit the burden."""
     gc.freeze()
     try:
         yield
@@ -164,20 +160,10 @@ def _cycle_collection_after(acyclic: bool = False) -> Iterator[None]:
     """Hold the cyclic garbage collector off during a job; afterwards, collect the
     youngest generation once, or (``acyclic``) freeze it.
 
-    A job allocates millions of short-lived objects and keeps growing caches; left
-    on, the collector ran full collections over every cached record again and again
-    (16 % of a job's CPU time in the pilot audit).  Reference counting still frees
-    everything at once; only reference cycles wait for the job's end, and with the
-    collector off nothing is promoted, so that one young-generation pass sees every
-    object the job left behind.
-
-    The deterministic built-in conditions leave no reference cycles (a test checks
-    it), so a job of only those has nothing for that pass to find, and the pass
-    itself is costly: it walks every reference of the caches the job filled (25 to
-    50 ms a job in the pilot audit).  Such a job instead freezes what it left
-    (``gc.freeze``, constant time): those objects are still freed by reference
-    counting, and never walked again.  A job with any other condition (a plugin, an
-    LLM writer) may leave cycles, and gets the collection.
+    Left on, the collector walked every cached record again and again (16 % of a job's
+    CPU in the pilot audit).  A job of deterministic built-ins leaves no cycles (a test
+    checks it), so it freezes what it left (constant time) instead of paying 25-50 ms
+    for a pass that finds nothing; any other condition may leave cycles.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -210,12 +196,10 @@ def _now() -> str:
 
 def _why(error: BaseException) -> str:
     """Why an invocation stopped, in one line."""
-    if isinstance(error, Terminated):
+    if isinstance(error, (Terminated, SystemExit)):
         return f"terminated (exit {error.code})"
     if isinstance(error, KeyboardInterrupt):
         return "interrupted"
-    if isinstance(error, SystemExit):
-        return f"terminated (exit {error.code})"
     text = str(error).splitlines()[0] if str(error) else type(error).__name__
     return f"failed: {text[:300]}"
 
@@ -327,6 +311,7 @@ async def _measure_backends(
         entry = roles.setdefault(id(client), (client, [], name))
         entry[1].append(role)
     records: dict[str, BackendRecord] = {}
+    note = progress.note if progress is not None else (lambda _text: None)
     sizes = {key: probe_size(client) for key, (client, _, _) in roles.items()}
     sent = 2 * sum(sizes.values()) if measure else 0
     if progress is not None and sent:
@@ -345,7 +330,6 @@ async def _measure_backends(
         result = None
         unmeasured: str | None = "--no-determinism"
         label, size = name or role_names[0], sizes[key]
-        note = progress.note if progress is not None else (lambda _text: None)
         if measure:
             note(f"determinism probe of {label}: {2 * size} requests, {size} one at a time, "
                  "then the same at once in another order")  # fmt: skip
@@ -448,7 +432,12 @@ def _execute_in(
         cost = StageCost(jobs=len(jobs), executor=executor)
         with _settled_heap():
             if executor == "ray" and jobs:
-                cost.cpus = _run_on_ray(jobs, plan, workers, ray_address, record)
+                from audit.engine import _ray  # imports ray itself only now
+
+                cost.cpus = _ray.run_on_ray(
+                    jobs, _execute, (plan.transforms, plan.seed), record, ray_address, workers,
+                    plan.conditions, plan.compressor_versions,
+                )  # fmt: skip
             elif min(workers, len(jobs)) <= 1:
                 for job in jobs:
                     record(_execute(job, plan.transforms, plan.seed))
@@ -539,25 +528,15 @@ def _check_writable(out: Path) -> None:
 
 def _llm_counters(cost: LLMStageCost, clients: ClientPair, elapsed: float) -> None:
     """Fill the LLM stage's cost with each backend client's counters."""
-    writer, reader = clients
     cost.seconds = round(elapsed, 3)
-    if writer is not None and writer is reader:  # one backend serves both roles
-        cost.writer_and_reader = client_counters(writer)
-    else:
-        cost.writer = client_counters(writer) if writer is not None else None
-        cost.reader = client_counters(reader) if reader is not None else None
+    for role, client in client_roles(*clients):  # writer_and_reader: one serves both
+        setattr(cost, role.replace("+", "_and_"), client_counters(client))
 
 
 def _watch_parent() -> None:
-    """Exit this worker within a second of its parent's death, and leave signals to
-    the parent.
-
-    A parent killed outright (SIGKILL, the OOM killer) cannot shut its pool down, and a
-    worker waiting on the pipe would wait forever; this thread notices that the process
-    has a new parent and ends it.  A SIGTERM to the whole process group (``timeout``,
-    a CI job cancelled, ``docker stop``) ends a worker at once, and Ctrl-C is the
-    parent's alone: a worker that raised the parent's ``Terminated`` blocked writing it
-    to a pipe nobody read, and the command never exited.
+    """Exit this worker within a second of its parent's death (a SIGKILL leaves no one
+    to shut the pool down), die at once on a SIGTERM to the process group, and leave
+    Ctrl-C to the parent (a worker raising ``Terminated`` blocked on a pipe nobody read).
     """
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -593,25 +572,6 @@ def _run_parallel(
             process.terminate()  # a job in flight is lost, as a signal means; its store is not
         raise
     pool.shutdown(wait=True)
-
-
-def _run_on_ray(
-    jobs: Sequence[Job],
-    plan: RunPlan,
-    workers: int,
-    address: str | None,
-    record: Callable[[PackedJob], None],
-) -> int:
-    """The jobs as Ray tasks (``_ray``); returns the cluster's CPUs."""
-    from audit.engine import _ray  # imports ray itself only now
-
-    cluster = _ray.connect(address, workers)
-    try:
-        check = _ray.check_workers(plan.conditions, plan.compressor_versions)
-        _ray.run_on_ray(jobs, _execute, (plan.transforms, plan.seed), record, cluster.cpus, check)
-    finally:
-        _ray.disconnect()
-    return cluster.cpus
 
 
 def finish(

@@ -1,23 +1,13 @@
 """The LLM stage of ``audit run``: model-written memories and the LLM reader.
 
-Runs on a stated sample of source pairs (LLM calls are the expensive part): every
-(pair instance, condition, budget, repeat) is one unit of six reads per reader,
-content-addressed and committed to the run store as it finishes, so a killed run
-resumes where it stopped and the cache makes re-sent prompts free.  LLM-written
-conditions are read by the exact reader too (a structured log can be resolved);
-deterministic conditions are read by the LLM reader only (their exact reads are
-in the deterministic stage).
-
-An LLM writer's every answer is kept while it streams (``WriterLog``), grouped by
-update, so each memory carries the figures of the updates that wrote it (its
-path: the prefix's updates, then its future's): ``writer_finish_reason`` of the
-update that decided it (the first that failed, else the last), and reasoning and
-content tokens and reasoning characters summed over the path.  A memory whose path
-holds an answer cut off at the token limit (``writer_truncated``) or an empty answer
-(``writer_empty``), or a memory that repeats its prompt's instructions instead of
-keeping the history (``writer_echo``: ``echoes``), is the compressor's failure: every
-read of it gets that outcome, scored 0 and never counted as a wrong log, and the LLM
-reader is not asked.
+It runs on a stated sample of source pairs; every (pair instance, condition, budget,
+repeat) is one unit of six reads per reader, committed to the store as it finishes.
+LLM-written conditions are read by the exact reader too; deterministic ones by the LLM
+reader only (their exact reads are the deterministic stage's).  A writer's answers are
+kept per update (``WriterLog``), so each memory carries the figures of the updates on
+its path; a memory whose path holds a cut-off or empty answer (``writer_truncated``,
+``writer_empty``), or that repeats its prompt's instructions (``writer_echo``), is the
+compressor's failure: scored 0, never a wrong log, and the LLM reader is not asked.
 """
 
 from __future__ import annotations
@@ -34,6 +24,7 @@ import pyarrow as pa
 
 from audit.engine._exact import read_exact
 from audit.engine._llm_reader import judge, reader_request
+from audit.engine._progress import client_roles
 from audit.engine._rows import JobRows, error_cause, golds_of, sha256, source_file
 from audit.engine._streaming import (
     Streamed,
@@ -499,13 +490,8 @@ def planned_requests(
                 writes += len(prefix) + sum(len(chunks) for chunks in futures.values())
         if reader is not None:
             reads += len(VARIANTS) * len(BRANCHES)
-    if writer is not None and writer is reader:
-        return (("writer+reader", writes + reads),)
-    return tuple(
-        (role, count)
-        for role, count, client in (("writer", writes, writer), ("reader", reads, reader))
-        if client is not None
-    )
+    counts = {"writer": writes, "reader": reads, "writer+reader": writes + reads}
+    return tuple((role, counts[role]) for role, _ in client_roles(writer, reader))
 
 
 async def run_stage(

@@ -1,15 +1,9 @@
 """What a run tells its console while it works: one progress line per stage.
 
-A run has two stages, and they count different things: the deterministic stage counts
-jobs (one per source pair, every condition, budget and transform of it), the LLM stage
-counts LLM units (one pair instance, condition, budget and repeat: written, then read
-on every branch) and the requests they send.  Before the LLM stage, the determinism
-probe counts its requests.  The executor reports them through a ``RunProgress``; the
-console (``audit.cli._console``) draws them.  Request tallies are read from the backend
-clients' own counters when drawn, so a stage of slow requests still shows its requests
-moving, and the stage's estimate (``RequestEstimate``) is worked out again from them.
-A step with nothing to count (fetching the model, starting a server, the reader's
-check) is one status line (``note``) when it starts and one when it ends.
+The deterministic stage counts jobs, the determinism probe and the LLM stage count
+requests (read from the clients' own counters when drawn, so slow requests still show
+movement); a step with nothing to count is one status line (``note``) at each end.  The
+console (``audit.cli._console``) draws what the executor reports through ``RunProgress``.
 """
 
 from __future__ import annotations
@@ -121,30 +115,27 @@ def client_counters(client: object) -> ClientCounters | None:
     return stats.model_copy(deep=True) if isinstance(stats, ClientCounters) else None
 
 
+def client_roles(
+    writer: ChatClient | None, reader: ChatClient | None
+) -> list[tuple[str, ChatClient]]:
+    """Each backend client with its role: ``writer+reader`` once when one serves both."""
+    if writer is not None and writer is reader:
+        return [("writer+reader", writer)]
+    return [(r, c) for r, c in (("writer", writer), ("reader", reader)) if c is not None]
+
+
 def request_tallies(writer: ChatClient | None, reader: ChatClient | None) -> Tallies:
     """The clients' counters, read when called (a client without counters is left out)."""
 
     def tallies() -> list[RequestTally]:
-        roles: list[tuple[str, ChatClient]] = []
-        if writer is not None and writer is reader:
-            roles.append(("writer+reader", writer))
-        else:
-            roles += [(r, c) for r, c in (("writer", writer), ("reader", reader)) if c is not None]
         found = []
-        for role, client in roles:
+        for role, client in client_roles(writer, reader):
             counters = client_counters(client)  # re-read: the determinism probe replaces stats
-            if counters is None:
-                continue
-            found.append(
-                RequestTally(
-                    role=role,
-                    requests=counters.requests,
-                    sent=counters.sent,
-                    cache_hits=counters.cache_hits,
-                    failed=counters.failed,
-                    answered=counters.answered,
-                )
-            )
+            if counters is not None:
+                found.append(
+                    RequestTally(role, counters.requests, counters.sent, counters.cache_hits,
+                                 counters.failed, counters.answered)
+                )  # fmt: skip
         return found
 
     return tallies

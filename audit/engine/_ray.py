@@ -1,22 +1,13 @@
 """The Ray executor: the deterministic jobs of a run as Ray tasks, on a Ray cluster.
 
-The same job function the local process pool runs (``_executor._execute``) becomes a
-Ray task; each finished job comes back to the driver and goes through the same
-``record`` callback, so the driver alone writes the run store, one transaction per
-job, exactly as with the local pool.  What follows from that:
-
-* results are byte-identical to the local executor's (the store is rewritten in plan
-  order at the end, whichever worker finished first);
-* a worker (or a node) lost mid-job: Ray runs the task again (``max_retries``); a job
-  is committed only once, whole, by the driver, so nothing is duplicated;
-* a killed driver: its tasks die with it (Ray ends a job's tasks with its driver), and
-  the same ``audit run`` resumes from the store, with either executor (the executor is
-  an invocation option, not part of the plan, so it changes no job key).
-
-``ray`` is an optional dependency (``pip install 'memory-audit[ray]'``), imported only
-here, only when a run asks for it.  Before any job, one task on a worker checks that
-the cluster runs the same memory-audit and compressor versions as the driver: a job
-key promises its rows, and a worker with other code would break that promise.
+The job function of the local pool (``_executor._execute``) becomes a Ray task, and each
+result goes through the same ``record`` callback: the driver alone writes the store, one
+transaction per job.  So results are byte-identical to the local executor's, a task
+whose worker died is run again (``max_retries``) and committed once, and a killed run
+resumes with either executor (the executor is not part of the plan).  ``ray`` is an
+optional dependency, imported only here; before any result is recorded, a worker is
+checked to run the driver's memory-audit and compressor versions (a job key promises its
+rows).
 """
 
 from __future__ import annotations
@@ -290,44 +281,30 @@ def worker_identity(specs: Sequence[ConditionSpec]) -> dict[str, Any]:
     return {"memory-audit": version, "labels": labels}
 
 
-def check_workers(specs: Sequence[ConditionSpec], versions: dict[str, str]) -> Callable[[], None]:
-    """Ask a worker what it would run; returns the check, which waits for the answer and
-    refuses a cluster whose workers would run other code than the plan names.
-
-    The question goes out at once and the jobs after it (``run_on_ray`` calls the check
-    before it takes any job's result): the worker that answers imports memory-audit and
-    builds every condition while the others start on jobs, instead of every job waiting
-    on it.
-    """
+def _check_workers(answer: Any, versions: dict[str, str]) -> None:
+    """Refuse a cluster whose workers would run other code than the plan names
+    (``answer``: a worker's ``worker_identity``, asked before the first job)."""
     ray = import_ray()
-    remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_identity)
-    answer = remote.remote(list(specs))
-
-    def check() -> None:
-        try:
-            found = ray.get(answer, timeout=300)
-        except Exception as error:
-            raise ExecutorError(
-                f"--executor ray: a worker could not import memory-audit ({_cause(error)}); "
-                "install the same memory-audit on every node"
-            ) from None
-        mine = worker_identity([])["memory-audit"]
-        if found["memory-audit"] != mine:
-            raise ExecutorError(
-                f"--executor ray: the workers run memory-audit {found['memory-audit']}, the "
-                f"driver {mine}: install the same version on every node"
-            )
-        differing = {
-            label: got for label, got in found["labels"].items() if versions.get(label) != got
-        }
-        if differing:
-            label, got = next(iter(differing.items()))
-            raise ExecutorError(
-                f"--executor ray: condition {label} is {versions.get(label)} on the driver but "
-                f"{got!r} on a worker: install the same compressors on every node"
-            )
-
-    return check
+    try:
+        found = ray.get(answer, timeout=300)
+    except Exception as error:
+        raise ExecutorError(
+            f"--executor ray: a worker could not import memory-audit ({_cause(error)}); "
+            "install the same memory-audit on every node"
+        ) from None
+    mine = worker_identity([])["memory-audit"]
+    if found["memory-audit"] != mine:
+        raise ExecutorError(
+            f"--executor ray: the workers run memory-audit {found['memory-audit']}, the "
+            f"driver {mine}: install the same version on every node"
+        )
+    differing = {label: got for label, got in found["labels"].items() if versions.get(label) != got}
+    if differing:
+        label, got = next(iter(differing.items()))
+        raise ExecutorError(
+            f"--executor ray: condition {label} is {versions.get(label)} on the driver but "
+            f"{got!r} on a worker: install the same compressors on every node"
+        )
 
 
 def _cause(error: BaseException) -> str:
@@ -342,47 +319,55 @@ def run_on_ray(
     function: Callable[..., Result],
     args: tuple[Any, ...],
     record: Callable[[Result], None],
-    cpus: int,
-    check: Callable[[], None] = lambda: None,
-) -> None:
-    """Run ``function(job, *args)`` for every job as a Ray task and ``record`` each
-    result on the driver as it arrives (biggest jobs first, a bounded window in flight).
+    address: str | None,
+    workers: int,
+    specs: Sequence[ConditionSpec],
+    versions: dict[str, str],
+) -> int:
+    """Run ``function(job, *args)`` for every job as a Ray task on the cluster
+    (``connect``) and ``record`` each result on the driver as it arrives (biggest jobs
+    first, a bounded window in flight); returns the cluster's CPUs.
 
-    ``check`` (``check_workers``'s) runs before the first job's result is looked at:
-    nothing is recorded, and no job's error reported, from a cluster it refuses.
-    A task whose worker died is run again by Ray (``MAX_RETRIES``); an exception raised
-    by the job itself is re-raised here, as the local pool would.
+    One task asks a worker what it would run (``worker_identity``) ahead of the jobs, so
+    it imports and builds while the others start; its answer is checked before the first
+    job's result is looked at: nothing is recorded from a cluster it refuses.  A task
+    whose worker died is run again by Ray (``MAX_RETRIES``); an exception raised by the
+    job itself is re-raised here, as the local pool would.
     """
-    ray = import_ray()
-    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)(function)
-    shared = [ray.put(arg) for arg in args]  # sent to the object store once, not per task
-    queue = sorted(jobs, key=lambda job: getattr(job, "size", 0))  # popped from the end
-    pending: dict[Any, T] = {}
-    window = max(1, cpus * IN_FLIGHT_PER_CPU)
-    while queue or pending:
-        while queue and len(pending) < window:
-            job = queue.pop()
-            pending[task.remote(job, *shared)] = job
-        done, _ = ray.wait(list(pending), num_returns=1)
-        check()
-        check = _checked
-        for ref in done:
-            job = pending.pop(ref)
-            try:
-                result = ray.get(ref)
-            except ray.exceptions.RayTaskError as error:
-                cause = getattr(error, "cause", None)
-                if isinstance(cause, BaseException):
-                    raise cause from None
-                raise
-            except ray.exceptions.RayError as error:
-                key = getattr(job, "key", "?")
-                raise ExecutorError(
-                    f"--executor ray: job {key} was lost after {MAX_RETRIES} retries "
-                    f"({_cause(error)}); rerun the same command to resume"
-                ) from None
-            record(result)
-
-
-def _checked() -> None:
-    """The check after the first: done."""
+    cluster = connect(address, workers)
+    try:
+        ray = import_ray()
+        identity = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(worker_identity)
+        answer = identity.remote(list(specs))
+        task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)(function)
+        shared = [ray.put(arg) for arg in args]  # sent to the object store once, not per task
+        queue = sorted(jobs, key=lambda job: getattr(job, "size", 0))  # popped from the end
+        pending: dict[Any, T] = {}
+        window = max(1, cluster.cpus * IN_FLIGHT_PER_CPU)
+        while queue or pending:
+            while queue and len(pending) < window:
+                job = queue.pop()
+                pending[task.remote(job, *shared)] = job
+            done, _ = ray.wait(list(pending), num_returns=1)
+            if answer is not None:
+                _check_workers(answer, versions)
+                answer = None
+            for ref in done:
+                job = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as error:
+                    cause = getattr(error, "cause", None)
+                    if isinstance(cause, BaseException):
+                        raise cause from None
+                    raise
+                except ray.exceptions.RayError as error:
+                    key = getattr(job, "key", "?")
+                    raise ExecutorError(
+                        f"--executor ray: job {key} was lost after {MAX_RETRIES} retries "
+                        f"({_cause(error)}); rerun the same command to resume"
+                    ) from None
+                record(result)
+    finally:
+        disconnect()
+    return cluster.cpus

@@ -1,15 +1,10 @@
 """Streaming a pair through a compressor: the one loop both stages share.
 
-A variant's prefix is streamed chunk by chunk from the empty memory (strict
-protocol: the memory string is the only state); the prefix memory is what the
-reader sees now (``current``), and each future is streamed on from it (``reveal``,
-``override``).  A memory over the byte budget becomes the empty string and the event
-is counted.  Archives then recall from the raw history at answer time.
-
-The loop is written once, as a generator of update requests (``_updates``): the
-deterministic stage answers them by calling ``update`` (through a memo shared by the
-streams of one pair, which also keeps whether the answer was over the budget), the
-LLM stage by awaiting ``aupdate``.
+A variant's prefix is streamed chunk by chunk from the empty memory (``current``), and
+each future on from it (``reveal``, ``override``); a memory over the byte budget becomes
+the empty string and is counted.  The loop is one generator of update requests
+(``_updates``): the deterministic stage answers them by ``update`` (memoized across a
+pair's streams), the LLM stage by awaiting ``aupdate``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """LLM reads as offline batches: ``audit batch export`` and ``audit batch import``.
 
-Batch inference (the OpenAI Batch API, ``vllm run-batch``) is how a large audit is
-paid for: a JSONL file of requests in, a JSONL file of answers out.  The export
-replays the run's LLM stage exactly as ``audit run`` would run it (``run_unit``, the
-same prompts, the same request bodies and cache keys) against a client that never
-sends: a request whose answer is in the response cache is answered from it, any
-other is written to the batch (``custom_id`` = its cache key) and answered "no answer
-yet", which ends that stream for now.  The import puts the batch's answers into the
-response cache under their keys.  When every request is answered, the same ``audit
-run`` completes the run from the cache, sending nothing.
-
-An LLM writer's next request holds its previous answer (the memory), so a stream
-needs one round per update: each export holds the next request of every stream (and
-every reader request whose memory is known), and says which round it is and how
-much is still to come.  Every stream advances one update per round, so round ``r``
+The export replays the run's LLM stage as ``audit run`` would (``run_unit``: the same
+prompts, request bodies and cache keys) against a client that never sends: a request
+the response cache answers is answered, any other goes into the batch (``custom_id`` =
+its cache key) and ends its stream for now.  The import puts the answers into the cache,
+so the same ``audit run`` then completes the run sending nothing.  An LLM writer's next
+request holds its previous answer, so a stream needs one round per update: round ``r``
 is 1 + the updates answered on the least advanced stream still writing.
 """
 
@@ -146,7 +138,32 @@ def plan_round(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> B
     """Replay the run's LLM stage against the cache: this round's requests and what is
     still to come.  Nothing is sent and nothing in the run directory changes."""
     found = _replay_run(run_dir, config, cache)
-    return _round(found.tally, found.units, found.finished, found.has_reader, len(found.refused))
+    tally = found.tally
+    waiting = [s for s in tally.streams if s.waiting]
+    if waiting:
+        number = 1 + min(s.answered for s in waiting)
+        writer_rounds_after = max(s.steps - s.answered - 1 for s in waiting)
+        rounds_after = writer_rounds_after + (1 if found.has_reader else 0)
+        writer_after = sum(s.steps - s.answered - 1 for s in waiting)
+        reader_after = BRANCHES_READ * len(waiting) if found.has_reader else 0
+    else:
+        number = 1 + max((s.steps for s in tally.streams), default=0)
+        rounds_after = writer_after = reader_after = 0
+    requests = [*tally.writer.values(), *tally.reader.values()]
+    return BatchRound(
+        round=number if requests else 0,
+        requests=requests,
+        writer_requests=len(tally.writer),
+        reader_requests=len(tally.reader),
+        streams=len(tally.streams),
+        streams_waiting=len(waiting),
+        rounds_after=rounds_after,
+        writer_requests_after=writer_after,
+        reader_requests_after=reader_after,
+        refused=len(found.refused),
+        units=found.units,
+        units_finished=found.finished,
+    )
 
 
 def live_requests(run_dir: Path, config: BackendsConfig, cache: ResponseCache) -> int:
@@ -228,34 +245,6 @@ async def _replay(
             await run_unit(unit, stage, writer, reader)
 
     await asyncio.gather(*(one(unit) for unit in units))
-
-
-def _round(tally: _Tally, units: int, finished: int, has_reader: bool, refused: int) -> BatchRound:
-    waiting = [s for s in tally.streams if s.waiting]
-    if waiting:
-        number = 1 + min(s.answered for s in waiting)
-        writer_rounds_after = max(s.steps - s.answered - 1 for s in waiting)
-        rounds_after = writer_rounds_after + (1 if has_reader else 0)
-        writer_after = sum(s.steps - s.answered - 1 for s in waiting)
-        reader_after = BRANCHES_READ * len(waiting) if has_reader else 0
-    else:
-        number = 1 + max((s.steps for s in tally.streams), default=0)
-        rounds_after = writer_after = reader_after = 0
-    requests = [*tally.writer.values(), *tally.reader.values()]
-    return BatchRound(
-        round=number if requests else 0,
-        requests=requests,
-        writer_requests=len(tally.writer),
-        reader_requests=len(tally.reader),
-        streams=len(tally.streams),
-        streams_waiting=len(waiting),
-        rounds_after=rounds_after,
-        writer_requests_after=writer_after,
-        reader_requests_after=reader_after,
-        refused=refused,
-        units=units,
-        units_finished=finished,
-    )
 
 
 def export_round(

@@ -36,10 +36,14 @@ from audit.rundir._layout import (
 from audit.rundir._manifest import new_run_id
 
 
-class Environment(BaseModel):
-    """Where a run was made: package versions, Python, machine, git commit."""
+class _Open(BaseModel):
+    """A record of the run directory: fields a later version adds are kept, not refused."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class Environment(_Open):
+    """Where a run was made: package versions, Python, machine, git commit."""
 
     packages: dict[str, str | None] = Field(default_factory=dict)
     python: str | None = None
@@ -47,10 +51,8 @@ class Environment(BaseModel):
     git_commit: str | None = None
 
 
-class Determinism(BaseModel):
+class Determinism(_Open):
     """A backend's determinism probe: the same requests, one at a time and all at once."""
-
-    model_config = ConfigDict(extra="allow")
 
     identical: int
     compared: int
@@ -58,10 +60,8 @@ class Determinism(BaseModel):
     share: float | None = None
 
 
-class BackendRecord(BaseModel):
+class BackendRecord(_Open):
     """What served one LLM role of a run, and how reproducible it measured."""
-
-    model_config = ConfigDict(extra="allow")
 
     roles: list[str] = Field(default_factory=list)
     kind: str | None = None
@@ -78,10 +78,8 @@ class BackendRecord(BaseModel):
     """Invocations that measured it; ``determinism`` is the lowest of them."""
 
 
-class RunConfigFile(BaseModel):
+class RunConfigFile(_Open):
     """The whole of ``config.json``."""
-
-    model_config = ConfigDict(extra="allow")
 
     config: RunPlan
     environment: Environment = Field(default_factory=Environment)
@@ -264,10 +262,8 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-class StageCost(BaseModel):
+class StageCost(_Open):
     """The deterministic stage of one invocation."""
-
-    model_config = ConfigDict(extra="allow")
 
     jobs: int = 0
     seconds: float = 0.0
@@ -277,10 +273,8 @@ class StageCost(BaseModel):
     """With ``ray``: the cluster's CPUs."""
 
 
-class LLMStageCost(BaseModel):
+class LLMStageCost(_Open):
     """The LLM stage of one invocation, with each backend client's counters."""
-
-    model_config = ConfigDict(extra="allow")
 
     units: int = 0
     seconds: float = 0.0
@@ -290,21 +284,17 @@ class LLMStageCost(BaseModel):
     """One backend serving both roles: its counters, once."""
 
 
-class StepCost(BaseModel):
+class StepCost(_Open):
     """A step outside the two stages: opening the LLM backends (fetching a model,
     starting the embedded server), or the determinism probe."""
-
-    model_config = ConfigDict(extra="allow")
 
     seconds: float = 0.0
     requests: int = 0
     """Requests sent to a server (the probe's, both passes; none of the stage's)."""
 
 
-class Invocation(BaseModel):
+class Invocation(_Open):
     """One invocation of ``audit run`` (or ``audit resume``) on the directory."""
-
-    model_config = ConfigDict(extra="allow")
 
     id: str | None = None
     """Random; the entry is rewritten under it as the invocation goes on."""
@@ -323,10 +313,8 @@ class Invocation(BaseModel):
     """The LLM backends this invocation measured before its stage (determinism probe)."""
 
 
-class CostsFile(BaseModel):
+class CostsFile(_Open):
     """The whole of ``costs.json``: one entry per invocation of ``audit run``."""
-
-    model_config = ConfigDict(extra="allow")
 
     invocations: list[Invocation] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

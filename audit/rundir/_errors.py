@@ -1,12 +1,10 @@
 """Compressor errors: each distinct one once, with its count, where it first struck and
 its traceback.
 
-A compressor that raises on every update (``r.key`` on a record kind with no key) fails
-thousands of streams with one bug.  Each job counts its errors by kind (``JobLog``,
-committed with the job in the store); the end of an invocation merges the jobs' counts
-in plan order (``merge_errors``), so what ``summary.json`` and ``run.log`` say is the
-same whichever executor ran the jobs, and after any resume.  The reads themselves stay
-in the results as outcome ``error``, scored 0: an error is never a smaller n.
+One bug can fail thousands of streams: each job counts its errors by kind (``JobLog``,
+stored with the job), and the end of an invocation merges them in plan order
+(``merge_errors``), so summary.json and run.log say the same whichever executor ran the
+jobs.  The reads stay in the results as outcome ``error``, scored 0: never a smaller n.
 """
 
 from __future__ import annotations

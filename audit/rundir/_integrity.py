@@ -1,23 +1,17 @@
 """Is a run whole?  Read its results from a source that can be trusted, and say so.
 
-``manifest.json`` says what a run planned, what it finished and the sha256 of the
-result files it wrote.  ``read_checked`` compares every file it records with what is
-on disk: a result file that no longer matches its checksum (a disk that filled, a
-copy cut short, another run's file) is not read, and is named as damaged even when
-the results come from the other one; with no intact file the rows come from
-``store.sqlite``, where each job was committed whole, and only the jobs the run
-planned are taken.  The plan itself is checked against the count and sha256 the
-store recorded when the run made it, so a manifest edited to plan less is found
-out.  What it finds is a ``RunIntegrity``: complete, incomplete (and why) or damaged
-(which file, and the way out), which the report puts first and the command line
-turns into its exit status.  A run made before manifests (no run id in config.json
-or the store) is read as before and marked unchecked; a later run whose manifest is
-gone is damaged.
+``read_checked`` compares every file ``manifest.json`` records with its checksum: a file
+that no longer matches is not read and is named as damaged; with no intact file the
+planned jobs' rows come from ``store.sqlite``, and the manifest's plan is checked against
+the one the store recorded.  The finding is a ``RunIntegrity`` (complete, incomplete and
+why, or damaged and the way out), which the report puts first and the command line turns
+into its exit status.  A run made before manifests is read as before, marked unchecked.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -35,21 +29,19 @@ from audit.rundir._layout import (
     check_regular,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
-from audit.rundir._results import job_tables, parquet_format, vouched_file, with_digests
+from audit.rundir._results import parquet_format, stored_tables, with_digests
 from audit.rundir._store import (
     STORE_FORMAT,
     concat_results,
     connect_read_only,
     job_keys,
     job_shas,
-    pending_table,
     plan_record,
     retry_keys,
     store_damage,
     store_format,
     stored_plan,
     stored_run_id,
-    vouched_results,
 )
 
 OLDER_LAYOUT = (
@@ -355,11 +347,8 @@ def _store_meta(path: Path) -> tuple[str | None, dict[str, Any] | None]:
     try:
         if not path.exists():
             return None, None
-        db = connect_read_only(path)
-        try:
+        with closing(connect_read_only(path)) as db:
             return stored_run_id(db), stored_plan(db)
-        finally:
-            db.close()
     except (OSError, sqlite3.Error):
         return None, None
 
@@ -369,16 +358,13 @@ def _store_problem(path: Path, manifest: RunManifest) -> str | None:
     if not path.exists() and not path.is_symlink():
         return f"{STORE_FILE} is missing"
     try:
-        db = connect_read_only(path)
-        try:
+        with closing(connect_read_only(path)) as db:
             found = store_format(db)
             older = manifest.format < STORE_FORMAT and found in (4, manifest.format)
             if found != STORE_FORMAT and not older:  # an older run keeps its older store
                 return f"{STORE_FILE} is not a store of this version"
             owner = stored_run_id(db)
             damage = store_damage(db)
-        finally:
-            db.close()
     except sqlite3.Error as error:
         return f"{STORE_FILE} is damaged ({error})"
     if owner is not None and owner != manifest.run_id:
@@ -426,7 +412,7 @@ def _read_store(
                 f"{STORE_FILE} holds {extra} job(s) this run did not plan (copied in from "
                 "another run?): they are left out"
             )
-        table, held = _store_rows(db, run_dir, job_keys(db, planned, wanted))
+        frame, held = _store_rows(db, run_dir, job_keys(db, planned, wanted))
         lost = (set(stored) & wanted) - held
         if lost:
             integrity.damage.append(
@@ -438,7 +424,7 @@ def _read_store(
         retry = retry_keys(db) & held
         integrity.na_units = len(retry & set(manifest.planned_units))
         integrity.na_jobs = len(retry & set(manifest.planned_jobs))
-        return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()
+        return frame
     except (sqlite3.Error, pa.ArrowException) as error:
         integrity.damage.append(f"{STORE_FILE} is damaged ({error})")
         return None
@@ -448,19 +434,12 @@ def _read_store(
 
 def _store_rows(
     db: sqlite3.Connection, run_dir: Path, keys: list[str]
-) -> tuple[pa.Table, set[str]]:
+) -> tuple[pd.DataFrame, set[str]]:
     """The rows of ``keys`` (RESULT_SCHEMA, in that order) from the store's pending rows
     and the results.parquet it vouches for, and the keys found."""
-    parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
-    found = list(job_tables(keys, lambda key: pending_table(db, key), parquet))
-    held = {key for key, _ in found}
-    return concat_results(with_digests(found, lambda key: job_shas(db, key))), held
-
-
-def _empty() -> pd.DataFrame:
-    from audit.rundir._columns import RESULT_SCHEMA
-
-    return cast(pd.DataFrame, RESULT_SCHEMA.empty_table().to_pandas())
+    found = list(stored_tables(db, run_dir, keys))
+    table = concat_results(table for _, table in found)
+    return cast(pd.DataFrame, table.to_pandas()), {key for key, _ in found}
 
 
 def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunIntegrity]:
@@ -471,8 +450,7 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
     if not path.exists() and not path.is_symlink():
         raise RunDataError(f"{problem}, and {path} is missing: run the audit again")
     try:
-        db = connect_read_only(path)
-        try:
+        with closing(connect_read_only(path)) as db:
             damage = store_damage(db)
             if damage is not None:
                 raise sqlite3.DatabaseError(damage)
@@ -480,9 +458,7 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
             keys = job_keys(db)
             if store_format(db) != STORE_FORMAT:
                 raise sqlite3.DatabaseError(OLDER_LAYOUT.format(format=STORE_FORMAT))
-            table, _held = _store_rows(db, run_dir, keys)
-        finally:
-            db.close()
+            frame, _held = _store_rows(db, run_dir, keys)
     except (sqlite3.Error, pa.ArrowException) as error:
         raise RunDataError(
             f"{problem}, and {path} is unreadable ({error}): run the audit again"
@@ -499,7 +475,7 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
         f"{problem}: completeness cannot be checked{held}; results read from {STORE_FILE}; "
         f"`audit resume {run_dir}` finishes the run and writes {MANIFEST_FILE} again"
     )
-    return (cast(pd.DataFrame, table.to_pandas()) if table.num_rows else _empty()), integrity
+    return frame, integrity
 
 
 def _read_unchecked(run_dir: Path) -> pd.DataFrame:
@@ -525,14 +501,11 @@ def _read_unchecked(run_dir: Path) -> pd.DataFrame:
 
 def _store_only(path: Path) -> pd.DataFrame:
     """The rows of a store that is a run's only result file (this format only)."""
-    db = connect_read_only(path)
-    try:
+    with closing(connect_read_only(path)) as db:
         if store_format(db) != STORE_FORMAT:
             raise RunDataError(f"{path.name} is {OLDER_LAYOUT.format(format=STORE_FORMAT)}")
-        table, _held = _store_rows(db, path.parent, job_keys(db))
-        return cast(pd.DataFrame, table.to_pandas()) if table.num_rows else pd.DataFrame()
-    finally:
-        db.close()
+        frame, _held = _store_rows(db, path.parent, job_keys(db))
+        return frame if len(frame) else pd.DataFrame()
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,11 +1,9 @@
 """The files of a run directory: their names, how they are written, where runs go.
 
-Every file of a run directory is named here and nowhere else.  A file is written
-whole or not at all: to a temporary sibling first, then renamed over the old one,
-so a run killed (or a disk filling) mid-write never leaves a torn file in place; the
-sibling a killed writer leaves is removed by the next invocation
-(``remove_stale_temps``).  A file is read only when it is a regular file: a FIFO in
-its place would block the reader forever, a directory or a device is no run file.
+Every file of a run directory is named here.  A file is written whole (a temporary
+sibling, then a rename; a killed writer's sibling is removed by the next invocation,
+``remove_stale_temps``), and read only when it is a regular file (a FIFO in its place
+would block the reader forever).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import json
 import sqlite3
 import zlib
 from collections.abc import Iterable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,14 +185,6 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _config_damage(why: str) -> str:
-    return (
-        f"{CONFIG_FILE} is damaged ({why}): the run's plan, metadata and pair drill-down "
-        "are missing from this report, and the run cannot be resumed; restore it from a "
-        "copy"
-    )
-
-
 def _read_config(
     run_dir: Path, notes: list[str], damage: list[str]
 ) -> tuple[RunConfigFile | None, dict[str, Any]]:
@@ -201,13 +194,14 @@ def _read_config(
         return None, {}
     try:
         raw = json.loads(read_run_file(path).decode("utf-8"))
-    except OSError as error:
-        notes.append(f"config.json unreadable ({error.strerror or error}); metadata missing")
-        damage.append(_config_damage(error.strerror or str(error)))
-        return None, {}
-    except ValueError as error:
-        notes.append(f"config.json unreadable ({error}); metadata missing")
-        damage.append(_config_damage(str(error)))
+    except (OSError, ValueError) as error:
+        why = (error.strerror if isinstance(error, OSError) else None) or str(error)
+        notes.append(f"config.json unreadable ({why}); metadata missing")
+        damage.append(
+            f"{CONFIG_FILE} is damaged ({why}): the run's plan, metadata and pair drill-down "
+            "are missing from this report, and the run cannot be resumed; restore it from a "
+            "copy"
+        )
         return None, {}
     stored = raw.get("config") if isinstance(raw, dict) else None
     try:
@@ -272,11 +266,8 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
     last = None
     if (run_dir / STORE_FILE).exists():
         try:
-            db = connect_read_only(run_dir / STORE_FILE)
-            try:
+            with closing(connect_read_only(run_dir / STORE_FILE)) as db:
                 (last,) = db.execute("SELECT MAX(finished) FROM jobs").fetchone()
-            finally:
-                db.close()
         except sqlite3.Error:
             last = None
     return RunData(

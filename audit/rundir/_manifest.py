@@ -1,12 +1,8 @@
 """``manifest.json``: what a run planned, what it finished, and its result files' checksums.
 
-Every invocation of a run writes it twice, whole (temporary sibling, then rename):
-at the start (state ``running``, the planned units) and at the end (``complete`` or
-``incomplete``, the finished units and the sha256 of each result file).  A run that
-was killed still says ``running``; one that stopped on an error says ``stopped`` and
-why.  ``audit report`` and ``audit compare`` read it to tell a whole run from a
-partial or damaged one (``_integrity``), so a run can never look complete when it
-is not.
+Each invocation writes it whole at its start (``running``) and at its end (``complete``,
+``incomplete``, or ``stopped`` and why), so a killed run still says ``running``: the
+report (``_integrity``) can then never take a partial or damaged run for a whole one.
 """
 
 from __future__ import annotations

@@ -77,26 +77,23 @@ def preset_source(
         natural = NATURAL_PRESETS[name]
         if seed is not None:
             natural = natural.model_copy(update={"seed": seed})
-        found = PairLines(pair.to_json() for pair in natural_pairs(natural))
-        entry = {"preset": name, "natural": natural.model_dump(mode="json")}
-        return entry, found, pairs_sha256(found)
-    generation = PRESETS[name]
-    if seed is not None:
-        generation = generation.model_copy(update={"seed": seed})
-    if pairs_per_family is not None:
-        generation = generation.model_copy(update={"pairs_per_family": pairs_per_family})
-    pairs = PairLines(line for _family, line in generate_lines(generation))
-    source = {"preset": name, "generation": generation.model_dump(mode="json")}
-    return source, pairs, pairs_sha256(pairs)
+        source: dict[str, Any] = {"preset": name, "natural": natural.model_dump(mode="json")}
+    else:
+        generation = PRESETS[name]
+        if seed is not None:
+            generation = generation.model_copy(update={"seed": seed})
+        if pairs_per_family is not None:
+            generation = generation.model_copy(update={"pairs_per_family": pairs_per_family})
+        source = {"preset": name, "generation": generation.model_dump(mode="json")}
+    return source, *rebuild_pairs(source, Path())
 
 
 def file_source(path: Path) -> tuple[dict[str, Any], PairLines, str]:
     """A pair file's source entry, its pairs and the file's sha256
     (``histories.PairFileError`` names the line and field of a bad file)."""
-    pairs = PairLines(pair.to_json() for pair in iter_pair_file(path))
     # the absolute path: a report or a resume from another directory still finds it
     source = {"file": str(path.resolve())}
-    return source, pairs, hashlib.sha256(path.read_bytes()).hexdigest()
+    return source, *rebuild_pairs(source, path.parent)
 
 
 def rebuild_pairs(source: Mapping[str, Any], directory: Path) -> tuple[PairLines, str]:

@@ -1,12 +1,9 @@
 """Writing and reading a run's result files: results.parquet, results.csv, summary.json.
 
-results.parquet is the run's one copy of its rows (``STORED_SCHEMA``, zstd): one row
-group per job, in plan order, so it does not depend on which worker finished first
-and a resume that finishes the same plan writes the same bytes.  It is rewritten at
-the end of each invocation by streaming the jobs one at a time: those the previous
-file held (read back by row group) and those waiting in the store, never all at once.
-results.csv is the same rows with the memories' sha256, on request only
-(``write_csv``).  Every file is written whole (temporary sibling, then rename).
+results.parquet is the run's one copy of its rows (``STORED_SCHEMA``, zstd), one row
+group per job in plan order, so a resume that finishes the same plan writes the same
+bytes; it is rewritten streaming one job at a time.  results.csv (the same rows with
+the memories' sha256) is written on request only.  Every file is written whole.
 """
 
 from __future__ import annotations
@@ -121,6 +118,16 @@ def with_digests(
         yield result_table(table, shas(key))
 
 
+def stored_tables(
+    db: sqlite3.Connection, run_dir: Path, keys: Iterable[str]
+) -> Iterator[tuple[str, pa.Table]]:
+    """Each of ``keys`` that has rows, with them (RESULT_SCHEMA): from the store's pending
+    rows, else from the results.parquet it vouches for."""
+    parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
+    for key, table in job_tables(keys, lambda key: pending_table(db, key), parquet):
+        yield key, result_table(table, job_shas(db, key))
+
+
 def write_csv(path: Path, tables: Iterable[pa.Table]) -> None:
     """results.csv (header, then each RESULT_SCHEMA table's rows), written whole."""
     with atomic_path(path) as temp, temp.open("xb") as handle:
@@ -189,13 +196,11 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
         manifest = read_manifest(run_dir)
         order = manifest.planned if manifest is not None else []
         keys = job_keys(db, order, set(order) if order else None)
-        parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
         rows = 0
 
         def counted() -> Iterator[pa.Table]:
             nonlocal rows
-            tables = job_tables(keys, lambda key: pending_table(db, key), parquet)
-            for table in with_digests(tables, lambda key: job_shas(db, key)):
+            for _key, table in stored_tables(db, run_dir, keys):
                 rows += table.num_rows
                 yield table
 

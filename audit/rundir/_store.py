@@ -1,28 +1,13 @@
 """The run store: one SQLite file per run directory, one row per finished job.
 
-A job's results, its distinct memories and its "done" mark are committed in one
-transaction, so a run killed at any moment (even SIGKILL) holds only whole jobs,
-and resuming skips exactly those.  A job's distinct memories are one compressed
-block with an index by sha256 (memories of a job share most of their lines, so a
-block compresses far better and faster than memory by memory): the run's memory
-table, into which a result row points by position (``memory_id``).  A job's log
-(its compressor errors, each distinct one counted once with its traceback, and other
-lines) is committed with it.
-
-A job's rows are kept only until results.parquet holds them: they wait in
-``pending`` (one typed Arrow table per job, IPC, compressed) and the end of an
-invocation moves them into a new results.parquet (``_results``), whose sha256 the
-store then records (``settle``) in the same transaction that drops them.  The rows
-are so stored once: in ``pending`` or in the results.parquet the store vouches for.
-A job's "reads NA for want of a server" flag (``retry_na``) stays with its done
-mark, so a resume knows what to run again without reading any rows.
-
-The store belongs to one run: it records the run id of ``config.json``, and a store
-copied in from another run directory is refused.  It also records the count and
-sha256 of the planned job keys (``record_plan``), which ``manifest.json`` lists: a
-manifest edited by hand no longer matches them.  It holds memories and raw model
-answers, so it is created readable by its owner only.  A store that cannot be read
-(a damaged page, not a regular file) is one line naming it and the way out
+A job's rows, its distinct memories (one compressed block, indexed by sha256: a row's
+``memory_id`` is its position there), its log and its "done" mark are committed in one
+transaction, so a run killed at any moment holds only whole jobs and a resume skips
+exactly those.  Rows wait in ``pending`` until results.parquet holds them; ``settle``
+records that file's sha256 in the transaction that drops them, so every row is stored
+once.  The store records its run id and the planned keys' count and sha256 (a copied
+store or a hand-edited manifest is found out), is readable by its owner only (it holds
+memories and raw answers), and a store that cannot be read is one line naming it
 (``store_error``), never a traceback.
 """
 
@@ -156,9 +141,21 @@ CREATE TABLE IF NOT EXISTS memory_blocks (
 """
 
 
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _meta_value(db: sqlite3.Connection, key: str) -> str | None:
+    """A ``run_meta`` entry of a store (None: absent, or a store made before it)."""
+    if "run_meta" not in _tables(db):
+        return None
+    found = db.execute("SELECT value FROM run_meta WHERE key = ?", (key,)).fetchone()
+    return None if found is None else str(found[0])
+
+
 def store_format(db: sqlite3.Connection) -> int | None:
     """The layout version of an open store (None: empty; 1: the first layout)."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = _tables(db)
     if "store_format" in tables:
         found = db.execute("SELECT version FROM store_format").fetchone()
         return None if found is None else int(found[0])
@@ -224,16 +221,13 @@ def plan_record(jobs: Sequence[str], units: Sequence[str]) -> dict[str, Any]:
 def stored_plan(db: sqlite3.Connection) -> dict[str, Any] | None:
     """The plan record a store holds (``plan_record``); None in a store made before
     stores recorded it."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "run_meta" not in tables:
-        return None
-    found = db.execute("SELECT value FROM run_meta WHERE key = 'plan'").fetchone()
+    found = _meta_value(db, "plan")
     if found is None:
         return None
     try:
-        value = json.loads(found[0])
-    except (TypeError, ValueError):
-        return {"unreadable": str(found[0])[:100]}  # never equal to a real record
+        value = json.loads(found)
+    except ValueError:
+        return {"unreadable": found[:100]}  # never equal to a real record
     return value if isinstance(value, dict) else {"unreadable": str(value)[:100]}
 
 
@@ -279,11 +273,7 @@ def job_keys(
 
 def stored_run_id(db: sqlite3.Connection) -> str | None:
     """The run id a store was made for (None: a store made before run ids)."""
-    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "run_meta" not in tables:
-        return None
-    found = db.execute("SELECT value FROM run_meta WHERE key = 'run_id'").fetchone()
-    return None if found is None else str(found[0])
+    return _meta_value(db, "run_id")
 
 
 def pending_table(db: sqlite3.Connection, key: str) -> pa.Table | None:
@@ -524,10 +514,6 @@ class RunStore:
         with self._reading():
             return retry_keys(self._db)
 
-    def shas(self, key: str) -> list[str] | None:
-        with self._reading():
-            return job_shas(self._db, key)
-
     def vouched(self) -> set[str]:
         with self._reading():
             return vouched_results(self._db)
@@ -575,11 +561,11 @@ class RunStore:
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every stored read as a dict, each memory by its sha256 (for inspection and
         tests): from ``pending`` and the results.parquet the store vouches for."""
-        from audit.rundir._results import job_tables, vouched_parquet, with_digests
+        from audit.rundir._results import stored_tables
 
-        tables = job_tables(self.job_keys(), self.pending, vouched_parquet(self.path.parent, self))
-        for table in with_digests(tables, self.shas):
-            yield from table.to_pylist()
+        with self._reading():
+            for _key, table in stored_tables(self._db, self.path.parent, self.job_keys()):
+                yield from table.to_pylist()
 
     def memory(self, sha: str) -> str | None:
         with self._reading():
