@@ -150,22 +150,11 @@ async def _measure(
     order = list(range(count))
     random.Random(seed).shuffle(order)
     shuffled = await asyncio.gather(*(ask(_pass(requests[i], 2)) for i in order))
-    concurrent: list[ChatResponse | None] = [None] * count
-    for position, index in enumerate(order):
-        concurrent[index] = shuffled[position]
-    identical = compared = 0
-    differing = []
-    for index, (first, second) in enumerate(zip(sequential, concurrent, strict=True)):
-        a = _answer(first)
-        b = _answer(second) if second is not None else None
-        if a is None or b is None:
-            continue
-        compared += 1
-        if a == b:
-            identical += 1
-        else:
-            differing.append(index)
-    return DeterminismResult(identical, compared, count, tuple(differing))
+    concurrent = dict(zip(order, shuffled, strict=True))
+    pairs = [(_answer(first), _answer(concurrent[i])) for i, first in enumerate(sequential)]
+    compared = [(i, a == b) for i, (a, b) in enumerate(pairs) if a is not None and b is not None]
+    differing = tuple(i for i, same in compared if not same)
+    return DeterminismResult(len(compared) - len(differing), len(compared), count, differing)
 
 
 def _pass(request: ChatRequest, number: int) -> ChatRequest:
