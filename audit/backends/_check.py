@@ -91,24 +91,13 @@ async def _check_endpoint(
         add("models", False, url, f"{what}expected a model list (HTTP 200), got {got}")
     else:
         entry = entries.get(client.model or "")
-        if entry is None:
-            add(
-                "models",
-                False,
-                url,
-                f"expected model {client.model!r} to be served, got {sorted(entries)}",
-            )
-        else:
-            context = context_length(entry)
-            if context is not None:
-                client.max_model_len = context
-            add(
-                "models",
-                True,
-                url,
-                f"serves {client.model!r}"
-                + (f" (context {context} tokens)" if context is not None else ""),
-            )
+        context = context_length(entry) if entry is not None else None
+        if context is not None:
+            client.max_model_len = context
+        sized = f" (context {context} tokens)" if context is not None else ""
+        served = f"serves {client.model!r}{sized}"
+        missing = f"expected model {client.model!r} to be served, got {sorted(entries)}"
+        add("models", entry is not None, url, served if entry is not None else missing)
 
     request = ChatRequest(
         messages=[ChatMessage("user", PROBE_PROMPT)],
