@@ -1,18 +1,12 @@
-"""Requests as offline batches: the exact request bodies and keys without a server, the
-batch file's lines, and the answers of a batch output turned into cache entries.
+"""Requests as offline batches (OpenAI Batch API format, which ``vllm run-batch`` reads
+and writes): the exact bodies and keys without a server, the input lines, and an output
+file's answers turned into cache entries.
 
-A batch request is the body ``BackendClient`` would POST to ``/chat/completions``,
-byte for byte the same JSON, and its ``custom_id`` is that request's cache key: an
-answer imported under it is found by the live client exactly as if it had been sent.
-The formats are the OpenAI Batch API's, which ``vllm run-batch`` reads and writes:
-input lines ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}``,
-output lines ``{"custom_id", "response": {"status_code", "body"}, "error"}``.
-
-An output file comes from outside (a provider, a hand-edited file), so ``import_output``
-reads it as the pair files are read: a regular file only, streamed line by line with each
-line bounded while it is read, every failure one ``OutputFileError`` naming the file and
-line; and every text it stores or prints is scrubbed of the configured API keys
-(``key_scrubber``), as the live client scrubs what a server sends back.
+A batch request is byte for byte the body ``BackendClient`` would POST and its
+``custom_id`` is that request's cache key, so an imported answer is found by the live
+client as if it had been sent.  An output file comes from outside, so it is read as pair
+files are (a regular file, streamed, each line bounded, every failure one
+``OutputFileError`` naming file and line) and every text is scrubbed of the API keys.
 """
 
 from __future__ import annotations
@@ -46,24 +40,6 @@ Scrub = Callable[[str], str]
 """A text with every secret it must not show replaced (``key_scrubber``)."""
 
 
-def _unscrubbed(text: str) -> str:
-    return text
-
-
-def batch_model(config: BackendsConfig, name: str) -> str:
-    """The served model id a backend's requests name, as configured: a server is never
-    asked."""
-    model = config.get(name).declared_model
-    if model is not None:
-        return model
-    raise BackendConfigError(
-        "a batch names the served model in every request (it is part of the cache key), "
-        "and no server is asked for it: set model = ... for this backend",
-        source=config.source,
-        field=f"backends.{name}.model",
-    )
-
-
 @dataclass
 class OfflineClient:
     """A ``compressors.ChatClient`` that never sends: a request is answered from the cache,
@@ -75,7 +51,7 @@ class OfflineClient:
 
     backend: BackendConfig
     model: str
-    """The served model id its requests name (``batch_model``)."""
+    """The served model id its requests name (as configured)."""
     cache: ResponseCache
     refused: dict[str, str] = field(default_factory=dict)
     """Keys a batch refused earlier: answered as refused (not exported again)."""
@@ -90,7 +66,16 @@ class OfflineClient:
     def of(
         cls, name: str, config: BackendsConfig, cache: ResponseCache, refused: dict[str, str]
     ) -> OfflineClient:
-        return cls(config.get(name), batch_model(config, name), cache, refused)
+        """The client of backend ``name``, whose model must be configured."""
+        backend = config.get(name)
+        if backend.declared_model is None:
+            raise BackendConfigError(
+                "a batch names the served model in every request (it is part of the cache "
+                "key), and no server is asked for it: set model = ... for this backend",
+                source=config.source,
+                field=f"backends.{name}.model",
+            )
+        return cls(backend, backend.declared_model, cache, refused)
 
     def canonical(self, request: ChatRequest) -> CanonicalRequest:
         """The request as the live client would send it (the same body and key)."""
@@ -132,17 +117,10 @@ class BatchAnswer:
     """Why the batch did not answer (its status and message), else None."""
 
 
-def parse_output_line(text: str, scrub: Scrub = _unscrubbed) -> BatchAnswer:
+def parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
     """One output line (OpenAI Batch API / ``vllm run-batch``), its texts passed through
     ``scrub`` (an answer may echo the API key); ``ValueError`` saying what is wrong with
-    it, never a ``RecursionError`` (the parsers recurse once per level of nesting)."""
-    try:
-        return _parse_output_line(text, scrub)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to be an output line") from None
-
-
-def _parse_output_line(text: str, scrub: Scrub) -> BatchAnswer:
+    it (a ``RecursionError``: the parsers recurse once per level of nesting)."""
     try:
         data: Any = json.loads(text)
     except ValueError as error:
@@ -261,7 +239,7 @@ def same_model(requested: str, answered: str | None) -> bool:
     return suffix != answered and bool(re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", suffix))
 
 
-def read_output(path: Path, scrub: Scrub = _unscrubbed) -> Iterator[tuple[int, BatchAnswer]]:
+def read_output(path: Path, scrub: Scrub) -> Iterator[tuple[int, BatchAnswer]]:
     """(line number, answer) of each non-blank line of a batch output file, in order.
 
     ``OutputFileError`` naming the file (and line) when it is not a regular file (a FIFO
@@ -298,6 +276,10 @@ def _answers(path: Path, handle: BinaryIO, scrub: Scrub) -> Iterator[tuple[int, 
             continue
         try:
             answer = parse_output_line(text, scrub)
+        except RecursionError:
+            raise OutputFileError(
+                f"{path}:{number}: JSON nested too deeply to be an output line"
+            ) from None
         except ValueError as error:
             raise OutputFileError(f"{path}:{number}: {scrub(str(error))}") from None
         yield number, answer

@@ -597,20 +597,22 @@ def _decode(material: bytes) -> dict[str, Any]:
     return {**body, **extras, "<model identity>": identity or None}
 
 
-_FIRST = ("model", "<model identity>")
-_LAST = ("<repeat>", "<tag>", "<key version>")
+_COMPONENTS: dict[str, tuple[tuple[int, str], str]] = {
+    # name: (place in an explanation, label); the rest (sampling, seed, template kwargs)
+    # come alphabetically after the model, before the repeat and tag; the messages last
+    "model": ((0, "0"), "model"),
+    "<model identity>": ((0, "1"), "model file (content sha256)"),
+    "response_format": ((1, "response_format"), "response_format (schema)"),
+    "structured_outputs": ((1, "structured_outputs"), "structured_outputs (schema)"),
+    "<repeat>": ((2, "0"), "repeat index"),
+    "<tag>": ((2, "1"), "tag (compressor and version)"),
+    "<key version>": ((2, "2"), "key format version"),
+    "messages": ((3, ""), "messages"),
+}
 
 
 def _order(name: str) -> tuple[int, str]:
-    """Components in the order they are explained: the model, then sampling, seed, schema
-    and template kwargs (alphabetical), the repeat and tag, the messages last."""
-    if name in _FIRST:
-        return 0, str(_FIRST.index(name))
-    if name in _LAST:
-        return 2, str(_LAST.index(name))
-    if name == "messages":
-        return 3, ""
-    return 1, name
+    return _COMPONENTS.get(name, ((1, name), name))[0]
 
 
 def _compare(
@@ -630,19 +632,9 @@ def _compare(
         if a == b:
             components += 1
             continue
-        differences.append(f"{_label(name)}: {_short(a)} (entry: {_short(b)})")
+        label = _COMPONENTS.get(name, ((1, name), name))[1]
+        differences.append(f"{label}: {_short(a)} (entry: {_short(b)})")
     return differences, (components, text)
-
-
-def _label(name: str) -> str:
-    return {
-        "response_format": "response_format (schema)",
-        "structured_outputs": "structured_outputs (schema)",
-        "<repeat>": "repeat index",
-        "<tag>": "tag (compressor and version)",
-        "<key version>": "key format version",
-        "<model identity>": "model file (content sha256)",
-    }.get(name, name)
 
 
 def _compare_messages(mine: list[Any], other: list[Any]) -> tuple[list[str], float]:

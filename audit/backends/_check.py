@@ -1,24 +1,8 @@
-"""Preflight: is the server up, is the model served, is structured output honoured?
-
-Per base URL of a started ``BackendClient``:
-
-- ``health``: ``GET <root>/health`` (vLLM, llama.cpp); a 404 means "no such endpoint" and
-  is skipped;
-- ``models``: ``GET <base>/models`` lists the configured model; its context length
-  (vLLM ``max_model_len``, llama.cpp ``meta.n_ctx``) is reported;
-- ``json_schema``: one tiny request whose schema admits exactly ``{"probe": "schema-ok"}``
-  while the prompt asks for something else: a server that ignores the schema (e.g. one
-  that only knew the removed ``guided_json`` field) answers something else;
-- ``reasoning``: whether that answer carried a ``reasoning`` (or older
-  ``reasoning_content``) field: information, never a failure;
-- ``determinism`` (``check_backend``, when every other check passed): the same fixed
-  requests sent one at a time and all at once in shuffled order; anything but
-  identical answers fails (``audit.backends._determinism``).
-
-Each result is one line: what was checked, the URL, what was expected and what came,
-scrubbed of the API key.  A backend none of whose URLs answers fails its ``start`` check
-too (opening a backend whose model is configured contacts nothing, so "opened" is not
-"reachable"); a malformed answer is a ``FAIL`` line, never a traceback.
+"""Preflight (``audit backends check``): is the server up, is the model served, is
+structured output honoured, is it deterministic?  One line a check and base URL, scrubbed
+of the API key; a malformed answer is a ``FAIL`` line, never a traceback.  The schema
+probe admits exactly ``{"probe": "schema-ok"}`` while the prompt asks for something
+else, so a server that ignores the schema is caught (docs/backends.md).
 """
 
 from __future__ import annotations
@@ -107,24 +91,13 @@ async def _check_endpoint(
         add("models", False, url, f"{what}expected a model list (HTTP 200), got {got}")
     else:
         entry = entries.get(client.model or "")
-        if entry is None:
-            add(
-                "models",
-                False,
-                url,
-                f"expected model {client.model!r} to be served, got {sorted(entries)}",
-            )
-        else:
-            context = context_length(entry)
-            if context is not None:
-                client.max_model_len = context
-            add(
-                "models",
-                True,
-                url,
-                f"serves {client.model!r}"
-                + (f" (context {context} tokens)" if context is not None else ""),
-            )
+        context = context_length(entry) if entry is not None else None
+        if context is not None:
+            client.max_model_len = context
+        sized = f" (context {context} tokens)" if context is not None else ""
+        served = f"serves {client.model!r}{sized}"
+        missing = f"expected model {client.model!r} to be served, got {sorted(entries)}"
+        add("models", entry is not None, url, served if entry is not None else missing)
 
     request = ChatRequest(
         messages=[ChatMessage("user", PROBE_PROMPT)],
@@ -222,19 +195,13 @@ async def check_backend(
             head = CheckResult(name, "start", reached, urls, ready if reached else unreachable)
             results = [head, *results]
             if determinism and all(r.ok for r in results):
-                results.append(await check_determinism(client))
+                probe = await measure_determinism(client)
+                ok = probe.compared > 0 and probe.identical == probe.compared
+                message = probe.summary()
+                if not ok and probe.compared:
+                    message += ": reruns of this server are not replications (docs/backends.md)"
+                results.append(CheckResult(name, "determinism", ok, urls, message))
     except BackendError as error:
         results = [CheckResult(name, "start", False, where, str(error))]
     # everything shown goes through the scrubber, whatever produced it
     return [replace(r, url=scrub(r.url), message=scrub(r.message)) for r in results]
-
-
-async def check_determinism(client: BackendClient) -> CheckResult:
-    """The determinism probe as a check line: ok only when every answer came back the same."""
-    result = await measure_determinism(client)
-    where = ", ".join(client.base_urls)
-    ok = result.compared > 0 and result.identical == result.compared
-    message = result.summary()
-    if not ok and result.compared:
-        message += ": reruns of this server are not replications (docs/backends.md)"
-    return CheckResult(client.name, "determinism", ok, where, message)

@@ -1,22 +1,12 @@
 """The chat client: ``compressors.ChatClient`` over any OpenAI-compatible server.
 
-One long-lived aiohttp session per base URL (explicit connection limits and timeouts), one
-semaphore for concurrency, requests spread over several base URLs by least outstanding
-requests.  What is sent and what an answer must be is ``_wire``'s.
-
-A request is answered, in order, by: an identical request already in flight (sent once,
-``deduplicated``), the response cache (``cached``), or the server, with retries for
-connection errors, timeouts, 408, 429, 5xx and a malformed 200 (jittered exponential
-back-off, honouring ``Retry-After``, within ``retry_budget_s``).  After the retries an
-infrastructure failure is a response with ``error`` set (NA), never a wrong answer; a
-400/413/422 is recorded as ``rejected`` (an outcome) and not retried.  Only answers are
-cached.  Only the configured base URLs are contacted (a redirect is refused, NA); a body
-is read in chunks under ``max_response_bytes``, ``read_idle_timeout_s`` and
-``body_timeout_s``; and the API key, with every 8+ character piece of it, is scrubbed
-from all the client returns (answers, reasoning, model names, error texts).
-
-Why aiohttp rather than httpx or the openai SDK: measured on the same loopback server,
-the client must not be the bottleneck of a fast GPU server (``benchmarks/bench_client.py``).
+A request is answered by an identical one in flight, the response cache, or the server
+(retried within ``retry_budget_s``); an infrastructure failure after the retries is a
+response with ``error`` set (NA), never a wrong answer, and a 400/413/422 is ``rejected``
+(an outcome).  Only configured base URLs are contacted, bodies are read under size and
+time limits, and the API key is scrubbed from all the client returns (docs/backends.md,
+docs/security.md).  aiohttp, not httpx or the openai SDK: the client must not be the
+bottleneck of a fast GPU server (``benchmarks/bench_client.py``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Backend configuration: pydantic models, read from TOML, the environment and ``.env``.
-
-Sources, highest precedence first (a field set in a higher source wins, tables merge):
-
-1. environment variables ``MEMORY_AUDIT_<FIELD>``; a backend's field is
-   ``MEMORY_AUDIT_BACKENDS__<NAME>__<FIELD>`` (``__`` separates levels; names and fields
-   are case-insensitive; dicts and lists are written as JSON);
-2. the same variables in a ``.env`` file (default: ``.env`` in the working directory);
-3. the TOML file (``--config FILE``; default ``audit.toml`` in the working directory,
-   optional);
-4. the defaults documented on each field below.
-
-The built-in backend ``local`` (the embedded llama.cpp server with SmolLM2-135M-Instruct) is
-always present; a ``[backends.local]`` table adjusts it.
+"""Backend configuration: pydantic models, read from the environment (``MEMORY_AUDIT_*``),
+then ``.env``, then the TOML file, then the defaults; tables merge field by field and a
+bad value names its source and field (docs/backends.md, "Sources and precedence").  The
+built-in backend ``local`` (llama.cpp in-process, SmolLM2) is always present.
 """
 
 from __future__ import annotations
@@ -21,8 +11,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,6 +24,7 @@ from pydantic import (
     JsonValue,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic import model_validator as _model_validator
@@ -73,140 +63,67 @@ CLIENT_FIELDS = frozenset(
 ``extra_body`` may not replace them (the cache key would no longer say what was asked)."""
 
 
-def _thinking(on: bool) -> dict[str, JsonValue]:
-    return {"enable_thinking": on}
-
-
 class BackendConfig(BaseModel):
-    """One named backend: where it is, which model, how to sample, how hard to try."""
+    """One named backend: where it is, which model, how to sample, how hard to try.  What
+    each field means is the table "Backend fields" of docs/backends.md."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["openai", "local"] = "openai"
-    """``openai``: any OpenAI-compatible server; ``local``: llama.cpp started in-process."""
-
     base_url: Annotated[tuple[str, ...], NoDecode] = ()
-    """The server's OpenAI API root (``http://gpu1:8000/v1``) or a list of them (the one
-    with the fewest outstanding requests is used); none for ``local``."""
-
     model: str | None = None
-    """The served model id; omitted: the one model the server serves (``GET /v1/models``)."""
-
     api_key_env: str | None = None
-    """The NAME of the environment variable (or ``.env`` entry) holding the API key, sent as
-    ``Authorization: Bearer``; never the key itself."""
-
     roles: Annotated[tuple[Role, ...], NoDecode] = ROLES
-    """What this backend may serve: ``reader`` (the LLM reader), ``writer`` (LLM compressors)."""
-
     api_dialect: Literal["vllm", "openai"] = "vllm"
-    """``vllm``: also send ``top_k``, ``min_p``, ``repetition_penalty`` and
-    ``chat_template_kwargs``; ``openai``: only the OpenAI API's own fields."""
-
+    # sampling: sent in every body (top_k, min_p, repetition_penalty: the vllm dialect only)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature, always sent (0 = greedy)."""
-
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    """Nucleus sampling mass, always sent."""
-
     top_k: int = Field(default=-1, ge=-1)
-    """Top-k (-1 = off), sent in the ``vllm`` dialect."""
-
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)
-    """Min-p (0 = off), sent in the ``vllm`` dialect."""
-
     repetition_penalty: float = Field(default=1.0, gt=0.0)
-    """Repetition penalty (1 = off), sent in the ``vllm`` dialect."""
-
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
-    """OpenAI presence penalty, always sent."""
-
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
-    """OpenAI frequency penalty, always sent."""
-
     max_tokens: int = Field(default=1024, ge=1)
-    """Completion token cap when the request does not set one; always sent."""
-
     seed: int = Field(default=0, ge=0)
-    """Base seed: a request is sent with ``seed + request.repeat``."""
-
     chat_template_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
-    """Always passed to the chat template (``vllm`` dialect)."""
-
     extra_body: dict[str, JsonValue] = Field(default_factory=dict)
-    """Fields added to every request body (and so to its cache key), for a server's own
-    switches; a field the client sets itself is refused."""
-
-    thinking_on_kwargs: dict[str, JsonValue] = Field(default_factory=lambda: _thinking(True))
-    """Merged into ``chat_template_kwargs`` when a request asks for thinking on
-    (``ChatRequest.thinking = True``)."""
-
-    thinking_off_kwargs: dict[str, JsonValue] = Field(default_factory=lambda: _thinking(False))
-    """Merged into ``chat_template_kwargs`` when a request asks for thinking off."""
-
+    thinking_on_kwargs: dict[str, JsonValue] = Field(default={"enable_thinking": True})
+    thinking_off_kwargs: dict[str, JsonValue] = Field(default={"enable_thinking": False})
     structured_output: Literal["json_schema", "structured_outputs", "json_object", "none"] = (
         "json_schema"
     )
-    """How a request's JSON schema is sent: ``json_schema`` (``response_format``),
-    ``structured_outputs`` (vLLM's own field), ``json_object`` (JSON without the schema),
-    ``none`` (not sent)."""
-
+    # per base URL; then how hard to try (retries, back-off) and how long to wait
     max_concurrency: int = Field(default=32, ge=1, le=4096)
-    """Requests in flight at once per base URL."""
-
     connect_timeout_s: float = Field(default=10.0, gt=0)
-    """Seconds to open a connection."""
-
     request_timeout_s: float = Field(default=600.0, gt=0)
-    """Seconds one attempt may take, end to end."""
-
     max_retries: int = Field(default=8, ge=0)
-    """Retries after the first attempt, for connection errors, timeouts, 408, 429 and 5xx."""
-
     retry_budget_s: float = Field(default=900.0, gt=0)
-    """Total seconds a request may spend on attempts and back-off before it is NA."""
-
     backoff_initial_s: float = Field(default=0.5, gt=0)
-    """First back-off; doubles per retry (jittered); a ``Retry-After`` is honoured instead."""
-
     backoff_max_s: float = Field(default=30.0, gt=0)
-    """Largest single back-off."""
-
     read_idle_timeout_s: float = Field(default=30.0, gt=0)
-    """Once a response's headers are in, the longest pause between bytes of its body (a
-    stalled server: NA, not retried)."""
-
     body_timeout_s: float = Field(default=120.0, gt=0)
-    """Once a response's headers are in, the most seconds its whole body may take."""
-
     max_response_bytes: int = Field(default=8 << 20, ge=1024)
-    """The largest response body read (decompressed); a larger one is abandoned as it
-    streams in (NA, not retried)."""
-
+    # kind = "local" only
     model_path: Path | None = None
-    """``local`` only: a GGUF file to serve; omitted: SmolLM2-135M-Instruct (Q4_1)."""
-
     mode: Literal["reproducible", "throughput"] = "reproducible"
-    """``local`` only.  ``reproducible``: one decoding slot and llama.cpp's prompt cache
-    off, so an answer never depends on request order or concurrency; ``throughput``:
-    ``n_parallel`` slots, prompt cache on (faster, not reproducible)."""
-
     n_parallel: int = Field(default=4, ge=1, le=256)
-    """``local`` only, ``mode = "throughput"``: parallel decoding slots."""
-
     n_ctx_per_slot: int = Field(default=8192, ge=256)
-    """``local`` only: context tokens per slot."""
-
     n_threads: int | None = Field(default=None, ge=1)
-    """``local`` only: CPU threads (default: every core)."""
 
-    @field_validator("base_url", mode="before")
+    @field_validator("base_url", "roles", mode="before")
     @classmethod
-    def _one_or_many(cls, value: object) -> object:
+    def _one_or_many(cls, value: object, info: ValidationInfo) -> object:
+        """One string, a comma list, or a JSON list (how lists arrive from the environment)."""
         if isinstance(value, str):
-            value = _str_list(value)
+            text = value.strip()
+            loaded = json.loads(text) if text.startswith("[") else None
+            if isinstance(loaded, list):
+                value = [str(item) for item in loaded]
+            else:
+                value = [part.strip() for part in text.split(",") if part.strip()]
         if isinstance(value, list | tuple):
-            return tuple(str(v).rstrip("/") for v in value)
+            end = "/" if info.field_name == "base_url" else ""
+            return tuple(str(v).rstrip(end) for v in value)
         return value
 
     @field_validator("base_url")
@@ -243,11 +160,6 @@ class BackendConfig(BaseModel):
         if not _finite(value):
             raise ValueError("nan and inf are not JSON: a request body cannot carry them")
         return value
-
-    @field_validator("roles", mode="before")
-    @classmethod
-    def _roles_list(cls, value: object) -> object:
-        return _str_list(value) if isinstance(value, str) else value
 
     @field_validator("roles")
     @classmethod
@@ -349,25 +261,13 @@ def _finite(value: object) -> bool:
     return True
 
 
-def _str_list(value: str) -> list[str]:
-    """One string, a comma list, or a JSON list (how lists arrive from the environment)."""
-    text = value.strip()
-    if text.startswith("["):
-        loaded = json.loads(text)
-        if isinstance(loaded, list):
-            return [str(item) for item in loaded]
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _local_defaults() -> dict[str, Any]:
-    return {"kind": "local"}
-
-
-_toml_path: ContextVar[Path | None] = ContextVar("memory_audit_toml", default=None)
+_reading: ContextVar[tuple[Path | None, bool]] = ContextVar("memory_audit", default=(None, True))
+"""What ``load_config`` reads besides ``.env``: the TOML file, and whether the environment."""
 
 
 class BackendsConfig(BaseSettings):
-    """Every configured backend, plus where the cache and models live."""
+    """Every configured backend (``local`` always), the default backend of each role, and
+    where the cache and models live (docs/backends.md, "Top-level fields")."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -377,24 +277,13 @@ class BackendsConfig(BaseSettings):
         dotenv_filtering="only_existing",
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
     )
 
     backends: dict[str, BackendConfig] = Field(default_factory=dict, validate_default=True)
-    """Named backends; ``local`` is always present."""
-
     reader: str | None = None
-    """Default backend for the reader role (``--reader`` overrides)."""
-
     writer: str | None = None
-    """Default backend for the writer role (``--writer`` overrides)."""
-
     cache_dir: Path | None = None
-    """Where models and the response cache live (default ``$XDG_CACHE_HOME/memory-audit``,
-    else ``~/.cache/memory-audit``)."""
-
     cache_path: Path | None = None
-    """The response cache database (default ``<cache_dir>/responses.sqlite``)."""
 
     _source: str = PrivateAttr(default="the built-in defaults (no audit.toml)")
     _env_file: Path | None = PrivateAttr(default=None)
@@ -425,7 +314,7 @@ class BackendsConfig(BaseSettings):
         if isinstance(local, Mapping):
             if local.get("kind", "local") != "local":
                 raise ValueError("the built-in backend 'local' must keep kind = 'local'")
-            merged[LOCAL] = {**_local_defaults(), **local}
+            merged[LOCAL] = {"kind": "local", **local}
         return merged
 
     @_model_validator(mode="after")
@@ -445,8 +334,8 @@ class BackendsConfig(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = _toml_path.get()
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
+        toml, environ = _reading.get()
+        sources = [init_settings, *([env_settings] if environ else []), dotenv_settings]
         if toml is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
         return tuple(sources)
@@ -502,15 +391,6 @@ def default_cache_dir() -> Path:
     return base / "memory-audit"
 
 
-@contextmanager
-def _toml(path: Path | None) -> Iterator[None]:
-    token = _toml_path.set(path)
-    try:
-        yield
-    finally:
-        _toml_path.reset(token)
-
-
 def load_config(
     path: str | Path | None = None,
     *,
@@ -537,13 +417,9 @@ def load_config(
         _check_text(dotenv)
     source = str(toml) if toml is not None else "the built-in defaults (no audit.toml)"
     _check_variable_names(dotenv, environ)
+    token = _reading.set((toml, environ))
     try:
-        with _toml(toml):
-            if environ:
-                config = BackendsConfig(_env_file=dotenv)
-            else:
-                with _no_prefixed_environ():
-                    config = BackendsConfig(_env_file=dotenv)
+        config = BackendsConfig(_env_file=dotenv)
     except ValidationError as error:
         raise _named(error, toml, dotenv, environ) from None
     except (SettingsError, ValueError) as error:  # a malformed TOML or a bad JSON value
@@ -551,6 +427,8 @@ def load_config(
         raise BackendConfigError(str(cause), source=source) from None
     except RecursionError:  # the TOML or JSON parser recurses once per level of nesting
         raise _too_deep(toml, dotenv) from None
+    finally:
+        _reading.reset(token)
     config._source = source
     config._env_file = dotenv
     return config
@@ -612,17 +490,6 @@ def _check_variable_names(dotenv: Path | None, environ: bool) -> None:
             )
 
 
-@contextmanager
-def _no_prefixed_environ() -> Iterator[None]:
-    saved = {k: v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
-    for key in saved:
-        del os.environ[key]
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
-
-
 def _named(
     error: ValidationError, toml: Path | None, dotenv: Path | None, environ: bool
 ) -> BackendConfigError:
@@ -644,41 +511,24 @@ def _named(
 
 
 def _origin(loc: list[str], toml: Path | None, dotenv: Path | None, environ: bool) -> str:
-    candidates: list[tuple[str, dict[str, Any]]] = []
-    with _toml(toml):
-        if environ:
-            env = EnvSettingsSource(
-                BackendsConfig,
-                env_prefix=ENV_PREFIX,
-                env_nested_delimiter="__",
-                case_sensitive=False,
-            )
-            candidates.append(("environment", env()))
-        if dotenv is not None:
-            dot = DotEnvSettingsSource(
-                BackendsConfig,
-                env_file=dotenv,
-                env_prefix=ENV_PREFIX,
-                env_nested_delimiter="__",
-                case_sensitive=False,
-            )
-            candidates.append((str(dotenv), dot()))
-        if toml is not None:
-            candidates.append((str(toml), TomlConfigSettingsSource(BackendsConfig, toml)()))
-    for where, data in candidates:
-        node: Any = data
-        found = True
+    """Which source set the field at ``loc``, highest precedence first."""
+    variable = ENV_PREFIX + "__".join(loc).upper()
+    candidates: list[tuple[str, PydanticBaseSettingsSource]] = []
+    if environ:
+        candidates.append((f"environment variable {variable}", EnvSettingsSource(BackendsConfig)))
+    if dotenv is not None:
+        dot = DotEnvSettingsSource(BackendsConfig, env_file=dotenv)
+        candidates.append((f"{dotenv} ({variable})", dot))
+    if toml is not None:
+        candidates.append((str(toml), TomlConfigSettingsSource(BackendsConfig, toml)))
+    for where, source in candidates:
+        node: Any = source()
         for part in loc:
-            if isinstance(node, Mapping) and part in node:
-                node = node[part]
-            else:
-                found = False
-                break
-        if found and loc:
-            if where == "environment":
-                return "environment variable " + ENV_PREFIX + "__".join(loc).upper()
-            if where == str(dotenv):
-                return f"{dotenv} ({ENV_PREFIX}{'__'.join(loc).upper()})"
+            node = node.get(part, _MISSING) if isinstance(node, Mapping) else _MISSING
+        if loc and node is not _MISSING:
             return where
     # the field was missing, or a model-level check failed: blame the most specific file
     return str(toml) if toml is not None else (str(dotenv) if dotenv else "configuration")
+
+
+_MISSING = object()

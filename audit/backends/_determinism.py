@@ -1,21 +1,16 @@
 """Is a backend deterministic?  The same requests, sent twice in two different ways.
 
 Greedy decoding does not make a server reproducible (llama.cpp reuses a previous prompt's
-KV cache, vLLM batches concurrent requests).  So the probe sends fixed requests sharing
-a long prefix twice, one at a time in order and all at once shuffled, with the client's
-cache set aside (the passes differ only in ``repeat``, part of the key, never of the
-body), and counts identical answers.  ``audit run`` records the figure in
-``config.json``; ``audit backends check`` prints it (docs/backends.md).
-
-A server that may batch gets 16 requests (batching noise needs company to show); one
-the client sends one at a time (``max_concurrency = 1``, one URL) can only be changed
-by what an earlier request left behind, and 4 requests in another order show that.
+KV cache, vLLM batches concurrent requests), so fixed requests sharing a long prefix are
+sent one at a time in order and all at once shuffled, the client's cache set aside, and
+identical answers counted (docs/backends.md, "Reproducible reads").
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -155,31 +150,13 @@ async def _measure(
     order = list(range(count))
     random.Random(seed).shuffle(order)
     shuffled = await asyncio.gather(*(ask(_pass(requests[i], 2)) for i in order))
-    concurrent: list[ChatResponse | None] = [None] * count
-    for position, index in enumerate(order):
-        concurrent[index] = shuffled[position]
-    identical = compared = 0
-    differing = []
-    for index, (first, second) in enumerate(zip(sequential, concurrent, strict=True)):
-        a = _answer(first)
-        b = _answer(second) if second is not None else None
-        if a is None or b is None:
-            continue
-        compared += 1
-        if a == b:
-            identical += 1
-        else:
-            differing.append(index)
-    return DeterminismResult(identical, compared, count, tuple(differing))
+    concurrent = dict(zip(order, shuffled, strict=True))
+    pairs = [(_answer(first), _answer(concurrent[i])) for i, first in enumerate(sequential)]
+    compared = [(i, a == b) for i, (a, b) in enumerate(pairs) if a is not None and b is not None]
+    differing = tuple(i for i, same in compared if not same)
+    return DeterminismResult(len(compared) - len(differing), len(compared), count, differing)
 
 
 def _pass(request: ChatRequest, number: int) -> ChatRequest:
     # repeat is part of the cache key, never of the body: the server sees the same request
-    return ChatRequest(
-        messages=request.messages,
-        json_schema=request.json_schema,
-        thinking=request.thinking,
-        max_tokens=request.max_tokens,
-        repeat=1_000_000 + number,
-        tag=request.tag,
-    )
+    return dataclasses.replace(request, repeat=1_000_000 + number)

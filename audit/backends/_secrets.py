@@ -1,23 +1,12 @@
 """Keeping an API key out of everything the backends return, print or store.
 
-A server (or a careless proxy) may echo the ``Authorization`` header in an error, in a
-model list or in an answer, whole or cut short.  ``Scrubber`` replaces the key and every
-run of text that is a piece of it at least ``FRAGMENT`` characters long with ``***``.
-
-Why windows: a piece of the key of length L >= 8 is the union of its L - 7 windows of 8
-characters, each of which is a window of the key.  So marking every 8-character window
-of the text that is also one of the key's covers exactly the text that lies inside some
-8+ character piece of the key.  The windows are matched by one regular expression built
-as a trie (one branch per distinct next character), so a scan costs about one step per
-character of the text whatever the key's length: never quadratic in the answer.
-
-A server may also send the key back encoded: the same windows are taken of its hex
-(both cases) and of its base64 (standard and URL-safe, at each of the three
-alignments a key inside a longer string can have, e.g. ``Basic`` credentials or a
-base64 of ``Bearer <key>``), so those are masked too.
-
-``has_control_characters`` is the header check: a key with CR, LF or another control
-character would be refused by aiohttp at the first request (or split the header).
+A server may echo the ``Authorization`` header whole, cut short, hex- or base64-encoded
+(docs/security.md).  ``Scrubber`` masks every run of text that lies inside an 8+
+character piece of the key (or of an encoding of it).  Why windows: such a piece is the
+union of its 8-character windows, each a window of the key, so marking every 8-character
+window of the text that is also one of the key's covers exactly that text.  The windows
+are one regular expression built as a trie, so a scan costs about one step per character
+whatever the key's length: never quadratic in the answer.
 """
 
 from __future__ import annotations
@@ -83,7 +72,8 @@ class Scrubber:
                 for form in encodings(self._secret)
                 for i in range(len(form) - FRAGMENT + 1)
             }
-            self._pattern = re.compile(_trie_pattern(windows))
+            # a lookahead: every position a window starts at, overlapping ones included
+            self._pattern = re.compile(f"(?={_trie_pattern(windows)})")
 
     def __bool__(self) -> bool:
         return bool(self._secret)
@@ -95,27 +85,18 @@ class Scrubber:
         pattern = self._pattern
         if pattern is None:  # a key shorter than a fragment: only whole occurrences
             return text.replace(secret, MASK)
-        spans: list[tuple[int, int]] = []
-        at = 0
-        while (found := pattern.search(text, at)) is not None:
+        spans: list[list[int]] = []
+        for found in pattern.finditer(text):
             start = found.start()
-            end = start + FRAGMENT
-            at = start + 1
-            while at <= end:  # windows starting inside (or right after) this one extend it
-                if pattern.match(text, at) is not None:
-                    end = at + FRAGMENT
-                at += 1
-            spans.append((start, end))
-        if not spans:
-            return text
-        parts: list[str] = []
-        at = 0
+            if spans and start <= spans[-1][1]:  # inside (or right after) the last: extends it
+                spans[-1][1] = start + FRAGMENT
+            else:
+                spans.append([start, start + FRAGMENT])
+        parts, at = [], 0
         for start, end in spans:
-            parts.append(text[at:start])
-            parts.append(MASK)
+            parts += [text[at:start], MASK]
             at = end
-        parts.append(text[at:])
-        return "".join(parts)
+        return "".join(parts) + text[at:]
 
     def deep(self, value: Any) -> Any:
         """``value`` (parsed JSON) with every string in it, keys included, scrubbed."""
