@@ -46,19 +46,17 @@ def _field_path(loc: Sequence[int | str]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-class DuplicateKeyError(MemoryAuditError, ValueError):
-    """A JSON object names a key twice (``json`` would keep the last silently); the
-    message is the key."""
+class _DuplicateKeyError(MemoryAuditError, ValueError):
+    """A JSON object names a key twice (``json`` would keep the last silently)."""
 
 
-def unique_keys(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook`` refusing a key named twice: which value was meant is unknown."""
+def _unique_keys(items: list[tuple[str, Any]]) -> dict[str, Any]:
     found = dict(items)
     if len(found) != len(items):
         seen: set[str] = set()
         for key, _ in items:
             if key in seen:
-                raise DuplicateKeyError(key)
+                raise _DuplicateKeyError(key)
             seen.add(key)
     return found
 
@@ -72,8 +70,8 @@ def parse_pair_line(text: str, path: Path | str = "<string>", line: int = 1) -> 
     if len(text.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES:
         raise PairFileError(path, line, None, f"line longer than {MAX_LINE_BYTES} bytes")
     try:
-        data: Any = json.loads(text, object_pairs_hook=unique_keys)
-    except DuplicateKeyError as error:
+        data: Any = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as error:
         raise PairFileError(
             path, line, None, f"duplicate key {str(error)!r} in a JSON object: give each key once"
         ) from None

@@ -39,7 +39,6 @@ from compressors._chat import ChatUnavailableError
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import MemoryAuditError
-from histories._io import DuplicateKeyError, unique_keys
 
 PROTOCOL = "memory-audit/1"
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
@@ -145,15 +144,28 @@ def _is_text(value: str) -> bool:
     return True
 
 
+class _DuplicateKeyError(MemoryAuditError, ValueError):
+    """A key named twice in an answer object (caught at once: a malformed answer)."""
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's default keeps the last of two equal keys: an answer naming its memory
+    twice is ambiguous, so it is malformed, not silently half read."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKeyError(f"duplicate key {key!r}")
+        found[key] = value
+    return found
+
+
 def parse_answer(raw: bytes, where: str) -> str:
     """The memory of an answer; ``ExternalUnavailableError`` when it is malformed,
     ``ExternalMemoryError`` when the system reported a failure of its own."""
-    try:  # a memory named twice is ambiguous: malformed, not silently half read
-        answer = json.loads(raw, object_pairs_hook=unique_keys)
-    except DuplicateKeyError as error:
-        raise ExternalUnavailableError(
-            f"{where}: malformed answer (duplicate key {str(error)!r})"
-        ) from None
+    try:
+        answer = json.loads(raw, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKeyError as error:
+        raise ExternalUnavailableError(f"{where}: malformed answer ({error})") from None
     except (ValueError, RecursionError) as error:
         excerpt = raw[:200].decode("utf-8", "replace")
         raise ExternalUnavailableError(

@@ -39,7 +39,6 @@ from compressors._memory import dump
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import PUBLIC_SEMANTICS, RECORD_KINDS, RECORD_LIST_ADAPTER
-from histories._io import unique_keys
 
 _ROLE = """\
 You maintain the memory of an agent that reads a long record log in chunks. You will
@@ -107,12 +106,22 @@ RECORD_LOG_SCHEMA: dict[str, Any] = {
 }
 
 
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing a key named twice (json keeps the last by default)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
 def structured_memory(content: str) -> str:
     """The model's answer as a memory: canonical JSON lines when it is a valid record
     log, else the raw text (which the exact reader reports as ``unparsed``).  A key
     named twice anywhere makes the answer invalid (which value was meant is unknown)."""
     try:
-        data = json.loads(content, object_pairs_hook=unique_keys)
+        data = json.loads(content, object_pairs_hook=_unique_object)
         records = RECORD_LIST_ADAPTER.validate_python(data["records"])
     except (ValueError, TypeError, KeyError, RecursionError, ValidationError):
         return content
