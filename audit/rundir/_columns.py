@@ -229,6 +229,17 @@ def retryable_na_keys(table: pa.Table) -> set[str]:
     return {str(key) for key in pc.unique(table["job_key"].filter(na)).to_pylist()}
 
 
+CATEGORICAL = (
+    "condition", "transform", "family", "branch", "variant", "outcome", "source_pair_id",
+    "pair_id",
+)  # fmt: skip
+"""The stored text columns a loaded run holds as categories (each a handful of values
+over every row): read from results.parquet as dictionaries, never as a string a row."""
+
+OBJECT_TEXT = ("answer", "gold", "error", "memory_sha256", "raw_answer", "finish_reason")
+"""The text columns a loaded run holds as Python strings or None (their values are
+compared and shown one by one); read as dictionaries too, where stored as text."""
+
 MEMORY_ID = "memory_id"
 """The stored form of ``memory_sha256``: the memory's position in its job's block of
 distinct memories in the store (``store.sqlite``), which keeps each one's sha256."""

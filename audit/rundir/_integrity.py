@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from audit.errors import RunDataError
+from audit.rundir._columns import CATEGORICAL, OBJECT_TEXT, STORED_SCHEMA
 from audit.rundir._layout import (
     MANIFEST_FILE,
     RESULTS_CSV,
@@ -194,12 +195,16 @@ def _read_file(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
 
 
+DICTIONARY_TEXT = tuple(c for c in (*CATEGORICAL, *OBJECT_TEXT) if c in STORED_SCHEMA.names)
+"""What ``normalize`` makes categories or Python strings: never a string a row."""
+
+
 def _digested_parquet(path: Path) -> pd.DataFrame:
     """A results.parquet of this format, each memory's sha256 looked up in the store
     beside it (empty where the store cannot say: the drill-down is then unavailable)."""
     import pyarrow.parquet as pq
 
-    handle = pq.ParquetFile(path)
+    handle = pq.ParquetFile(path, read_dictionary=DICTIONARY_TEXT)
     # a row group is one job (a few thousand rows): threads cost more than they decode
     tables = [handle.read_row_group(g, use_threads=False) for g in range(handle.num_row_groups)]
     keyed = [(str(t["job_key"][0]), t) for t in tables if t.num_rows]

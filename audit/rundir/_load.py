@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from audit.errors import RunDataError
 from audit.plan import RunPlan
+from audit.rundir._columns import CATEGORICAL, OBJECT_TEXT
 from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, read_costs
 from audit.rundir._integrity import RunIntegrity, read_checked
 from audit.rundir._layout import (
@@ -174,14 +175,16 @@ def normalize(df: pd.DataFrame) -> pd.DataFrame:
     df["budget"] = df["budget"].fillna(0).astype(np.int64)
     df["repeat"] = df["repeat"].fillna(0).astype(np.int64)
     label_readers(df)
-    for column in ("answer", "gold", "error", "memory_sha256", "raw_answer", "finish_reason"):
+    for column in OBJECT_TEXT:
         if column in df:
             df[column] = df[column].astype(object).where(df[column].notna(), None)
-    for column in (
-        "reader", "reader_kind", "condition", "transform", "family", "branch", "variant",
-        "outcome", "source_pair_id", "pair_id",
-    ):  # fmt: skip
-        df[column] = df[column].astype(str).astype("category")
+    for column in ("reader", "reader_kind", *CATEGORICAL):
+        values = df[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):  # read as a dictionary
+            values = values.cat.remove_unused_categories()
+            df[column] = values.cat.reorder_categories(values.cat.categories.sort_values())
+        else:
+            df[column] = values.astype(str).astype("category")
     return df
 
 
