@@ -153,11 +153,12 @@ def shortcut_gaps(
     out: list[dict[str, Any]] = []
     paired = {metric: _Paired(scores, metric) for metric in TESTED} if family == ALL else {}
     shared: dict[str, _Paired] = dict(paired)
+    transforms = scores.shortcut_transforms()
     for system in scores.systems:
         base = scores.cell(system, IDENTITY, family)
         if base is None:
             continue
-        for transform in scores.shortcut_transforms():
+        for transform in transforms:
             moved = scores.cell(system, transform, family) if transform != IDENTITY else None
             if moved is None:
                 continue
