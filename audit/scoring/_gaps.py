@@ -56,8 +56,8 @@ def sign_flip_p(
 
 
 _SIGNS: dict[int, npt.NDArray[np.float64]] = {}
-SIGNS_BYTES = 64 << 20
-"""Drawn signs kept at most (as the product's floats, not cast per test; oldest seed first out)."""
+SIGNS_BYTES = 512 << 20
+"""Drawn signs kept at most (64M, as floats: a cast per test made each matrix anyway)."""
 
 
 def _random_signs(resamples: int, n: int, seed: int) -> npt.NDArray[np.float64]:
