@@ -92,7 +92,7 @@ def right_values(failed: pd.DataFrame) -> pd.Series:
 
 
 def _history_lines(pair: Any, variant: str, branch: str) -> frozenset[str]:
-    return frozenset(r.canonical_json() for r in pair.history(variant, branch))
+    return frozenset(r.canonical_line for r in pair.history(variant, branch))  # kept per record
 
 
 def invented_records(memory: str, known: frozenset[str]) -> bool:

@@ -257,15 +257,14 @@ def proportion_columns(
             f"{prefix}_high": np.nan,
         }
     k, k_high, n = (int(cell[f"{source}_{part}"]) for part in ("k", "k_high", "n"))
-    low = wilson_arrays([k], [n])[0][0]
-    high = wilson_arrays([k_high], [n])[1][0]
+    low, high = wilson_arrays([k, k_high], [n, n])  # each bound's count: k low, k_high high
     return {
         f"{prefix}_k": k,
         f"{prefix}_k_high": k_high,
         f"{prefix}_n": n,
         f"{prefix}_rate": k / n,
-        f"{prefix}_low": float(low),
-        f"{prefix}_high": float(high),
+        f"{prefix}_low": float(low[0]),
+        f"{prefix}_high": float(high[1]),
     }
 
 

@@ -55,11 +55,12 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
             families = group["family"].tolist()
             worst = (group["blocks_lo"] / group["blocks"]).to_numpy()
             best = (group["blocks_hi"] / group["blocks"]).to_numpy()
-            low = bootstrap_mean(
+            low, high = bootstrap_mean(
                 worst, families, resamples=options.resamples, seed=options.seed, key=key
-            )[0]
-            high = bootstrap_mean(best, families, resamples=options.resamples,
-                                  seed=options.seed, key=key)[1]  # fmt: skip
+            )
+            if not (worst == best).all():  # without NA reads, one draw gives both
+                high = bootstrap_mean(best, families, resamples=options.resamples,
+                                      seed=options.seed, key=key)[1]  # fmt: skip
             degenerate = is_degenerate(low, high, worst)
         row["joint_J_boot_degenerate"] = degenerate
         row["joint_J_boot_low"], row["joint_J_boot_high"] = low, high

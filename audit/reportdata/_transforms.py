@@ -23,8 +23,9 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
     }
     groups = by_system(ctx.scores.pairs["reveal"], "transform")
     rows = []
+    transforms = ctx.scores.shortcut_transforms()  # rechunk: its own section
     for system in ctx.scores.systems:
-        for transform in ctx.scores.shortcut_transforms():  # rechunk: its own section
+        for transform in transforms:
             cell = ctx.scores.cell(system, transform)
             if cell is None:
                 continue

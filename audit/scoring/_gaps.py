@@ -49,18 +49,18 @@ def sign_flip_p(
     observed = abs(d.sum()) - 1e-12
     if d.size <= EXACT_UP_TO:  # every assignment, the observed one among them: never 0
         return float(np.mean(np.abs(_half_of_all_signs(d.size) @ d) >= observed))
-    signs = _random_signs(resamples, d.size, seed).astype(np.float64)
+    signs = _random_signs(resamples, d.size, seed)
     # the observed assignment counts as one draw (Phipson and Smyth 2010): a Monte
     # Carlo p is never 0, which no finite sample can show
     return float((np.sum(np.abs(signs @ d) >= observed) + 1) / (resamples + 1))
 
 
-_SIGNS: dict[int, npt.NDArray[np.int8]] = {}
-SIGNS_BYTES = 64 << 20
-"""Drawn signs kept at most (one byte a sign; the oldest seed's go first)."""
+_SIGNS: dict[int, npt.NDArray[np.float64]] = {}
+SIGNS_BYTES = 512 << 20
+"""Drawn signs kept at most (64M, as floats: a cast per test made each matrix anyway)."""
 
 
-def _random_signs(resamples: int, n: int, seed: int) -> npt.NDArray[np.int8]:
+def _random_signs(resamples: int, n: int, seed: int) -> npt.NDArray[np.float64]:
     """The signs ``default_rng(seed)`` draws for ``resamples`` assignments of ``n``.
     The generator fills its draws in order, so every size's matrix is the start of one
     stream a seed: drawn once (grown by doubling) and kept; a report tests hundreds of
@@ -68,9 +68,9 @@ def _random_signs(resamples: int, n: int, seed: int) -> npt.NDArray[np.int8]:
     size = resamples * n
     found = _SIGNS.get(seed)
     if found is None or found.size < size:
-        size = max(size, min(2 * (0 if found is None else found.size), SIGNS_BYTES))
+        size = max(size, min(2 * (0 if found is None else found.size), SIGNS_BYTES // 8))
         # rng.choice((1.0, -1.0), size) draws these very indices: the same signs
-        found = np.random.default_rng(seed).integers(0, 2, size=size).astype(np.int8)
+        found = np.random.default_rng(seed).integers(0, 2, size=size).astype(np.float64)
         found *= -2
         found += 1
         _SIGNS.pop(seed, None)
@@ -153,11 +153,12 @@ def shortcut_gaps(
     out: list[dict[str, Any]] = []
     paired = {metric: _Paired(scores, metric) for metric in TESTED} if family == ALL else {}
     shared: dict[str, _Paired] = dict(paired)
+    transforms = scores.shortcut_transforms()
     for system in scores.systems:
         base = scores.cell(system, IDENTITY, family)
         if base is None:
             continue
-        for transform in scores.shortcut_transforms():
+        for transform in transforms:
             moved = scores.cell(system, transform, family) if transform != IDENTITY else None
             if moved is None:
                 continue

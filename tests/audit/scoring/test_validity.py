@@ -950,7 +950,7 @@ def test_the_kept_signs_are_each_sizes_own_draw_within_their_bound(monkeypatch):
     from audit.scoring import _gaps
 
     monkeypatch.setattr(_gaps, "_SIGNS", {})
-    monkeypatch.setattr(_gaps, "SIGNS_BYTES", 1_000 * 45)  # one seed's stream, not two
+    monkeypatch.setattr(_gaps, "SIGNS_BYTES", 8 * 1_000 * 45)  # one seed's stream, not two
     for n, seed in [(20, 0), (17, 0), (40, 0), (23, 1), (40, 0), (31, 1), (18, 0)]:
         drawn = np.random.default_rng(seed).choice((1, -1), size=(1_000, n))
         assert np.array_equal(_gaps._random_signs(1_000, n, seed), drawn)
