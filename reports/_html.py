@@ -223,29 +223,28 @@ def _log(lines: Sequence[dict[str, Any]], anchor: str | None = None) -> Markup:
 def _memories(
     cell: dict[str, Any], number: int, seen: dict[str, tuple[str, str]]
 ) -> dict[str, dict[str, Any]]:
-    """A cell's memories as shown: ``log`` (the escaped text), ``empty``, ``missing`` (not
-    stored) or ``same`` (anchor, description) of the place in this pair that shows the
-    same memory (by sha256) already: each memory's text is on the page once."""
+    """A cell's memories as shown: ``bytes`` and ``html``: the escaped text, why there is
+    none, or a link to the place in this pair that shows the same memory (by sha256)
+    already: each memory's text is on the page once."""
     out: dict[str, dict[str, Any]] = {"A": {}, "B": {}}
     for variant, branch in _SHOWN:
-        memory = cell["memories"].get(variant, {}).get(branch)
-        if memory is None:
-            continue
-        view: dict[str, Any] = {"bytes": memory.get("bytes")}
+        memory = cell["memories"].get(variant, {}).get(branch) or {}
         lines, sha = memory.get("lines"), memory.get("sha")
         if lines is None:
-            view["missing"] = True
+            html = Markup('<p class="muted small">memory not stored in this run</p>\n')
         elif not lines or (len(lines) == 1 and lines[0]["text"] == ""):
-            view["empty"] = True
+            html = Markup('<p class="muted small">(empty memory)</p>\n')
         elif sha and sha in seen:
-            view["same"] = seen[sha]
+            anchor, where = seen[sha]
+            html = Markup('<p class="small">The same memory as <a href="#{}">{}</a>.</p>\n')
+            html = html.format(anchor, _format.visible(where))
         else:
             anchor = None
             if sha:
                 anchor = f"pair-{number}-m{len(seen) + 1}"
                 seen[sha] = (anchor, f"memory {variant} {_AFTER[branch]} of {cell['label']}")
-            view["log"] = _log(lines, anchor)
-        out[variant][branch] = view
+            html = _log(lines, anchor)
+        out[variant][branch] = {"bytes": memory.get("bytes"), "html": html}
     return out
 
 
