@@ -78,8 +78,21 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Environment(jinja2.Environment):
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``x.key`` of a plain dict without first failing to find an attribute (what a
+        dict has are its type's): the same value, without the drill-down's ~130,000
+        caught exceptions."""
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = _Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
         finalize=_finalize,
