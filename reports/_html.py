@@ -26,6 +26,7 @@ Safety rules (model output is untrusted):
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -138,6 +139,8 @@ _SHOWN = (("A", "current"), ("B", "current"), *((v, b) for v in "AB" for b in BR
 """A cell's memories in the order a page shows them: both after the prefix, then (folded)
 A's and B's after each future."""
 _AFTER = {"current": "after the prefix", "reveal": "after reveal", "override": "after override"}
+_SAME = Markup('<p class="small">The same memory as <a href="#%s">%s</a>.</p>\n')
+"""A memory shown earlier in the pair: a link to it (its anchor and description escaped)."""
 
 
 def _lines_size(lines: Sequence[dict[str, Any]] | None) -> int:
@@ -193,13 +196,9 @@ def _blocks(lines: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
     Texts stay plain strings (``_log`` escapes them); each line is clipped.
     """
     blocks: list[tuple[str, bool]] = []
-    for line in lines:
-        text = _format.clip(line["text"], LINE_CLIP)
-        mark = bool(line.get("mark"))
-        if blocks and not mark and not blocks[-1][1]:
-            blocks[-1] = (blocks[-1][0] + "\n" + text, False)
-        else:
-            blocks.append((text, mark))
+    for mark, run in itertools.groupby(lines, key=lambda line: bool(line.get("mark"))):
+        texts = [_format.clip(line["text"], LINE_CLIP) for line in run]
+        blocks += [(text, True) for text in texts] if mark else [("\n".join(texts), False)]
     return blocks
 
 
@@ -234,7 +233,7 @@ def _log(lines: Sequence[dict[str, Any]], anchor: str | None = None) -> Markup:
 
 
 def _memories(
-    cell: dict[str, Any], number: int, seen: dict[str, tuple[str, str]]
+    cell: dict[str, Any], number: int, seen: dict[str, Markup]
 ) -> dict[str, dict[str, Any]]:
     """A cell's memories as shown: ``bytes`` and ``html``: the escaped text, why there is
     none, or a link to the place in this pair that shows the same memory (by sha256)
@@ -248,14 +247,13 @@ def _memories(
         elif not lines or (len(lines) == 1 and lines[0]["text"] == ""):
             html = Markup('<p class="muted small">(empty memory)</p>\n')
         elif sha and sha in seen:
-            anchor, where = seen[sha]
-            html = Markup('<p class="small">The same memory as <a href="#{}">{}</a>.</p>\n')
-            html = html.format(anchor, _format.visible(where))
+            html = seen[sha]
         else:
             anchor = None
             if sha:
                 anchor = f"pair-{number}-m{len(seen) + 1}"
-                seen[sha] = (anchor, f"memory {variant} {_AFTER[branch]} of {cell['label']}")
+                where = _format.visible(f"memory {variant} {_AFTER[branch]} of {cell['label']}")
+                seen[sha] = _SAME % (anchor, where)
             html = _log(lines, anchor)
         out[variant][branch] = {"bytes": memory.get("bytes"), "html": html}
     return out
@@ -268,7 +266,7 @@ def _pair_view(pair: dict[str, Any], number: int) -> dict[str, Any]:
     view["variants"] = {k: _log(v) for k, v in pair.get("variants", {}).items()}
     view["futures"] = {k: _log(v) for k, v in pair.get("futures", {}).items()}
     view["n_lines"] = {k: len(v) for k, v in pair.get("variants", {}).items()}
-    seen: dict[str, tuple[str, str]] = {}
+    seen: dict[str, Markup] = {}
     view["cells"] = [
         dict(cell, memories=_memories(cell, number, seen)) for cell in pair.get("cells", [])
     ]
