@@ -26,6 +26,7 @@ Safety rules (model output is untrusted):
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -78,8 +79,21 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Environment(jinja2.Environment):
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``x.key`` of a plain dict without first failing to find an attribute (what a
+        dict has are its type's): the same value, without the drill-down's ~130,000
+        caught exceptions."""
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = _Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
         finalize=_finalize,
@@ -125,6 +139,8 @@ _SHOWN = (("A", "current"), ("B", "current"), *((v, b) for v in "AB" for b in BR
 """A cell's memories in the order a page shows them: both after the prefix, then (folded)
 A's and B's after each future."""
 _AFTER = {"current": "after the prefix", "reveal": "after reveal", "override": "after override"}
+_SAME = Markup('<p class="small">The same memory as <a href="#%s">%s</a>.</p>\n')
+"""A memory shown earlier in the pair: a link to it (its anchor and description escaped)."""
 
 
 def _lines_size(lines: Sequence[dict[str, Any]] | None) -> int:
@@ -180,13 +196,9 @@ def _blocks(lines: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
     Texts stay plain strings (``_log`` escapes them); each line is clipped.
     """
     blocks: list[tuple[str, bool]] = []
-    for line in lines:
-        text = _format.clip(line["text"], LINE_CLIP)
-        mark = bool(line.get("mark"))
-        if blocks and not mark and not blocks[-1][1]:
-            blocks[-1] = (blocks[-1][0] + "\n" + text, False)
-        else:
-            blocks.append((text, mark))
+    for mark, run in itertools.groupby(lines, key=lambda line: bool(line.get("mark"))):
+        texts = [_format.clip(line["text"], LINE_CLIP) for line in run]
+        blocks += [(text, True) for text in texts] if mark else [("\n".join(texts), False)]
     return blocks
 
 
@@ -221,31 +233,29 @@ def _log(lines: Sequence[dict[str, Any]], anchor: str | None = None) -> Markup:
 
 
 def _memories(
-    cell: dict[str, Any], number: int, seen: dict[str, tuple[str, str]]
+    cell: dict[str, Any], number: int, seen: dict[str, Markup]
 ) -> dict[str, dict[str, Any]]:
-    """A cell's memories as shown: ``log`` (the escaped text), ``empty``, ``missing`` (not
-    stored) or ``same`` (anchor, description) of the place in this pair that shows the
-    same memory (by sha256) already: each memory's text is on the page once."""
+    """A cell's memories as shown: ``bytes`` and ``html``: the escaped text, why there is
+    none, or a link to the place in this pair that shows the same memory (by sha256)
+    already: each memory's text is on the page once."""
     out: dict[str, dict[str, Any]] = {"A": {}, "B": {}}
     for variant, branch in _SHOWN:
-        memory = cell["memories"].get(variant, {}).get(branch)
-        if memory is None:
-            continue
-        view: dict[str, Any] = {"bytes": memory.get("bytes")}
+        memory = cell["memories"].get(variant, {}).get(branch) or {}
         lines, sha = memory.get("lines"), memory.get("sha")
         if lines is None:
-            view["missing"] = True
+            html = Markup('<p class="muted small">memory not stored in this run</p>\n')
         elif not lines or (len(lines) == 1 and lines[0]["text"] == ""):
-            view["empty"] = True
+            html = Markup('<p class="muted small">(empty memory)</p>\n')
         elif sha and sha in seen:
-            view["same"] = seen[sha]
+            html = seen[sha]
         else:
             anchor = None
             if sha:
                 anchor = f"pair-{number}-m{len(seen) + 1}"
-                seen[sha] = (anchor, f"memory {variant} {_AFTER[branch]} of {cell['label']}")
-            view["log"] = _log(lines, anchor)
-        out[variant][branch] = view
+                where = _format.visible(f"memory {variant} {_AFTER[branch]} of {cell['label']}")
+                seen[sha] = _SAME % (anchor, where)
+            html = _log(lines, anchor)
+        out[variant][branch] = {"bytes": memory.get("bytes"), "html": html}
     return out
 
 
@@ -256,7 +266,7 @@ def _pair_view(pair: dict[str, Any], number: int) -> dict[str, Any]:
     view["variants"] = {k: _log(v) for k, v in pair.get("variants", {}).items()}
     view["futures"] = {k: _log(v) for k, v in pair.get("futures", {}).items()}
     view["n_lines"] = {k: len(v) for k, v in pair.get("variants", {}).items()}
-    seen: dict[str, tuple[str, str]] = {}
+    seen: dict[str, Markup] = {}
     view["cells"] = [
         dict(cell, memories=_memories(cell, number, seen)) for cell in pair.get("cells", [])
     ]

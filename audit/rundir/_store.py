@@ -245,17 +245,25 @@ def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
     return _INDEX_MAGIC + count + digests + zlib.compress(lengths.tobytes(), 6)
 
 
-def _read_index(blob: bytes) -> list[tuple[str, int, int]]:
-    """(sha256, start, length) of each memory of a block (any format since 4)."""
+def _index_columns(blob: bytes) -> tuple[list[str], list[int], list[int]]:
+    """The sha256s, starts and lengths of a block's memories (any format since 4)."""
     if not blob.startswith(_INDEX_MAGIC):
-        return [(str(sha), int(a), int(b)) for sha, a, b in json.loads(zlib.decompress(blob))]
+        rows = [(str(sha), int(a), int(b)) for sha, a, b in json.loads(zlib.decompress(blob))]
+        return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     start = len(_INDEX_MAGIC) + 4
     count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
     digests = blob[start : start + 32 * count].hex()
     shas = [digests[i : i + 64] for i in range(0, 64 * count, 64)]
     lengths = np.frombuffer(zlib.decompress(blob[start + 32 * count :]), dtype="<u4")
     starts = np.concatenate(([0], np.cumsum(lengths[:-1], dtype=np.int64)))
-    return list(zip(shas, starts.tolist(), lengths.tolist(), strict=True))
+    if not len(shas) == len(starts) == len(lengths):
+        raise ValueError("a block index whose sha256s, starts and lengths differ in number")
+    return shas, starts.tolist(), lengths.tolist()
+
+
+def _read_index(blob: bytes) -> list[tuple[str, int, int]]:
+    """(sha256, start, length) of each memory of a block (any format since 4)."""
+    return list(zip(*_index_columns(blob), strict=True))
 
 
 def job_keys(
@@ -336,26 +344,43 @@ class MemoryBlocks:
     def __init__(self, db: sqlite3.Connection, keep: int = 8) -> None:
         self._db = db
         self._keep = keep
-        self._blocks: dict[int, bytes] = {}
-        self._where: dict[str, tuple[int, int, int]] | None = None
+        self._blocks: dict[int, memoryview] = {}
+        self._where: dict[str, int] | None = None
+        self._spots: tuple[list[int], list[int], list[int]] = ([], [], [])
+        """Block, start and length of each indexed memory, by its place in the index."""
 
-    def _locations(self) -> dict[str, tuple[int, int, int]]:
+    def _locations(self) -> dict[str, int]:
+        """sha256 -> its place in ``_spots``: the first block that holds it (built in
+        columns, a tuple per memory took most of a report's reading)."""
         if self._where is None:
-            where: dict[str, tuple[int, int, int]] = {}
-            for block, shas in self._db.execute("SELECT block, shas FROM memory_blocks"):
-                for sha, start, length in _read_index(shas):
-                    where.setdefault(sha, (block, start, length))
-            self._where = where
+            shas: list[str] = []
+            blocks: list[int] = []
+            starts: list[int] = []
+            lengths: list[int] = []
+            for block, blob in self._db.execute("SELECT block, shas FROM memory_blocks"):
+                index = _index_columns(blob)
+                shas += index[0]
+                blocks += [block] * len(index[0])
+                starts += index[1]
+                lengths += index[2]
+            self._spots = (blocks, starts, lengths)
+            self._where = dict(zip(reversed(shas), range(len(shas) - 1, -1, -1), strict=True))
         return self._where
 
-    def _block(self, block: int) -> bytes:
+    def _text(self, place: int) -> str:
+        blocks, starts, lengths = self._spots
+        start = starts[place]
+        return str(self._block(blocks[place])[start : start + lengths[place]], "utf-8")
+
+    def _block(self, block: int) -> memoryview:
+        """The block's memories, decompressed (not copied into bytes: a third of the time)."""
         if block not in self._blocks:
             size, blob = self._db.execute(
                 "SELECT size, blob FROM memory_blocks WHERE block = ?", (block,)
             ).fetchone()
             if len(self._blocks) >= self._keep:
                 self._blocks.pop(next(iter(self._blocks)))
-            self._blocks[block] = _CODEC.decompress(blob, decompressed_size=size, asbytes=True)
+            self._blocks[block] = memoryview(_CODEC.decompress(blob, decompressed_size=size))
         return self._blocks[block]
 
     def shas(self) -> set[str]:
@@ -364,17 +389,13 @@ class MemoryBlocks:
 
     def get(self, sha: str) -> str | None:
         found = self._locations().get(sha)
-        if found is None:
-            return None
-        block, start, length = found
-        return self._block(block)[start : start + length].decode("utf-8")
+        return None if found is None else self._text(found)
 
     def many(self, shas: Sequence[str]) -> dict[str, str]:
         where = self._locations()
-        located = sorted((where[s], s) for s in dict.fromkeys(shas) if s in where)
         return {
-            sha: self._block(block)[start : start + length].decode("utf-8")
-            for (block, start, length), sha in located
+            sha: self._text(place)
+            for place, sha in sorted((where[s], s) for s in dict.fromkeys(shas) if s in where)
         }
 
 
