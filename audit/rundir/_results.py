@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from audit.errors import RunDataError
-from audit.rundir._columns import MEMORY_ID, STORED_SCHEMA, conformed, result_table
+from audit.rundir._columns import STORED_SCHEMA, conformed, result_table
 from audit.rundir._layout import (
     RESULTS_CSV,
     RESULTS_PARQUET,
@@ -113,18 +113,9 @@ def job_tables(
 def with_digests(
     tables: Iterable[tuple[str, pa.Table]], shas: Callable[[str], list[str] | None]
 ) -> Iterator[pa.Table]:
-    """Job tables with ``memory_sha256`` back in place of ``memory_id``, as a dictionary
-    over each job's shas (a loaded run makes it Python strings; no string a row here)."""
+    """Job tables with ``memory_sha256`` back in place of ``memory_id`` (RESULT_SCHEMA)."""
     for key, table in tables:
-        found = shas(key)
-        ids = table[MEMORY_ID].combine_chunks()
-        digests = (
-            pa.DictionaryArray.from_arrays(ids, pa.array(found, pa.string()))
-            if found is not None
-            else pa.nulls(table.num_rows, pa.dictionary(pa.int32(), pa.string()))
-        )
-        at = table.schema.get_field_index(MEMORY_ID)
-        yield table.set_column(at, "memory_sha256", digests)
+        yield result_table(table, shas(key))
 
 
 def stored_tables(
