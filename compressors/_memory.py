@@ -13,7 +13,7 @@ from operator import attrgetter, itemgetter
 from typing import TypeVar
 
 from compressors._protocol import ChunkView
-from histories import Record, RenderParseError, parse_records
+from histories import MemoryAuditError, Record, RenderParseError, parse_records
 
 _T = TypeVar("_T")
 _CACHE_LIMIT = 50_000
@@ -23,6 +23,21 @@ _parsed: dict[str, Parts] = {}
 
 _line_of = attrgetter("canonical_line")
 _size_of = attrgetter("canonical_size")
+
+
+class _DuplicateKeyError(MemoryAuditError, ValueError):
+    """A key named twice in a JSON object: which value was meant is unknown."""
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``object_pairs_hook`` refusing a key named twice (json keeps the last by default):
+    an answer or a record log that names a key twice is malformed, not half read."""
+    found: dict[str, object] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKeyError(f"duplicate key {key!r}")
+        found[key] = value
+    return found
 
 
 def record_lines(records: Sequence[Record]) -> list[str]:

@@ -36,6 +36,7 @@ from typing import IO, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from compressors._chat import ChatUnavailableError
+from compressors._memory import _DuplicateKeyError, unique_keys
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import MemoryAuditError
@@ -144,26 +145,11 @@ def _is_text(value: str) -> bool:
     return True
 
 
-class _DuplicateKeyError(MemoryAuditError, ValueError):
-    """A key named twice in an answer object (caught at once: a malformed answer)."""
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json's default keeps the last of two equal keys: an answer naming its memory
-    twice is ambiguous, so it is malformed, not silently half read."""
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise _DuplicateKeyError(f"duplicate key {key!r}")
-        found[key] = value
-    return found
-
-
 def parse_answer(raw: bytes, where: str) -> str:
     """The memory of an answer; ``ExternalUnavailableError`` when it is malformed,
     ``ExternalMemoryError`` when the system reported a failure of its own."""
     try:
-        answer = json.loads(raw, object_pairs_hook=_refuse_duplicates)
+        answer = json.loads(raw, object_pairs_hook=unique_keys)
     except _DuplicateKeyError as error:
         raise ExternalUnavailableError(f"{where}: malformed answer ({error})") from None
     except (ValueError, RecursionError) as error:

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from compressors._chat import ChatMessage, ChatRequest, ask_writer
-from compressors._memory import dump
+from compressors._memory import dump, unique_keys
 from compressors._protocol import ChunkView, Compressor
 from compressors._registry import register
 from histories import PUBLIC_SEMANTICS, RECORD_KINDS, RECORD_LIST_ADAPTER
@@ -106,22 +106,12 @@ RECORD_LOG_SCHEMA: dict[str, Any] = {
 }
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook`` refusing a key named twice (json keeps the last by default)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def structured_memory(content: str) -> str:
     """The model's answer as a memory: canonical JSON lines when it is a valid record
     log, else the raw text (which the exact reader reports as ``unparsed``).  A key
     named twice anywhere makes the answer invalid (which value was meant is unknown)."""
     try:
-        data = json.loads(content, object_pairs_hook=_unique_object)
+        data = json.loads(content, object_pairs_hook=unique_keys)
         records = RECORD_LIST_ADAPTER.validate_python(data["records"])
     except (ValueError, TypeError, KeyError, RecursionError, ValidationError):
         return content
