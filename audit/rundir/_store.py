@@ -261,11 +261,6 @@ def _index_columns(blob: bytes) -> tuple[list[str], list[int], list[int]]:
     return shas, starts.tolist(), lengths.tolist()
 
 
-def _read_index(blob: bytes) -> list[tuple[str, int, int]]:
-    """(sha256, start, length) of each memory of a block (any format since 4)."""
-    return list(zip(*_index_columns(blob), strict=True))
-
-
 def job_keys(
     db: sqlite3.Connection, order: Sequence[str] = (), only: Collection[str] | None = None
 ) -> list[str]:
@@ -313,7 +308,7 @@ def job_shas(db: sqlite3.Connection, key: str) -> list[str] | None:
         return None
     if found[0] is None:
         return []
-    return [sha for sha, _, _ in _read_index(found[0])]
+    return _index_columns(found[0])[0]
 
 
 def vouched_results(db: sqlite3.Connection) -> set[str]:
