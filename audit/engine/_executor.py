@@ -621,14 +621,14 @@ def finish(
 
 
 SCORED_BATCH_ROWS = 50_000
-"""Rows of results.parquet scored together: whole row groups (jobs) up to this many, so
-a small run pays a frame's fixed cost (about 14 ms) once, not once a job, and a large
-one holds at most a batch of reads."""
+"""Rows of results.parquet scored together: whole row groups (of whole jobs) up to this
+many, so a small run pays a frame's fixed cost (about 14 ms) once, not once a job, and a
+large one holds at most a batch of reads (or one group, ``ROW_GROUP_ROWS``)."""
 
 
 def _score(out: Path, plan: RunPlan) -> dict[str, Any]:
     """summary.json's content from results.parquet's scored columns, scored a batch of
-    row groups (jobs) at a time: only counts per cell and source pair are held between
+    row groups (whole jobs) at a time: only counts per cell and source pair are held between
     batches, never every read."""
     import pyarrow.parquet as pq
 

@@ -30,14 +30,15 @@ from audit.rundir._layout import (
     check_regular,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
-from audit.rundir._results import parquet_format, stored_tables, with_digests
+from audit.rundir._results import job_runs, parquet_format, stored_tables, with_digests
 from audit.rundir._store import (
-    STORE_FORMAT,
+    OLDEST_READ,
     concat_results,
     connect_read_only,
     job_keys,
     job_shas,
     plan_record,
+    readable_store,
     retry_keys,
     store_damage,
     store_format,
@@ -205,13 +206,18 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     handle = pq.ParquetFile(path, read_dictionary=DICTIONARY_TEXT)
-    # a row group is one job (a few thousand rows): threads cost more than they decode
+    # a row group is a few jobs (up to ``ROW_GROUP_ROWS`` rows): threads cost more than
+    # they decode
     tables = [handle.read_row_group(g, use_threads=False) for g in range(handle.num_row_groups)]
-    keyed = [(str(t["job_key"][0]), t) for t in tables if t.num_rows]
+    keyed = [
+        (key, table.slice(start, rows))
+        for table in tables
+        for key, start, rows in job_runs(table["job_key"])
+    ]
     db = None
     try:
         db = connect_read_only(path.parent / STORE_FILE)
-        if store_format(db) != STORE_FORMAT:
+        if not readable_store(store_format(db)):
             db.close()
             db = None
     except (OSError, sqlite3.Error):
@@ -365,8 +371,8 @@ def _store_problem(path: Path, manifest: RunManifest) -> str | None:
     try:
         with closing(connect_read_only(path)) as db:
             found = store_format(db)
-            older = manifest.format < STORE_FORMAT and found in (4, manifest.format)
-            if found != STORE_FORMAT and not older:  # an older run keeps its older store
+            older = manifest.format < OLDEST_READ and found in (4, manifest.format)
+            if not readable_store(found) and not older:  # an older run keeps its store
                 return f"{STORE_FILE} is not a store of this version"
             owner = stored_run_id(db)
             damage = store_damage(db)
@@ -394,8 +400,8 @@ def _read_store(
         integrity.damage.append(f"{STORE_FILE} cannot be opened ({error})")
         return None
     try:
-        if store_format(db) != STORE_FORMAT:
-            integrity.damage.append(f"{STORE_FILE} is {OLDER_LAYOUT.format(format=STORE_FORMAT)}")
+        if not readable_store(store_format(db)):
+            integrity.damage.append(f"{STORE_FILE} is {OLDER_LAYOUT.format(format=OLDEST_READ)}")
             return None
         damage = store_damage(db)
         if damage is not None:
@@ -461,8 +467,8 @@ def _without_manifest(run_dir: Path, problem: str) -> tuple[pd.DataFrame, RunInt
                 raise sqlite3.DatabaseError(damage)
             plan = stored_plan(db)
             keys = job_keys(db)
-            if store_format(db) != STORE_FORMAT:
-                raise sqlite3.DatabaseError(OLDER_LAYOUT.format(format=STORE_FORMAT))
+            if not readable_store(store_format(db)):
+                raise sqlite3.DatabaseError(OLDER_LAYOUT.format(format=OLDEST_READ))
             frame, _held = _store_rows(db, run_dir, keys)
     except (sqlite3.Error, pa.ArrowException) as error:
         raise RunDataError(
@@ -507,8 +513,8 @@ def _read_unchecked(run_dir: Path) -> pd.DataFrame:
 def _store_only(path: Path) -> pd.DataFrame:
     """The rows of a store that is a run's only result file (this format only)."""
     with closing(connect_read_only(path)) as db:
-        if store_format(db) != STORE_FORMAT:
-            raise RunDataError(f"{path.name} is {OLDER_LAYOUT.format(format=STORE_FORMAT)}")
+        if not readable_store(store_format(db)):
+            raise RunDataError(f"{path.name} is {OLDER_LAYOUT.format(format=OLDEST_READ)}")
         frame, _held = _store_rows(db, path.parent, job_keys(db))
         return frame if len(frame) else pd.DataFrame()
 

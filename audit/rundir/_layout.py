@@ -32,11 +32,13 @@ FORMATS: dict[int, str] = {
     4: "a job's memories as one compressed block; results.csv and .parquet both whole",
     5: "results.parquet (zstd, a row group per job) the one copy of the rows; a memory "
     "is an integer id into the store's memory table; results.csv only on request",
+    6: "results.parquet's row groups gather whole jobs, about 65,536 rows each",
 }
 """Every run-directory format, append-only: add a number and what changed when a
-file's layout changes (2 and 3 were never written by a release).  A run of format 4
-is read by `audit report` when its result files are whole, never resumed; a store
-older than 4 is refused with its format named."""
+file's layout changes (2 and 3 were never written by a release), and the store's
+migration (``_store.MIGRATIONS``).  A run of format 5 is read as it is and resumed into
+this format; one of format 4 is read by `audit report` when its result files are whole,
+never resumed; a store older than 4 is refused with its format named."""
 RUN_FORMAT = max(FORMATS)
 """The format of a run directory, one number for all its files: ``manifest.json``
 records it, ``store.sqlite`` and results.parquet's metadata carry it."""

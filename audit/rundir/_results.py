@@ -1,9 +1,11 @@
 """Writing and reading a run's result files: results.parquet, results.csv, summary.json.
 
-results.parquet is the run's one copy of its rows (``STORED_SCHEMA``, zstd), one row
-group per job in plan order, so a resume that finishes the same plan writes the same
-bytes; it is rewritten streaming one job at a time.  results.csv (the same rows with
-the memories' sha256) is written on request only.  Every file is written whole.
+results.parquet is the run's one copy of its rows (``STORED_SCHEMA``, zstd) in plan
+order, its row groups of whole jobs (about ``ROW_GROUP_ROWS`` rows each), so a resume
+that finishes the same plan writes the same bytes; it is rewritten streaming a group at
+a time, and a job's rows are found from the runs of ``job_key`` inside its group.
+results.csv (the same rows with the memories' sha256) is written on request only.
+Every file is written whole.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from audit.errors import RunDataError
@@ -38,12 +41,22 @@ from audit.rundir._store import (
     job_keys,
     job_shas,
     pending_table,
+    readable_store,
     store_format,
     vouched_results,
 )
 
 FORMAT_KEY = b"memory_audit_format"
 """results.parquet's metadata entry holding the run directory's format."""
+
+ROW_GROUP_ROWS = 65_536
+"""Rows gathered into one row group, in whole jobs (a larger job is a group alone).  A
+row group per job (format 5) gave 8,400 jobs a footer of 336,000 column chunks, which
+pyarrow held in memory while writing and again on opening: 835 MiB at 100x the
+default's reads, against 217 MiB."""
+
+JobRun = tuple[str, int, int]
+"""A job's rows inside a row group: (job key, first row, rows)."""
 
 
 def _writer(path: Path) -> pq.ParquetWriter:
@@ -59,15 +72,25 @@ def _writer(path: Path) -> pq.ParquetWriter:
 def write_parquet(
     out: Path, tables: Iterable[pa.Table], vouch: Callable[[str], None] = lambda sha: None
 ) -> str:
-    """results.parquet from job tables (STORED_SCHEMA) given one at a time, each its own
-    row group; returns its sha256, which ``vouch`` gets before the file is put in place
-    (the store records it, so a kill right after the rename leaves a file it knows)."""
+    """results.parquet from job tables (STORED_SCHEMA) given one at a time, gathered
+    into row groups of whole jobs; returns its sha256, which ``vouch`` gets before the
+    file is put in place (the store records it, so a kill right after the rename leaves
+    a file it knows)."""
     with atomic_path(out / RESULTS_PARQUET) as temp:
         writer = _writer(temp)
         try:
+            gathered: list[pa.Table] = []
+            rows = 0
             for table in tables:
-                if table.num_rows:
-                    writer.write_table(table.cast(STORED_SCHEMA), row_group_size=table.num_rows)
+                if not table.num_rows:
+                    continue
+                if gathered and rows + table.num_rows > ROW_GROUP_ROWS:
+                    _write_group(writer, gathered)
+                    gathered, rows = [], 0
+                gathered.append(table.cast(STORED_SCHEMA))
+                rows += table.num_rows
+            if gathered:
+                _write_group(writer, gathered)
         finally:
             writer.close()
         sha = _sha256(temp)
@@ -75,13 +98,35 @@ def write_parquet(
     return sha
 
 
-def parquet_jobs(path: Path) -> dict[str, int]:
-    """job key -> its row group in a results.parquet of this format."""
-    found: dict[str, int] = {}
+def _write_group(writer: pq.ParquetWriter, tables: list[pa.Table]) -> None:
+    group = pa.concat_tables(tables)
+    writer.write_table(group, row_group_size=group.num_rows)
+
+
+def job_runs(keys: pa.ChunkedArray | pa.Array) -> list[JobRun]:
+    """Each job's (key, first row, rows) in a row group's ``job_key`` column: a job's
+    rows are contiguous, in plan order."""
+    array = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    if not len(array):
+        return []
+    runs = pc.run_end_encode(array.cast(pa.string()))
+    ends = runs.run_ends.to_pylist()
+    starts = [0, *ends[:-1]]
+    return [
+        (str(key), start, end - start)
+        for key, start, end in zip(runs.values.to_pylist(), starts, ends, strict=True)
+    ]
+
+
+def parquet_jobs(path: Path) -> dict[str, tuple[int, int, int]]:
+    """job key -> (row group, first row, rows) in a results.parquet of format 5 or later
+    (format 5 had a row group per job; the runs inside a group find both)."""
+    found: dict[str, tuple[int, int, int]] = {}
     handle = pq.ParquetFile(path)
     for group in range(handle.num_row_groups):
         keys = handle.read_row_group(group, columns=["job_key"])["job_key"]
-        found[str(keys[0])] = group
+        for key, start, rows in job_runs(keys):
+            found[key] = (group, start, rows)
     return found
 
 
@@ -99,13 +144,18 @@ def job_tables(
 ) -> Iterator[tuple[str, pa.Table]]:
     """Each job of ``order`` that has rows, one at a time (STORED_SCHEMA): from the store
     while they wait there (``pending``), else from ``parquet`` (a results.parquet the
-    store vouches for); a job found in neither is left out."""
+    store vouches for); a job found in neither is left out.  A row group is read once
+    while its jobs follow each other (plan order is the file's order)."""
     handle = pq.ParquetFile(parquet) if parquet is not None else None
-    groups = parquet_jobs(parquet) if parquet is not None else {}
+    where = parquet_jobs(parquet) if parquet is not None else {}
+    held: tuple[int, pa.Table] | None = None
     for key in order:
         table = pending(key)
-        if table is None and handle is not None and key in groups:
-            table = conformed(handle.read_row_group(groups[key]))
+        if table is None and handle is not None and key in where:
+            group, start, rows = where[key]
+            if held is None or held[0] != group:
+                held = (group, conformed(handle.read_row_group(group)))
+            table = held[1].slice(start, rows)
         if table is not None:
             yield key, table
 
@@ -189,7 +239,7 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
     except sqlite3.Error as error:
         raise RunDataError(f"{run_dir / STORE_FILE}: cannot be read ({error})") from None
     try:
-        if store_format(db) != RUN_FORMAT:
+        if not readable_store(store_format(db)):
             raise RunDataError(
                 f"{run_dir} is a run of an older format: its results.csv is already in it"
             )

@@ -46,7 +46,36 @@ from audit.rundir._layout import RUN_FORMAT, STORE_FILE, not_regular
 
 STORE_FORMAT = RUN_FORMAT
 """The run directory's format (``_layout.RUN_FORMAT``) as the store records it; a store
-of another format is never written to."""
+of another format is migrated (``MIGRATIONS``) before it is written to, or refused."""
+
+MIGRATIONS: dict[int, str] = {
+    5: "",  # format 6 changed only results.parquet's row groups, which a resume rewrites
+}
+"""Append-only: the SQL that brings a store of format N to N + 1 (empty: its tables are
+unchanged).  A store with a chain of migrations to ``STORE_FORMAT`` is migrated when a
+run opens it to write; readers read it as it is while every step ahead is empty."""
+
+
+def _steps(version: int) -> list[str] | None:
+    """The migrations from ``version`` to ``STORE_FORMAT`` (None: there is no chain)."""
+    steps = []
+    while version != STORE_FORMAT:
+        if version not in MIGRATIONS:
+            return None
+        steps.append(MIGRATIONS[version])
+        version += 1
+    return steps
+
+
+def readable_store(version: int | None) -> bool:
+    """Whether a store of ``version`` is read as this format: its tables are this
+    format's (None: a store created before its schema was written is not)."""
+    steps = None if version is None else _steps(version)
+    return steps is not None and not any(steps)
+
+
+OLDEST_READ = min(v for v in (*MIGRATIONS, STORE_FORMAT) if readable_store(v))
+"""The oldest store format ``readable_store`` accepts (named when an older is refused)."""
 
 _CODEC = pa.Codec("zstd", 3)
 
@@ -414,7 +443,8 @@ class RunStore:
             raise store_error(self.path, error, "open") from None
         try:
             version = store_format(self._db)
-            if version is not None and version != STORE_FORMAT:
+            steps = None if version is None else _steps(version)
+            if version is not None and steps is None:
                 raise StoreFormatError(
                     f"{self.path} was written by another version of memory-audit (run "
                     f"directory format {version}, this one writes {STORE_FORMAT}); its "
@@ -423,6 +453,11 @@ class RunStore:
                 )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            if steps:  # an earlier format: migrated in one transaction
+                self._db.executescript(
+                    "BEGIN IMMEDIATE;" + "".join(steps) + "UPDATE store_format SET version = "
+                    f"{STORE_FORMAT}; COMMIT;"
+                )
             self._db.executescript(_SCHEMA)
             if run_id is not None:
                 self._claim(run_id)

@@ -6,6 +6,7 @@ import csv
 import json
 import sqlite3
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pandas as pd
@@ -50,17 +51,25 @@ def small_run(tmp_path_factory) -> Path:
 
 
 def test_results_parquet_is_the_one_copy_of_the_rows(small_run: Path, tmp_path: Path):
-    """Without --csv a run writes its rows once: results.parquet (zstd, one row group per
-    job, each memory an integer into the store's memory table); the store keeps no rows
+    """Without --csv a run writes its rows once: results.parquet (zstd, row groups of
+    whole jobs, each memory an integer into the store's memory table); the store keeps no rows
     once the file holds them, and `audit export --csv` writes what `audit run --csv` did."""
     import pyarrow.parquet as pq
+
+    from audit.rundir._results import job_runs
 
     out = tmp_path / "lean"
     result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert not (out / "results.csv").exists()
     handle = pq.ParquetFile(out / "results.parquet")
-    assert handle.num_row_groups == 24  # one per job (source pair)
+    jobs = [
+        span
+        for group in range(handle.num_row_groups)
+        for span in job_runs(handle.read_row_group(group, columns=["job_key"])["job_key"])
+    ]
+    assert len({key for key, _, _ in jobs}) == len(jobs) == 24  # whole jobs (source pairs)
+    assert handle.num_row_groups == 1  # gathered into groups of ROW_GROUP_ROWS rows
     assert handle.schema_arrow.field("memory_id").type == "int32"
     assert "memory_sha256" not in handle.schema_arrow.names
     assert handle.metadata.row_group(0).column(0).compression == "ZSTD"
@@ -72,7 +81,7 @@ def test_results_parquet_is_the_one_copy_of_the_rows(small_run: Path, tmp_path: 
     finally:
         db.close()
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format"] == 5
+    assert manifest["format"] == 6
     assert set(manifest["files"]) == {"results.parquet", "summary.json"}
     # the same rows as the run that wrote a CSV, byte for byte
     assert (out / "results.parquet").read_bytes() == (small_run / "results.parquet").read_bytes()
@@ -146,6 +155,110 @@ def test_a_store_of_another_format_is_not_resumed(small_run: Path, tmp_path: Pat
     assert "another version of memory-audit" in result.output
     assert "another --out" in " ".join(result.output.split())  # the way out
     assert not (old / "results.csv").exists()
+
+
+def as_format_5(run_dir: Path) -> None:
+    """Rewrite a run directory as format 5 wrote it: results.parquet a row group per job
+    with 5 in its metadata, and 5 in the store and the manifest, which vouch for the
+    file (format 6 changed only the row groups)."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    from audit.rundir._results import job_runs
+
+    path = run_dir / "results.parquet"
+    table = pq.read_table(path)
+    schema = table.schema.with_metadata({b"memory_audit_format": b"5"})
+    with pq.ParquetWriter(
+        path, schema, compression="zstd", compression_level=3, write_statistics=False
+    ) as writer:
+        for _key, start, rows in job_runs(table["job_key"]):
+            writer.write_table(table.slice(start, rows), row_group_size=rows)
+    raw = path.read_bytes()
+    sha = hashlib.sha256(raw).hexdigest()
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    db.execute("UPDATE store_format SET version = 5")
+    db.execute("UPDATE run_meta SET value = ? WHERE key = 'results_sha256'", (sha,))
+    db.commit()
+    db.close()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["format"] = 5
+    manifest["files"]["results.parquet"] = {"sha256": sha, "bytes": len(raw)}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_run_of_format_5_is_read_and_resumed_into_this_format(small_run: Path, tmp_path: Path):
+    """Issue 29: a row group per job (format 5) held 336,000 column chunks in memory at
+    100x the reads; format 6 gathers whole jobs.  A format-5 run reads the same, exports
+    the same CSV, and a resume migrates it into the bytes a format-6 run writes."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from audit.rundir._integrity import read_checked
+
+    old = tmp_path / "old"
+    shutil.copytree(small_run, old)
+    as_format_5(old)
+    assert pq.ParquetFile(old / "results.parquet").num_row_groups == 24
+    frame, integrity = read_checked(old, None)
+    assert integrity.damage == []
+    assert integrity.state == "complete"
+    pd.testing.assert_frame_equal(frame, read_checked(small_run, None)[0])
+    exported = run("export", str(old), "--csv", "--out", str(tmp_path / "rows.csv"))
+    assert exported.exit_code == 0, exported.output
+    assert (tmp_path / "rows.csv").read_bytes() == (small_run / "results.csv").read_bytes()
+    db = sqlite3.connect(old / "store.sqlite")
+    db.execute("DELETE FROM jobs WHERE job_key IN (SELECT job_key FROM jobs LIMIT 7)")
+    db.commit()
+    db.close()
+    result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(old))
+    assert result.exit_code == 0, result.output
+    assert (old / "results.parquet").read_bytes() == (small_run / "results.parquet").read_bytes()
+    assert json.loads((old / "manifest.json").read_text())["format"] == 6
+    db = sqlite3.connect(old / "store.sqlite")
+    assert db.execute("SELECT version FROM store_format").fetchall() == [(6,)]
+    db.close()
+
+
+def test_row_groups_gather_whole_jobs_and_every_reader_finds_them(
+    small_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With row groups of at most 100 rows (two or three jobs), a job's rows are found inside its group by the report, the export and a resume."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from audit.rundir import _results
+    from audit.rundir._integrity import read_checked
+
+    monkeypatch.setattr(_results, "ROW_GROUP_ROWS", 100)
+    out = tmp_path / "small-groups"
+    args = ["run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--csv"]
+    assert run(*args, "--out", str(out)).exit_code == 0
+    handle = pq.ParquetFile(out / "results.parquet")
+    jobs = [
+        [rows for _key, _start, rows in _results.job_runs(handle.read_row_group(g)["job_key"])]
+        for g in range(handle.num_row_groups)
+    ]
+    assert sum(len(group) for group in jobs) == 24  # each job whole, in one group
+    assert len(jobs) > 1
+    assert all(sum(group) <= 100 < sum(group) + after[0] for group, after in pairwise(jobs))
+    frame, integrity = read_checked(out, None)
+    assert integrity.damage == []
+    pd.testing.assert_frame_equal(frame, read_checked(small_run, None)[0])
+    assert (out / "results.csv").read_bytes() == (small_run / "results.csv").read_bytes()
+    copy = tmp_path / "resumed"
+    shutil.copytree(out, copy)
+    db = sqlite3.connect(copy / "store.sqlite")
+    db.execute("DELETE FROM jobs WHERE job_key IN (SELECT job_key FROM jobs LIMIT 3 OFFSET 5)")
+    db.commit()
+    db.close()
+    (copy / "results.csv").unlink()
+    assert run(*args, "--out", str(copy)).exit_code == 0
+    assert (copy / "results.parquet").read_bytes() == (out / "results.parquet").read_bytes()
+    assert (copy / "results.csv").read_bytes() == (small_run / "results.csv").read_bytes()
 
 
 def test_summary_scores_and_selection_flag(small_run: Path):
