@@ -26,20 +26,26 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 
 
 def keep_freed_memory() -> bool:
-    """Let glibc's malloc keep freed memory for reuse in a report process, which builds
-    and drops frames of hundreds of MB: by default an array over the (adaptive) mmap
-    threshold is mapped on its own and unmapped when freed, and the heap's top is
-    returned at 128 KB, so the same pages are faulted in again and again (0.3 to 0.6
-    of a 3.7 CPU s report was that system time; docs/performance.md).  Arrays up to 32
-    MB come from the heap, and up to 1 GB of freed heap is kept; peak RSS is the same.
-    False (nothing done) off glibc."""
+    """Let a report process keep the memory it frees for reuse: it builds and drops
+    frames of hundreds of MB, and by default glibc maps each large array on its own and
+    unmaps it when freed, trims the heap's top at 128 KB, and pyarrow's mimalloc pool
+    purges freed pages after 10 ms, so the same pages are faulted in again and again
+    (0.4 to 0.6 system CPU s of a 3.8 s report; docs/performance.md).  Arrays up to 32
+    MB come from the heap, up to 1 GB of freed heap is kept, and pyarrow allocates
+    through glibc too: about 10 % less CPU, 60 MB more peak RSS.  False (nothing done)
+    off glibc."""
     import ctypes
 
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):  # not glibc (macOS, Windows)
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20) and mallopt(M_TRIM_THRESHOLD, 1 << 30))
+    if not (mallopt(M_MMAP_THRESHOLD, 32 << 20) and mallopt(M_TRIM_THRESHOLD, 1 << 30)):
+        return False
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    return True
 
 
 def report_command(
