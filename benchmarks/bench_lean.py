@@ -52,12 +52,32 @@ class Measured:
     main_cpu: float
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""The commands' environment: bytecode cached as an installed package has it (with
+PYTHONDONTWRITEBYTECODE set, every process compiled each module it imported again,
+some tenths of a CPU second a command)."""
+
+
+def compiled(python: str) -> None:
+    """Write the bytecode of the tree ``python`` imports ``audit`` from, so that no
+    measured command compiles a module (both trees alike)."""
+    where = subprocess.run(
+        [python, "-c", "import audit, pathlib; print(pathlib.Path(audit.__file__).parents[1])"],
+        capture_output=True, text=True, check=True, env=ENV,
+    ).stdout.strip()  # fmt: skip
+    packages = [
+        str(Path(where) / name) for name in ("audit", "histories", "compressors", "reports")
+    ]
+    subprocess.run([python, "-m", "compileall", "-q", *packages], check=True, env=ENV)
+
+
 def measure(python: str, args: list[str], cwd: Path) -> Measured:
     """One command in a fresh interpreter, its rusage from ``wait4``."""
     start = time.perf_counter()
     process = subprocess.Popen(
-        [python, "-c", WRAPPER, *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+        [python, "-c", WRAPPER, *args],
+        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV,
+    )  # fmt: skip
     assert process.stderr is not None
     errors = process.stderr.read().decode(errors="replace")
     _pid, status, usage = os.wait4(process.pid, 0)
@@ -115,6 +135,8 @@ def main() -> None:
     )
     print(f"command: audit run {' '.join(args.options)}; load {os.getloadavg()[0]:.2f}")
     found: dict[str, list[dict[str, float]]] = {"this tree": [], "baseline": []}
+    for python in (sys.executable, args.baseline):
+        compiled(python)
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.runs):
             for name, python in (("this tree", sys.executable), ("baseline", args.baseline)):
