@@ -32,8 +32,8 @@ def keep_freed_memory() -> bool:
     purges freed pages after 10 ms, so the same pages are faulted in again and again
     (0.4 to 0.6 system CPU s of a 3.8 s report; docs/performance.md).  Arrays up to 32
     MB come from the heap, up to 1 GB of freed heap is kept, and pyarrow allocates
-    through glibc too: about 10 % less CPU, 60 MB more peak RSS.  False (nothing done)
-    off glibc."""
+    through glibc too, unless ARROW_DEFAULT_MEMORY_POOL names a pool: about 10 % less
+    CPU, 60 MB more peak RSS.  False (nothing done) off glibc."""
     import ctypes
 
     try:
@@ -42,9 +42,12 @@ def keep_freed_memory() -> bool:
         return False
     if not (mallopt(M_MMAP_THRESHOLD, 32 << 20) and mallopt(M_TRIM_THRESHOLD, 1 << 30)):
         return False
+    import os
+
     import pyarrow as pa
 
-    pa.set_memory_pool(pa.system_memory_pool())
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:  # the user's choice stands
+        pa.set_memory_pool(pa.system_memory_pool())
     return True
 
 

@@ -623,7 +623,8 @@ def finish(
 SCORED_BATCH_ROWS = 50_000
 """Rows of results.parquet scored together: whole row groups (of whole jobs) up to this
 many, so a small run pays a frame's fixed cost (about 14 ms) once, not once a job, and a
-large one holds at most a batch of reads (or one group, ``ROW_GROUP_ROWS``)."""
+large one holds at most a batch of reads (a batch closes at the group that reaches
+this, so it can hold up to this plus ``ROW_GROUP_ROWS``)."""
 
 
 def _score(out: Path, plan: RunPlan) -> dict[str, Any]:

@@ -109,25 +109,41 @@ def job_runs(keys: pa.ChunkedArray | pa.Array) -> list[JobRun]:
     array = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     if not len(array):
         return []
+    if array.null_count:
+        raise pa.ArrowInvalid("results.parquet has a row without a job_key")
     runs = pc.run_end_encode(array.cast(pa.string()))
     ends = runs.run_ends.to_pylist()
     starts = [0, *ends[:-1]]
-    return [
+    found = [
         (str(key), start, end - start)
         for key, start, end in zip(runs.values.to_pylist(), starts, ends, strict=True)
     ]
+    return once(found)
+
+
+def once(runs: Iterable[JobRun]) -> list[JobRun]:
+    """``runs``, unless a job's rows are in two places: a results.parquet this code
+    never writes (edited, or damaged), refused rather than read in part."""
+    found = list(runs)
+    seen: set[str] = set()
+    for key, _start, _rows in found:
+        if key in seen:
+            raise pa.ArrowInvalid(f"results.parquet holds the rows of job {key} in two places")
+        seen.add(key)
+    return found
 
 
 def parquet_jobs(path: Path) -> dict[str, tuple[int, int, int]]:
     """job key -> (row group, first row, rows) in a results.parquet of format 5 or later
     (format 5 had a row group per job; the runs inside a group find both)."""
-    found: dict[str, tuple[int, int, int]] = {}
     handle = pq.ParquetFile(path)
-    for group in range(handle.num_row_groups):
-        keys = handle.read_row_group(group, columns=["job_key"])["job_key"]
-        for key, start, rows in job_runs(keys):
-            found[key] = (group, start, rows)
-    return found
+    runs = [
+        (group, run)
+        for group in range(handle.num_row_groups)
+        for run in job_runs(handle.read_row_group(group, columns=["job_key"])["job_key"])
+    ]
+    once(run for _group, run in runs)  # a job in two row groups: refused
+    return {key: (group, start, rows) for group, (key, start, rows) in runs}
 
 
 def parquet_format(path: Path) -> int | None:
@@ -147,11 +163,13 @@ def job_tables(
     store vouches for); a job found in neither is left out.  A row group is read once
     while its jobs follow each other (plan order is the file's order)."""
     handle = pq.ParquetFile(parquet) if parquet is not None else None
-    where = parquet_jobs(parquet) if parquet is not None else {}
+    where: dict[str, tuple[int, int, int]] | None = None  # read when a job is not pending
     held: tuple[int, pa.Table] | None = None
     for key in order:
         table = pending(key)
-        if table is None and handle is not None and key in where:
+        if table is None and parquet is not None and where is None:
+            where = parquet_jobs(parquet)
+        if table is None and handle is not None and where and key in where:
             group, start, rows = where[key]
             if held is None or held[0] != group:
                 held = (group, conformed(handle.read_row_group(group)))
@@ -239,7 +257,13 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
     except sqlite3.Error as error:
         raise RunDataError(f"{run_dir / STORE_FILE}: cannot be read ({error})") from None
     try:
-        if not readable_store(store_format(db)):
+        version = store_format(db)
+        if version is not None and version > RUN_FORMAT:
+            raise RunDataError(
+                f"{run_dir} was written by a newer memory-audit (run directory format "
+                f"{version}, this one reads up to {RUN_FORMAT}): export it with that version"
+            )
+        if not readable_store(version):
             raise RunDataError(
                 f"{run_dir} is a run of an older format: its results.csv is already in it"
             )

@@ -48,21 +48,22 @@ STORE_FORMAT = RUN_FORMAT
 """The run directory's format (``_layout.RUN_FORMAT``) as the store records it; a store
 of another format is migrated (``MIGRATIONS``) before it is written to, or refused."""
 
-MIGRATIONS: dict[int, str] = {
-    5: "",  # format 6 changed only results.parquet's row groups, which a resume rewrites
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    5: (),  # format 6 changed only results.parquet's row groups, which a resume rewrites
 }
-"""Append-only: the SQL that brings a store of format N to N + 1 (empty: its tables are
-unchanged).  A store with a chain of migrations to ``STORE_FORMAT`` is migrated when a
-run opens it to write; readers read it as it is while every step ahead is empty."""
+"""Append-only: the SQL statements that bring a store of format N to N + 1 (none: its
+tables are unchanged).  A store with a chain of migrations to ``STORE_FORMAT`` is
+migrated when a run that owns it opens it to write; readers read it as it is while
+every step ahead is empty."""
 
 
 def _steps(version: int) -> list[str] | None:
-    """The migrations from ``version`` to ``STORE_FORMAT`` (None: there is no chain)."""
-    steps = []
+    """The statements from ``version`` to ``STORE_FORMAT`` (None: there is no chain)."""
+    steps: list[str] = []
     while version != STORE_FORMAT:
         if version not in MIGRATIONS:
             return None
-        steps.append(MIGRATIONS[version])
+        steps += MIGRATIONS[version]
         version += 1
     return steps
 
@@ -70,8 +71,7 @@ def _steps(version: int) -> list[str] | None:
 def readable_store(version: int | None) -> bool:
     """Whether a store of ``version`` is read as this format: its tables are this
     format's (None: a store created before its schema was written is not)."""
-    steps = None if version is None else _steps(version)
-    return steps is not None and not any(steps)
+    return version is not None and _steps(version) == []
 
 
 OLDEST_READ = min(v for v in (*MIGRATIONS, STORE_FORMAT) if readable_store(v))
@@ -453,14 +453,11 @@ class RunStore:
                 )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            if steps:  # an earlier format: migrated in one transaction
-                self._db.executescript(
-                    "BEGIN IMMEDIATE;" + "".join(steps) + "UPDATE store_format SET version = "
-                    f"{STORE_FORMAT}; COMMIT;"
-                )
             self._db.executescript(_SCHEMA)
             if run_id is not None:
-                self._claim(run_id)
+                self._claim(run_id)  # another run's store is refused before it is migrated
+            if version is not None and version != STORE_FORMAT:
+                self._migrate(version)
         except sqlite3.Error as error:
             self._db.close()
             raise store_error(self.path, error, "open") from None
@@ -468,6 +465,20 @@ class RunStore:
             self._db.close()
             raise
         self._memories = MemoryBlocks(self._db)
+
+    def _migrate(self, version: int) -> None:
+        """Bring an earlier format's store to ``STORE_FORMAT`` in one transaction (a
+        concurrent invocation that migrated it first leaves nothing to do)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if store_format(self._db) == version:
+                for statement in _steps(version) or ():
+                    self._db.execute(statement)
+                self._db.execute("UPDATE store_format SET version = ?", (STORE_FORMAT,))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def _claim(self, run_id: str) -> None:
         found = stored_run_id(self._db)

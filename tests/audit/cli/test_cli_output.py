@@ -357,7 +357,13 @@ def test_a_report_process_keeps_freed_memory_where_malloc_allows() -> None:
         "from audit.cli._report import keep_freed_memory\n"
         "print(keep_freed_memory(), pa.default_memory_pool().backend_name)\n"
     )
-    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
     glibc = platform.libc_ver()[0] == "glibc"
     pool = "system" if glibc else __import__("pyarrow").default_memory_pool().backend_name
     assert found.stdout.split() == [str(glibc), pool], found.stderr
+    chosen = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True,
+        env={**env, "ARROW_DEFAULT_MEMORY_POOL": "mimalloc"},
+    )  # fmt: skip
+    assert chosen.stdout.split() == [str(glibc), "mimalloc"], chosen.stderr  # the user's

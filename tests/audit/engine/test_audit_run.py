@@ -157,35 +157,117 @@ def test_a_store_of_another_format_is_not_resumed(small_run: Path, tmp_path: Pat
     assert not (old / "results.csv").exists()
 
 
-def as_format_5(run_dir: Path) -> None:
-    """Rewrite a run directory as format 5 wrote it: results.parquet a row group per job
-    with 5 in its metadata, and 5 in the store and the manifest, which vouch for the
-    file (format 6 changed only the row groups)."""
+def vouched_rewrite(run_dir: Path, groups: list, number: int = 6) -> None:
+    """results.parquet rewritten as the given row groups with ``number`` in its
+    metadata, and vouched for as a run would (the store's sha256 and the manifest's)."""
     import hashlib
 
     import pyarrow.parquet as pq
 
-    from audit.rundir._results import job_runs
-
     path = run_dir / "results.parquet"
-    table = pq.read_table(path)
-    schema = table.schema.with_metadata({b"memory_audit_format": b"5"})
+    schema = groups[0].schema.with_metadata({b"memory_audit_format": str(number).encode()})
     with pq.ParquetWriter(
         path, schema, compression="zstd", compression_level=3, write_statistics=False
     ) as writer:
-        for _key, start, rows in job_runs(table["job_key"]):
-            writer.write_table(table.slice(start, rows), row_group_size=rows)
+        for group in groups:
+            writer.write_table(group.cast(schema), row_group_size=max(group.num_rows, 1))
     raw = path.read_bytes()
     sha = hashlib.sha256(raw).hexdigest()
     db = sqlite3.connect(run_dir / "store.sqlite")
-    db.execute("UPDATE store_format SET version = 5")
     db.execute("UPDATE run_meta SET value = ? WHERE key = 'results_sha256'", (sha,))
     db.commit()
     db.close()
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest["format"] = 5
     manifest["files"]["results.parquet"] = {"sha256": sha, "bytes": len(raw)}
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def as_format_5(run_dir: Path) -> None:
+    """Rewrite a run directory as format 5 wrote it: results.parquet a row group per job
+    with 5 in its metadata, and 5 in the store and the manifest, which vouch for the
+    file (format 6 changed only the row groups)."""
+    import pyarrow.parquet as pq
+
+    from audit.rundir._results import job_runs
+
+    table = pq.read_table(run_dir / "results.parquet")
+    vouched_rewrite(
+        run_dir, [table.slice(start, rows) for _, start, rows in job_runs(table["job_key"])], 5
+    )
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    db.execute("UPDATE store_format SET version = 5")
+    db.commit()
+    db.close()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["format"] = 5
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("how", ["interleaved", "twice", "no key"])
+def test_a_job_in_two_places_of_results_parquet_is_refused_and_resume_mends_it(
+    small_run: Path, tmp_path: Path, how: str
+):
+    """A vouched results.parquet this code never writes (a job's rows split or repeated,
+    a row without a job key) was read in part by export and resume, and double by the
+    report: now every reader refuses it, and a resume runs the jobs again."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from audit.errors import RunDataError
+    from audit.rundir._integrity import read_checked
+    from audit.rundir._results import job_runs
+
+    copy = tmp_path / "edited"
+    shutil.copytree(small_run, copy)
+    (copy / "results.csv").unlink()  # a lean run: results.parquet its one copy of the rows
+    manifest = json.loads((copy / "manifest.json").read_text())
+    del manifest["files"]["results.csv"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    table = pq.read_table(copy / "results.parquet")
+    (_, a, a_rows), (_, b, b_rows) = job_runs(table["job_key"])[:2]
+    rest = table.slice(b + b_rows)
+    if how == "interleaved":  # job 1's first half, job 2, job 1's second half
+        half = a_rows // 2
+        parts = [table.slice(a, half), table.slice(b, b_rows), table.slice(a + half, a_rows - half)]
+        groups = [pa.concat_tables([*parts, rest])]
+    elif how == "twice":
+        groups = [table, table.slice(a, a_rows)]
+    else:
+        keys = table["job_key"].to_pylist()
+        keys[a] = None
+        index = table.schema.get_field_index("job_key")
+        groups = [table.set_column(index, "job_key", pa.array(keys, pa.string()))]
+    vouched_rewrite(copy, groups)
+    with pytest.raises(RunDataError, match=r"in two places|without a job_key"):
+        read_checked(copy, None)
+    exported = run("export", str(copy), "--csv", "--out", str(tmp_path / "rows.csv"))
+    assert exported.exit_code != 0
+    assert "in two places" in exported.output or "without a job_key" in exported.output
+    result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(copy))
+    assert result.exit_code == 0, result.output
+    assert (copy / "results.parquet").read_bytes() == (small_run / "results.parquet").read_bytes()
+
+
+def test_another_runs_format_5_store_is_refused_before_it_is_migrated(
+    small_run: Path, tmp_path: Path
+):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(small_run, old)
+    as_format_5(old)
+    db = sqlite3.connect(old / "store.sqlite")
+    db.execute("UPDATE run_meta SET value = 'another' WHERE key = 'run_id'")
+    db.commit()
+    db.close()
+    result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(old))
+    assert result.exit_code == 2, result.output
+    assert "belongs to another run" in " ".join(result.output.split())
+    db = sqlite3.connect(old / "store.sqlite")
+    assert db.execute("SELECT version FROM store_format").fetchall() == [(5,)]
+    db.close()
 
 
 def test_a_run_of_format_5_is_read_and_resumed_into_this_format(small_run: Path, tmp_path: Path):
