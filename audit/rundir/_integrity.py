@@ -30,7 +30,7 @@ from audit.rundir._layout import (
     check_regular,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
-from audit.rundir._results import job_runs, once, parquet_format, stored_tables, with_digests
+from audit.rundir._results import grouped_runs, parquet_format, stored_tables, with_digests
 from audit.rundir._store import (
     OLDEST_READ,
     concat_results,
@@ -209,9 +209,10 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     # a row group is a few jobs (up to ``ROW_GROUP_ROWS`` rows): threads cost more than
     # they decode
     tables = [handle.read_row_group(g, use_threads=False) for g in range(handle.num_row_groups)]
-    runs = [(table, run) for table in tables for run in job_runs(table["job_key"])]
-    once(run for _table, run in runs)  # a job in two row groups: refused
-    keyed = [(key, table.slice(start, rows)) for table, (key, start, rows) in runs]
+    keyed = [
+        (key, tables[group].slice(start, rows))
+        for group, (key, start, rows) in grouped_runs(table["job_key"] for table in tables)
+    ]
     db = None
     try:
         db = connect_read_only(path.parent / STORE_FILE)

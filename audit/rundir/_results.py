@@ -114,19 +114,20 @@ def job_runs(keys: pa.ChunkedArray | pa.Array) -> list[JobRun]:
     runs = pc.run_end_encode(array.cast(pa.string()))
     ends = runs.run_ends.to_pylist()
     starts = [0, *ends[:-1]]
-    found = [
+    return [
         (str(key), start, end - start)
         for key, start, end in zip(runs.values.to_pylist(), starts, ends, strict=True)
     ]
-    return once(found)
 
 
-def once(runs: Iterable[JobRun]) -> list[JobRun]:
-    """``runs``, unless a job's rows are in two places: a results.parquet this code
-    never writes (edited, or damaged), refused rather than read in part."""
-    found = list(runs)
+def grouped_runs(keys: Iterable[pa.ChunkedArray | pa.Array]) -> list[tuple[int, JobRun]]:
+    """(row group, its job run) for each group's ``job_key`` column, in file order;
+    ``ArrowInvalid`` when a job's rows are in two places, within a group or across two:
+    a results.parquet this code never writes (edited, or damaged), refused rather than
+    read in part."""
+    found = [(group, run) for group, column in enumerate(keys) for run in job_runs(column)]
     seen: set[str] = set()
-    for key, _start, _rows in found:
+    for _group, (key, _start, _rows) in found:
         if key in seen:
             raise pa.ArrowInvalid(f"results.parquet holds the rows of job {key} in two places")
         seen.add(key)
@@ -137,13 +138,11 @@ def parquet_jobs(path: Path) -> dict[str, tuple[int, int, int]]:
     """job key -> (row group, first row, rows) in a results.parquet of format 5 or later
     (format 5 had a row group per job; the runs inside a group find both)."""
     handle = pq.ParquetFile(path)
-    runs = [
-        (group, run)
+    columns = (
+        handle.read_row_group(group, columns=["job_key"])["job_key"]
         for group in range(handle.num_row_groups)
-        for run in job_runs(handle.read_row_group(group, columns=["job_key"])["job_key"])
-    ]
-    once(run for _group, run in runs)  # a job in two row groups: refused
-    return {key: (group, start, rows) for group, (key, start, rows) in runs}
+    )
+    return {key: (group, start, rows) for group, (key, start, rows) in grouped_runs(columns)}
 
 
 def parquet_format(path: Path) -> int | None:
@@ -167,13 +166,13 @@ def job_tables(
     held: tuple[int, pa.Table] | None = None
     for key in order:
         table = pending(key)
-        if table is None and parquet is not None and where is None:
-            where = parquet_jobs(parquet)
-        if table is None and handle is not None and where and key in where:
-            group, start, rows = where[key]
-            if held is None or held[0] != group:
-                held = (group, conformed(handle.read_row_group(group)))
-            table = held[1].slice(start, rows)
+        if table is None and parquet is not None and handle is not None:
+            where = parquet_jobs(parquet) if where is None else where
+            if key in where:
+                group, start, rows = where[key]
+                if held is None or held[0] != group:
+                    held = (group, conformed(handle.read_row_group(group)))
+                table = held[1].slice(start, rows)
         if table is not None:
             yield key, table
 

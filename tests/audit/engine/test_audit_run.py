@@ -157,6 +157,17 @@ def test_a_store_of_another_format_is_not_resumed(small_run: Path, tmp_path: Pat
     assert not (old / "results.csv").exists()
 
 
+def store_sql(run_dir: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+    """One statement on a run's store, committed; its rows."""
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    try:
+        rows = db.execute(sql, params).fetchall()
+        db.commit()
+        return rows
+    finally:
+        db.close()
+
+
 def vouched_rewrite(run_dir: Path, groups: list, number: int = 6) -> None:
     """results.parquet rewritten as the given row groups with ``number`` in its
     metadata, and vouched for as a run would (the store's sha256 and the manifest's)."""
@@ -173,10 +184,7 @@ def vouched_rewrite(run_dir: Path, groups: list, number: int = 6) -> None:
             writer.write_table(group.cast(schema), row_group_size=max(group.num_rows, 1))
     raw = path.read_bytes()
     sha = hashlib.sha256(raw).hexdigest()
-    db = sqlite3.connect(run_dir / "store.sqlite")
-    db.execute("UPDATE run_meta SET value = ? WHERE key = 'results_sha256'", (sha,))
-    db.commit()
-    db.close()
+    store_sql(run_dir, "UPDATE run_meta SET value = ? WHERE key = 'results_sha256'", sha)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["files"]["results.parquet"] = {"sha256": sha, "bytes": len(raw)}
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
@@ -194,10 +202,7 @@ def as_format_5(run_dir: Path) -> None:
     vouched_rewrite(
         run_dir, [table.slice(start, rows) for _, start, rows in job_runs(table["job_key"])], 5
     )
-    db = sqlite3.connect(run_dir / "store.sqlite")
-    db.execute("UPDATE store_format SET version = 5")
-    db.commit()
-    db.close()
+    store_sql(run_dir, "UPDATE store_format SET version = 5")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["format"] = 5
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
@@ -258,16 +263,11 @@ def test_another_runs_format_5_store_is_refused_before_it_is_migrated(
     old = tmp_path / "old"
     shutil.copytree(small_run, old)
     as_format_5(old)
-    db = sqlite3.connect(old / "store.sqlite")
-    db.execute("UPDATE run_meta SET value = 'another' WHERE key = 'run_id'")
-    db.commit()
-    db.close()
+    store_sql(old, "UPDATE run_meta SET value = 'another' WHERE key = 'run_id'")
     result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(old))
     assert result.exit_code == 2, result.output
     assert "belongs to another run" in " ".join(result.output.split())
-    db = sqlite3.connect(old / "store.sqlite")
-    assert db.execute("SELECT version FROM store_format").fetchall() == [(5,)]
-    db.close()
+    assert store_sql(old, "SELECT version FROM store_format") == [(5,)]
 
 
 def test_a_run_of_format_5_is_read_and_resumed_into_this_format(small_run: Path, tmp_path: Path):
@@ -291,17 +291,12 @@ def test_a_run_of_format_5_is_read_and_resumed_into_this_format(small_run: Path,
     exported = run("export", str(old), "--csv", "--out", str(tmp_path / "rows.csv"))
     assert exported.exit_code == 0, exported.output
     assert (tmp_path / "rows.csv").read_bytes() == (small_run / "results.csv").read_bytes()
-    db = sqlite3.connect(old / "store.sqlite")
-    db.execute("DELETE FROM jobs WHERE job_key IN (SELECT job_key FROM jobs LIMIT 7)")
-    db.commit()
-    db.close()
+    store_sql(old, "DELETE FROM jobs WHERE job_key IN (SELECT job_key FROM jobs LIMIT 7)")
     result = run("run", *SMALL, "--conditions", "frontier,frontier_latest,full", "--out", str(old))
     assert result.exit_code == 0, result.output
     assert (old / "results.parquet").read_bytes() == (small_run / "results.parquet").read_bytes()
     assert json.loads((old / "manifest.json").read_text())["format"] == 6
-    db = sqlite3.connect(old / "store.sqlite")
-    assert db.execute("SELECT version FROM store_format").fetchall() == [(6,)]
-    db.close()
+    assert store_sql(old, "SELECT version FROM store_format") == [(6,)]
 
 
 def test_row_groups_gather_whole_jobs_and_every_reader_finds_them(
@@ -333,10 +328,7 @@ def test_row_groups_gather_whole_jobs_and_every_reader_finds_them(
     assert (out / "results.csv").read_bytes() == (small_run / "results.csv").read_bytes()
     copy = tmp_path / "resumed"
     shutil.copytree(out, copy)
-    db = sqlite3.connect(copy / "store.sqlite")
-    db.execute("DELETE FROM jobs WHERE job_key IN (SELECT job_key FROM jobs LIMIT 3 OFFSET 5)")
-    db.commit()
-    db.close()
+    store_sql(copy, "DELETE FROM jobs WHERE job_key IN (SELECT job_key FROM jobs LIMIT 3 OFFSET 5)")
     (copy / "results.csv").unlink()
     assert run(*args, "--out", str(copy)).exit_code == 0
     assert (copy / "results.parquet").read_bytes() == (out / "results.parquet").read_bytes()
