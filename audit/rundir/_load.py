@@ -38,7 +38,7 @@ from audit.rundir._layout import (
     STORE_FILE,
     read_run_file,
 )
-from audit.rundir._pairs import rebuild_pairs
+from audit.rundir._pairs import rebuild_pair_objects
 from audit.rundir._store import MemoryBlocks, connect_read_only, store_format
 from compressors import builtins
 from histories import Pair
@@ -347,7 +347,7 @@ def load_source_pairs(run: RunData) -> SourcePairs:
     if not isinstance(source, dict):
         return SourcePairs({}, "config.json records no pair source: no drill-down")
     try:
-        pairs, digest = rebuild_pairs(source, run.path)
+        pairs, digest = rebuild_pair_objects(source, run.path)
     except (OSError, ValueError) as error:  # PairFileError is a ValueError
         return SourcePairs({}, f"pairs could not be rebuilt ({error}): no drill-down")
     if expected and digest != expected:
