@@ -267,14 +267,10 @@ def stored_table(table: pa.Table, shas: Sequence[str]) -> pa.Table:
     return table.set_column(at, pa.field(MEMORY_ID, pa.int32()), ids)
 
 
-def result_table(table: pa.Table, shas: Sequence[str] | None) -> pa.Table:
+def result_table(table: pa.Table, shas: pa.StringArray | None) -> pa.Table:
     """A STORED_SCHEMA table of one job -> RESULT_SCHEMA, the digests looked up in its
     job's ``shas`` (None: the store could not say, and the digests stay empty)."""
     at = table.schema.get_field_index(MEMORY_ID)
     ids = table[MEMORY_ID]
-    digests = (
-        pa.nulls(table.num_rows, pa.string())
-        if shas is None
-        else pa.array(list(shas), pa.string()).take(ids)
-    )
+    digests = pa.nulls(table.num_rows, pa.string()) if shas is None else shas.take(ids)
     return table.set_column(at, pa.field("memory_sha256", pa.string()), digests)

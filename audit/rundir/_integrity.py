@@ -222,7 +222,7 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     except (OSError, sqlite3.Error):
         db = None
 
-    def shas(key: str) -> list[str] | None:
+    def shas(key: str) -> pa.StringArray | None:
         if db is None:
             return None
         try:

@@ -178,7 +178,7 @@ def job_tables(
 
 
 def with_digests(
-    tables: Iterable[tuple[str, pa.Table]], shas: Callable[[str], list[str] | None]
+    tables: Iterable[tuple[str, pa.Table]], shas: Callable[[str], pa.StringArray | None]
 ) -> Iterator[pa.Table]:
     """Job tables with ``memory_sha256`` back in place of ``memory_id`` (RESULT_SCHEMA)."""
     for key, table in tables:

@@ -325,9 +325,10 @@ def retry_keys(db: sqlite3.Connection) -> set[str]:
     return {key for (key,) in db.execute("SELECT job_key FROM jobs WHERE retry_na = 1")}
 
 
-def job_shas(db: sqlite3.Connection, key: str) -> list[str] | None:
+def job_shas(db: sqlite3.Connection, key: str) -> pa.StringArray | None:
     """A job's distinct memories' sha256 in block order (a row's ``memory_id`` indexes
-    it); None when the store does not hold the job."""
+    it); None when the store does not hold the job.  Built from the index's hex digits
+    as one buffer: a Python string a memory took most of a report's digest lookup."""
     found = db.execute(
         "SELECT b.shas FROM jobs j LEFT JOIN memory_blocks b ON b.block = j.memory_block "
         "WHERE j.job_key = ?",
@@ -335,9 +336,18 @@ def job_shas(db: sqlite3.Connection, key: str) -> list[str] | None:
     ).fetchone()
     if found is None:
         return None
-    if found[0] is None:
-        return []
-    return _index_columns(found[0])[0]
+    blob = found[0]
+    if blob is None:
+        return pa.array([], pa.string())
+    if not blob.startswith(_INDEX_MAGIC):
+        return pa.array(_index_columns(blob)[0], pa.string())
+    start = len(_INDEX_MAGIC) + 4
+    count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
+    digits = blob[start : start + 32 * count].hex().encode("ascii")
+    if len(digits) != 64 * count:
+        raise ValueError("a block index shorter than its count of sha256s")
+    offsets = np.arange(0, 64 * (count + 1), 64, dtype=np.int32)
+    return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(digits))
 
 
 def vouched_results(db: sqlite3.Connection) -> set[str]:

@@ -696,3 +696,32 @@ def test_an_external_system_that_did_not_answer_leaves_the_run_incomplete_until_
     reference = tmp_path / "reference"
     assert audit(*args, "--out", str(reference)).returncode == 0
     assert (out / "results.parquet").read_bytes() == (reference / "results.parquet").read_bytes()
+
+
+def test_a_truncated_memory_index_leaves_that_jobs_digests_out(whole: Path, tmp_path: Path):
+    """A store whose block index is cut inside its sha256s: its lengths failed to
+    decompress (zlib.error), which blamed results.parquet (read from results.csv
+    instead) or, without a CSV, stopped the report with "this is a bug".  Now only that
+    job's rows lack their digest (its memories are not shown), and the report is written."""
+    from audit.rundir import load_run
+
+    run = copy_run(whole, tmp_path / "run")
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        key, block, index = db.execute(
+            "SELECT j.job_key, b.block, b.shas FROM jobs j "
+            "JOIN memory_blocks b ON b.block = j.memory_block LIMIT 1"
+        ).fetchone()
+        db.execute("UPDATE memory_blocks SET shas = ? WHERE block = ?", (index[:40], block))
+        db.commit()
+    finally:
+        db.close()
+    results = load_run(run).results
+    victim = results["job_key"] == key
+    assert victim.any()
+    assert (~victim).any()
+    assert results.loc[victim, "memory_sha256"].isna().all()
+    assert results.loc[~victim, "memory_sha256"].notna().all()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert "Traceback" not in report.stderr, report.stderr
+    assert (tmp_path / "report" / "report.html").exists()
