@@ -39,6 +39,7 @@ from audit.rundir._store import (
     job_shas,
     plan_record,
     readable_store,
+    recorded_rows,
     retry_keys,
     store_damage,
     store_format,
@@ -209,14 +210,13 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     # a row group is a few jobs (up to ``ROW_GROUP_ROWS`` rows): threads cost more than
     # they decode
     tables = [handle.read_row_group(g, use_threads=False) for g in range(handle.num_row_groups)]
-    keyed = [
-        (key, tables[group].slice(start, rows))
-        for group, (key, start, rows) in grouped_runs(table["job_key"] for table in tables)
-    ]
     db = None
+    recorded = None
     try:
         db = connect_read_only(path.parent / STORE_FILE)
-        if not readable_store(store_format(db)):
+        if readable_store(store_format(db)):
+            recorded = recorded_rows(db)
+        else:
             db.close()
             db = None
     except (OSError, sqlite3.Error):
@@ -231,6 +231,10 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
             return None
 
     try:
+        keyed = [
+            (key, tables[group].slice(start, rows))
+            for group, (key, start, rows) in grouped_runs((t["job_key"] for t in tables), recorded)
+        ]
         table = concat_results(with_digests(keyed, shas))
     finally:
         if db is not None:

@@ -42,6 +42,7 @@ from audit.rundir._store import (
     job_shas,
     pending_table,
     readable_store,
+    recorded_rows,
     store_format,
     vouched_results,
 )
@@ -120,29 +121,42 @@ def job_runs(keys: pa.ChunkedArray | pa.Array) -> list[JobRun]:
     ]
 
 
-def grouped_runs(keys: Iterable[pa.ChunkedArray | pa.Array]) -> list[tuple[int, JobRun]]:
+def grouped_runs(
+    keys: Iterable[pa.ChunkedArray | pa.Array], recorded: Mapping[str, int] | None = None
+) -> list[tuple[int, JobRun]]:
     """(row group, its job run) for each group's ``job_key`` column, in file order;
-    ``ArrowInvalid`` when a job's rows are in two places, within a group or across two:
-    a results.parquet this code never writes (edited, or damaged), refused rather than
+    ``ArrowInvalid`` when a job's rows are in two places, within a group or across two,
+    or are not as many as the store ``recorded`` (job key -> rows) when it wrote them: a
+    results.parquet this code never writes (edited, or damaged), refused rather than
     read in part."""
     found = [(group, run) for group, column in enumerate(keys) for run in job_runs(column)]
     seen: set[str] = set()
-    for _group, (key, _start, _rows) in found:
+    for _group, (key, _start, rows) in found:
         if key in seen:
             raise pa.ArrowInvalid(f"results.parquet holds the rows of job {key} in two places")
         seen.add(key)
+        if recorded is not None and recorded.get(key, rows) != rows:
+            raise pa.ArrowInvalid(
+                f"results.parquet holds {rows} rows of job {key}, "
+                f"its store recorded {recorded[key]}"
+            )
     return found
 
 
-def parquet_jobs(path: Path) -> dict[str, tuple[int, int, int]]:
+def parquet_jobs(
+    path: Path, recorded: Mapping[str, int] | None = None
+) -> dict[str, tuple[int, int, int]]:
     """job key -> (row group, first row, rows) in a results.parquet of format 5 or later
-    (format 5 had a row group per job; the runs inside a group find both)."""
+    (format 5 had a row group per job; the runs inside a group find both), checked as
+    ``grouped_runs`` checks it."""
     handle = pq.ParquetFile(path)
     columns = (
         handle.read_row_group(group, columns=["job_key"])["job_key"]
         for group in range(handle.num_row_groups)
     )
-    return {key: (group, start, rows) for group, (key, start, rows) in grouped_runs(columns)}
+    return {
+        key: (group, start, rows) for group, (key, start, rows) in grouped_runs(columns, recorded)
+    }
 
 
 def parquet_format(path: Path) -> int | None:
@@ -156,18 +170,20 @@ def job_tables(
     order: Iterable[str],
     pending: Callable[[str], pa.Table | None],
     parquet: Path | None,
+    recorded: Mapping[str, int],
 ) -> Iterator[tuple[str, pa.Table]]:
     """Each job of ``order`` that has rows, one at a time (STORED_SCHEMA): from the store
     while they wait there (``pending``), else from ``parquet`` (a results.parquet the
-    store vouches for); a job found in neither is left out.  A row group is read once
-    while its jobs follow each other (plan order is the file's order)."""
+    store vouches for, each job as many rows as ``recorded``); a job found in neither is
+    left out.  A row group is read once while its jobs follow each other (plan order is
+    the file's order)."""
     handle = pq.ParquetFile(parquet) if parquet is not None else None
     where: dict[str, tuple[int, int, int]] | None = None  # read when a job is not pending
     held: tuple[int, pa.Table] | None = None
     for key in order:
         table = pending(key)
         if table is None and parquet is not None and handle is not None:
-            where = parquet_jobs(parquet) if where is None else where
+            where = parquet_jobs(parquet, recorded) if where is None else where
             if key in where:
                 group, start, rows = where[key]
                 if held is None or held[0] != group:
@@ -191,7 +207,8 @@ def stored_tables(
     """Each of ``keys`` that has rows, with them (RESULT_SCHEMA): from the store's pending
     rows, else from the results.parquet it vouches for."""
     parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
-    for key, table in job_tables(keys, lambda key: pending_table(db, key), parquet):
+    recorded = recorded_rows(db)
+    for key, table in job_tables(keys, lambda key: pending_table(db, key), parquet, recorded):
         yield key, result_table(table, job_shas(db, key))
 
 
@@ -238,7 +255,7 @@ def lost_jobs(run_dir: Path, store: RunStore) -> set[str]:
         return set()
     parquet = vouched_parquet(run_dir, store)
     try:
-        held = set(parquet_jobs(parquet)) if parquet is not None else set()
+        held = set(parquet_jobs(parquet, store.recorded_rows())) if parquet is not None else set()
     except (OSError, pa.ArrowException):
         held = set()
     return settled - held

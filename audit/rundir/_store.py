@@ -315,6 +315,11 @@ def pending_table(db: sqlite3.Connection, key: str) -> pa.Table | None:
     return None if found is None else table_from_bytes(found[0])
 
 
+def recorded_rows(db: sqlite3.Connection) -> dict[str, int]:
+    """Each stored job's rows, as many as it had when it was stored."""
+    return {str(key): int(rows) for key, rows in db.execute("SELECT job_key, n_rows FROM jobs")}
+
+
 def pending_keys(db: sqlite3.Connection) -> set[str]:
     """The jobs whose rows are not in results.parquet yet."""
     return {key for (key,) in db.execute("SELECT job_key FROM pending")}
@@ -576,6 +581,10 @@ class RunStore:
     def pending_keys(self) -> set[str]:
         with self._reading():
             return pending_keys(self._db)
+
+    def recorded_rows(self) -> dict[str, int]:
+        with self._reading():
+            return recorded_rows(self._db)
 
     def pending(self, key: str) -> pa.Table | None:
         """A job's rows (STORED_SCHEMA) if they are not in results.parquet yet."""
