@@ -28,6 +28,7 @@ from audit.rundir._layout import (
     STORE_FILE,
     SUMMARY_FILE,
     check_regular,
+    newer_format,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
 from audit.rundir._results import grouped_runs, parquet_format, stored_tables, with_digests
@@ -259,6 +260,8 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
     except RunDataError as error:
         return _without_manifest(run_dir, f"{error}")
     store = run_dir / STORE_FILE
+    if manifest is not None and (newer := newer_format(run_dir, manifest.format)) is not None:
+        raise RunDataError(newer)
     if manifest is None:
         if run_id is None and _store_meta(store)[0] is None:
             return _read_unchecked(run_dir), RunIntegrity(checked=False)

@@ -43,6 +43,20 @@ RUN_FORMAT = max(FORMATS)
 """The format of a run directory, one number for all its files: ``manifest.json``
 records it, ``store.sqlite`` and results.parquet's metadata carry it."""
 
+
+def newer_format(where: Path, version: int | None) -> str | None:
+    """The one text for a run directory (or file of one) written by a newer
+    memory-audit, whose layout this version cannot know: what it is and the way out.
+    None when this version knows ``version``."""
+    if version is None or version <= RUN_FORMAT:
+        return None
+    return (
+        f"{where} was written by a newer memory-audit (run directory format {version}; "
+        f"this one knows formats up to {RUN_FORMAT}): read, resume or export it with "
+        "that version (pip install -U memory-audit)"
+    )
+
+
 CONFIG_FILE = "config.json"
 """The resolved run plan, the environment and the creation time."""
 RESULTS_CSV = "results.csv"

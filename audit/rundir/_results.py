@@ -30,6 +30,7 @@ from audit.rundir._layout import (
     STORE_FILE,
     SUMMARY_FILE,
     atomic_path,
+    newer_format,
     open_regular,
     write_atomically,
 )
@@ -163,7 +164,10 @@ def parquet_format(path: Path) -> int | None:
     """The run-directory format a results.parquet records (None: an older layout)."""
     metadata = pq.read_schema(path).metadata or {}
     raw = metadata.get(FORMAT_KEY)
-    return None if raw is None else int(raw)
+    version = None if raw is None else int(raw)
+    if (newer := newer_format(path, version)) is not None:
+        raise ValueError(newer)
+    return version
 
 
 def job_tables(
@@ -274,11 +278,8 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
         raise RunDataError(f"{run_dir / STORE_FILE}: cannot be read ({error})") from None
     try:
         version = store_format(db)
-        if version is not None and version > RUN_FORMAT:
-            raise RunDataError(
-                f"{run_dir} was written by a newer memory-audit (run directory format "
-                f"{version}, this one reads up to {RUN_FORMAT}): export it with that version"
-            )
+        if (newer := newer_format(run_dir, version)) is not None:
+            raise RunDataError(newer)
         if not readable_store(version):
             raise RunDataError(
                 f"{run_dir} is a run of an older format: its results.csv is already in it"

@@ -42,7 +42,7 @@ from audit.rundir._columns import (
     stored_table,
 )
 from audit.rundir._errors import JobLog
-from audit.rundir._layout import RUN_FORMAT, STORE_FILE, not_regular
+from audit.rundir._layout import RUN_FORMAT, STORE_FILE, newer_format, not_regular
 
 STORE_FORMAT = RUN_FORMAT
 """The run directory's format (``_layout.RUN_FORMAT``) as the store records it; a store
@@ -459,6 +459,8 @@ class RunStore:
         try:
             version = store_format(self._db)
             steps = None if version is None else _steps(version)
+            if (newer := newer_format(directory, version)) is not None:
+                raise StoreFormatError(newer)
             if version is not None and steps is None:
                 raise StoreFormatError(
                     f"{self.path} was written by another version of memory-audit (run "

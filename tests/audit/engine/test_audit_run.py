@@ -263,6 +263,43 @@ def test_a_job_in_two_places_of_results_parquet_is_refused_and_resume_mends_it(
     assert (copy / "results.parquet").read_bytes() == (small_run / "results.parquet").read_bytes()
 
 
+@pytest.mark.parametrize("where", ["manifest", "store", "parquet"])
+def test_a_run_of_a_newer_format_is_refused_in_one_text_by_every_command(
+    small_run: Path, tmp_path: Path, where: str
+):
+    """A run directory a newer memory-audit wrote (format 7) was read as this format by
+    the report whatever manifest.json or results.parquet said, and the store and export
+    each said it in words of their own.  Every command now refuses it with the one text
+    ``newer_format`` writes, naming the format and the way out."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    newer = tmp_path / "newer"
+    shutil.copytree(small_run, newer)
+    (newer / "results.csv").unlink()
+    manifest = json.loads((newer / "manifest.json").read_text())
+    del manifest["files"]["results.csv"]
+    if where == "manifest":
+        manifest["format"] = 7
+    (newer / "manifest.json").write_text(json.dumps(manifest))
+    if where == "store":
+        store_sql(newer, "UPDATE store_format SET version = 7")
+    if where == "parquet":
+        vouched_rewrite(newer, [pq.read_table(newer / "results.parquet")], 7)
+    said = "was written by a newer memory-audit (run directory format 7; this one knows"
+    commands = {
+        "report": ["report", str(newer), "--out", str(tmp_path / "report")],
+        "export": ["export", str(newer), "--csv", "--out", str(tmp_path / "rows.csv")],
+        "resume": ["resume", str(newer), "--quiet"],
+    }
+    refused = {"manifest": {"report"}, "store": {"export", "resume"}, "parquet": {"report"}}
+    for name in refused[where]:
+        result = run(*commands[name])
+        assert result.exit_code != 0, (name, result.output)
+        assert said in " ".join(result.output.split()), (name, result.output)
+
+
 def test_another_runs_format_5_store_is_refused_before_it_is_migrated(
     small_run: Path, tmp_path: Path
 ):
