@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from audit.errors import RunDataError
-from audit.rundir._columns import CATEGORICAL, OBJECT_TEXT, STORED_SCHEMA
+from audit.rundir._columns import CATEGORICAL, OBJECT_TEXT, STORED_SCHEMA, result_table
 from audit.rundir._layout import (
     MANIFEST_FILE,
     RESULTS_CSV,
@@ -31,7 +31,7 @@ from audit.rundir._layout import (
     newer_format,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
-from audit.rundir._results import grouped_runs, parquet_format, stored_tables, with_digests
+from audit.rundir._results import grouped_runs, parquet_format, stored_tables
 from audit.rundir._store import (
     OLDEST_READ,
     concat_results,
@@ -223,20 +223,20 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     except (OSError, sqlite3.Error):
         db = None
 
-    def shas(key: str) -> pa.StringArray | None:
-        if db is None:
-            return None
+    def digested(key: str, table: pa.Table) -> pa.Table:
+        """The job's rows with their digests; none where the store cannot say (a
+        damaged block index, one whose memories its rows name are not all in it)."""
         try:
-            return job_shas(db, key)
-        except (sqlite3.Error, ValueError):
-            return None
+            return result_table(table, None if db is None else job_shas(db, key))
+        except (sqlite3.Error, ValueError, IndexError):  # pa.ArrowIndexError is one
+            return result_table(table, None)
 
     try:
         keyed = [
             (key, tables[group].slice(start, rows))
             for group, (key, start, rows) in grouped_runs((t["job_key"] for t in tables), recorded)
         ]
-        table = concat_results(with_digests(keyed, shas))
+        table = concat_results(digested(key, table) for key, table in keyed)
     finally:
         if db is not None:
             db.close()

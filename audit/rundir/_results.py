@@ -197,14 +197,6 @@ def job_tables(
             yield key, table
 
 
-def with_digests(
-    tables: Iterable[tuple[str, pa.Table]], shas: Callable[[str], pa.StringArray | None]
-) -> Iterator[pa.Table]:
-    """Job tables with ``memory_sha256`` back in place of ``memory_id`` (RESULT_SCHEMA)."""
-    for key, table in tables:
-        yield result_table(table, shas(key))
-
-
 def stored_tables(
     db: sqlite3.Connection, run_dir: Path, keys: Iterable[str]
 ) -> Iterator[tuple[str, pa.Table]]:

@@ -349,8 +349,12 @@ def job_shas(db: sqlite3.Connection, key: str) -> pa.StringArray | None:
     start = len(_INDEX_MAGIC) + 4
     count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
     digits = blob[start : start + 32 * count].hex().encode("ascii")
-    if len(digits) != 64 * count:
-        raise ValueError("a block index shorter than its count of sha256s")
+    try:
+        lengths = zlib.decompress(blob[start + 32 * count :])
+    except zlib.error as error:
+        raise ValueError(f"a block index whose lengths do not decompress ({error})") from None
+    if not len(digits) == 64 * count == 16 * len(lengths):
+        raise ValueError("a block index whose sha256s and lengths differ from its count")
     offsets = np.arange(0, 64 * (count + 1), 64, dtype=np.int32)
     return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(digits))
 
