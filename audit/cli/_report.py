@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -30,9 +31,11 @@ YOUNG_COLLECTION = 20_000
 a report process (Python's default is 700)."""
 
 
-def tune_report_process() -> bool:
-    """Tune a report process for what it does: build and drop frames of hundreds of MB
-    and millions of short-lived, acyclic objects.
+@contextmanager
+def report_process() -> Iterator[bool]:
+    """Tune this process, while a report is built, for what that does: build and drop
+    frames of hundreds of MB and millions of short-lived, acyclic objects; yields
+    whether the heap was tuned (False off glibc).
 
     * The cyclic collector passes over young objects every ``YOUNG_COLLECTION``
       allocations, older ones a twentieth as often: at Python's defaults it made 616
@@ -45,10 +48,23 @@ def tune_report_process() -> bool:
       through glibc too, unless ARROW_DEFAULT_MEMORY_POOL names a pool: about 10 % less
       CPU, 60 MB more peak RSS (docs/performance.md).
 
-    Returns whether the heap was tuned (False off glibc)."""
+    The collector's thresholds and pyarrow's pool are put back afterwards (a caller in
+    the same process, a notebook or a test, keeps its own); glibc's settings stay.
+    """
     import gc
 
+    import pyarrow as pa
+
+    thresholds, pool = gc.get_threshold(), pa.default_memory_pool()
     gc.set_threshold(YOUNG_COLLECTION, 20, 20)
+    try:
+        yield _keep_freed_memory()
+    finally:
+        gc.set_threshold(*thresholds)
+        pa.set_memory_pool(pool)
+
+
+def _keep_freed_memory() -> bool:
     import ctypes
 
     try:
@@ -66,6 +82,21 @@ def tune_report_process() -> bool:
     return True
 
 
+_Command = TypeVar("_Command", bound=Callable[..., None])
+
+
+def _in_report_process(command: _Command) -> _Command:
+    """The command run inside ``report_process`` (its signature, for typer, is kept)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        with report_process():
+            command(*args, **kwargs)
+
+    return cast(_Command, run)
+
+
+@_in_report_process
 def report_command(
     run_dir: Annotated[
         Path, typer.Argument(metavar="RUN_DIR", help="A run directory written by `audit run`.")
@@ -96,7 +127,6 @@ def report_command(
     from reports import write_document
 
     started = time.perf_counter()
-    tune_report_process()
     if (run_dir / REPLICATION_FILE).exists() and not (run_dir / CONFIG_FILE).exists():
         target = out or run_dir / REPORT_DIR
         write_document(build_replication(run_dir), target)
@@ -129,6 +159,7 @@ def report_command(
     exit_if_not_whole([run])
 
 
+@_in_report_process
 def compare_command(
     run_dirs: Annotated[
         list[Path],
@@ -220,8 +251,6 @@ def compare_command(
     from audit.rundir import load_run
     from audit.scoring import COMPARED_SCORES
     from reports import write_document
-
-    tune_report_process()
 
     names = tuple(name for item in only or [] for name in split_conditions(item))
     if score not in COMPARED_SCORES:

@@ -350,16 +350,20 @@ def test_a_report_process_keeps_freed_memory_and_collects_young_objects_less_oft
     returned the pages and faulted them in again (0.4 to 0.6 CPU s of a 3.8 s report):
     the report keeps freed memory in glibc, and pyarrow allocates there too; nothing
     changes with another C library.  The cyclic collector's 616 passes at Python's
-    default threshold cost 0.24 CPU s: the report raises it."""
+    default threshold cost 0.24 CPU s: the report raises it, and puts it and pyarrow's
+    pool back afterwards (a notebook or a test that calls the command keeps its own)."""
     import platform
 
     probe = (
         "import pyarrow as pa\n"
         "import gc\n"
-        "from audit.cli._report import YOUNG_COLLECTION, tune_report_process\n"
-        "tuned = tune_report_process()\n"
-        "assert gc.get_threshold()[0] == YOUNG_COLLECTION > 700, gc.get_threshold()\n"
-        "print(tuned, pa.default_memory_pool().backend_name)\n"
+        "from audit.cli._report import YOUNG_COLLECTION, report_process\n"
+        "before = gc.get_threshold(), pa.default_memory_pool().backend_name\n"
+        "with report_process() as tuned:\n"
+        "    assert gc.get_threshold()[0] == YOUNG_COLLECTION > 700, gc.get_threshold()\n"
+        "    print(tuned, pa.default_memory_pool().backend_name)\n"
+        "after = gc.get_threshold(), pa.default_memory_pool().backend_name\n"
+        "assert after == before, (before, after)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
