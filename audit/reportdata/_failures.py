@@ -11,7 +11,7 @@ from audit.reportdata._context import ReportContext, proportion_columns
 from audit.rundir import OUTCOMES
 from audit.scoring import IDENTITY
 from histories import WRONG_ANSWERS
-from reports import Chart, Column, Paragraph, Section, Table
+from reports import Bullets, Chart, Column, Paragraph, Section, Table
 
 SYSTEM = ["reader", "condition", "budget"]
 
@@ -70,22 +70,33 @@ def build(ctx: ReportContext) -> Section:
                 "lenient scores are equal and no read is NA, a format failure or a misread."
             )
         )
+    blocks.append(Paragraph("Reads at identity. Causes of failed reads:", muted=True))
+    blocks.append(
+        Bullets(
+            [
+                "evidence dropped: the memory is a record log and E_q on it gives a wrong "
+                "answer (the compressor lost the evidence);",
+                "written wrong: as dropped, and the memory holds a well-formed record that "
+                "never was in the history;",
+                "retained but misread: E_q on the memory is right, the reader answered wrong;",
+                "format failure: right values in a wrong form (a bare map, which the lenient "
+                "score accepts, a code fence, prose around the JSON, the answer only in the "
+                "reasoning field, a cut-off after the right values);",
+                "undetermined: the memory is not a record log (prose, say), so whether it "
+                "kept the evidence cannot be told;",
+                "writer cut off or empty: an LLM writer's answer was cut off at its token "
+                "limit or empty (the compressor failed);",
+                "compressor raised;",
+                "infrastructure (NA): no answer after retries, or a request the server "
+                "refused; not scored.",
+            ],
+            muted=True,
+        )
+    )
     blocks.append(
         Paragraph(
-            "Reads at identity. Causes of failed reads: evidence dropped (the memory is a "
-            "record log and E_q on it gives a wrong answer: the compressor lost the "
-            "evidence); written wrong (as dropped, and the memory holds a well-formed record "
-            "that never was in the history); retained but misread (E_q on the memory is "
-            "right, the reader answered wrong); format failure (right values in a wrong "
-            "form: a bare map, which the lenient score accepts, a code fence, prose around "
-            "the JSON, the answer only in the reasoning field, a cut-off after the right "
-            "values); undetermined (the memory is not a record log, e.g. prose, so whether "
-            "it kept the evidence cannot be told); writer cut off or empty (an LLM writer's "
-            "answer was cut off at its token limit or empty: the compressor failed); "
-            "compressor raised; infrastructure (NA: no answer after retries, or a request "
-            "the server refused; not scored). The wrong: columns say what the answer of "
-            "each wrong read is, whatever its cause (each column's help; docs/method.md, "
-            "Wrong answers).",
+            "The wrong: columns say what the answer of each wrong read is, whatever its "
+            "cause (each column's help; docs/method.md, Wrong answers).",
             muted=True,
         )
     )

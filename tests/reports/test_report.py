@@ -374,6 +374,10 @@ def test_markdown_for_a_pull_request(real_run: Path):
     assert "Current accuracy would pick a different condition than reveal accuracy (600 B)" in md
     assert "| **frontier** | 1,200 | 24/24 [0.86, 1.00]" in md
     assert "Holm" in md or "holm" in md.lower()
+    # the short form clips one untrusted text at 1,000 characters; the report's own prose
+    # was cut there too (section 5's causes, "docs/method.md, Wrong answe [... 4 more
+    # characters not shown]"): no text of an exact-reader run is clipped
+    assert "characters not shown" not in md
 
 
 def test_report_rebuilds_from_the_stored_run_alone(real_run: Path, tmp_path: Path):
