@@ -296,8 +296,8 @@ def compare_command(
         test="mid-p" if test == "mid-p" else "exact",  # checked above; the literal type
         gate=fail_on_regression, margin=margin,
     )  # fmt: skip
-    comparison = build_compare(runs, options)
     with writable_target(target):
+        comparison = build_compare(runs, options)
         paths = write_document(comparison.document, target)
     tables = sum(p.suffix == ".csv" for p in paths)
     warn_if_not_whole(runs)
@@ -356,8 +356,8 @@ def _transfer(runs: Sequence[RunData], out: Path | None, options: Any) -> None:
     from reports import write_document
 
     target = out or Path("runs") / f"transfer-{time.strftime('%Y%m%d-%H%M%S')}"
-    document = build_transfer(runs[0], runs[1], options)
     with writable_target(target):
+        document = build_transfer(runs[0], runs[1], options)
         paths = write_document(document, target)
     warn_if_not_whole(runs)
     tables = _tables(document)
@@ -504,11 +504,15 @@ def format_delta(delta: float, low: float, high: float) -> str:
 
 @contextmanager
 def writable_target(target: Path) -> Iterator[None]:
-    """A report that cannot be written there says where else to write it."""
+    """A report that cannot be written there says where else to write it; a target that
+    is a file is refused before any work (it cannot be a report's directory)."""
+    if target.exists() and not target.is_dir():
+        fail(f"--out {target} exists and is not a directory: give --out a directory")
     try:
         yield
     except OSError as error:
-        if error.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+        unwritable = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.ENOTDIR)
+        if error.errno not in unwritable:
             raise
         where = error.filename or target
         fail(

@@ -380,6 +380,21 @@ def test_markdown_for_a_pull_request(real_run: Path):
     assert "characters not shown" not in md
 
 
+def test_a_report_into_a_file_is_refused_before_any_work(real_run: Path, tmp_path: Path):
+    """`--out README.md` (a file) ended `audit compare` after its work with "error:
+    README.md: File exists" and status 1: it is a usage error, said first, status 2, and
+    the file is left as it was."""
+    kept = tmp_path / "README.md"
+    kept.write_text("mine\n")
+    result = run("report", str(real_run), "--out", str(kept))
+    assert result.exit_code == 2, result.output
+    assert "exists and is not a directory" in " ".join(result.output.split())
+    assert kept.read_text() == "mine\n"
+    inside = run("report", str(real_run), "--out", str(kept / "report"))
+    assert inside.exit_code == 1, inside.output
+    assert "the report cannot be written there" in " ".join(inside.output.split())
+
+
 def test_report_rebuilds_from_the_stored_run_alone(real_run: Path, tmp_path: Path):
     store = real_run / "store.sqlite"
     before = (store.stat().st_mtime, hashlib.sha256(store.read_bytes()).hexdigest())
