@@ -8,6 +8,7 @@ only imported when named, or when ``audit compressors`` lists what is installed.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import re
@@ -230,8 +231,11 @@ def resolve_class(target: str) -> type[Compressor]:
             raise UnknownCompressorError(f"{target}: module {module_name!r} has no {attr!r}")
         return _check_class(getattr(module, attr), target)
     names = list(known) + sorted(plugins)
+    close = difflib.get_close_matches(target, [*names, BASELINES], n=3, cutoff=0.75)
+    hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
     raise UnknownCompressorError(
-        f"unknown condition {target!r}; known: {', '.join(names)} (or package.module:Class)"
+        f"unknown condition {target!r}; {hint}known: {', '.join(names)}, or {BASELINES} "
+        "(every archive and probe), or package.module:Class"
     )
 
 

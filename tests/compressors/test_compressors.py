@@ -585,12 +585,19 @@ def test_parse_spec(text, target, params, budget):
 @pytest.mark.parametrize(
     ("spec", "error", "named"),
     [
-        # an unknown condition lists the known ones
-        ("no_such_thing", compressors.UnknownCompressorError, ["no_such_thing", *BUILTINS]),
+        # an unknown condition lists the known ones, and the group word for the baselines
+        (
+            "no_such_thing",
+            compressors.UnknownCompressorError,
+            ["no_such_thing", *BUILTINS, "or baselines (every archive and probe)"],
+        ),
+        # a near miss is named first (a new user wrote `baseline` for `baselines`)
+        ("baseline", compressors.UnknownCompressorError, ["did you mean 'baselines'?"]),
+        ("frontier_alfa", compressors.UnknownCompressorError, ["did you mean 'frontier_alpha'"]),
         # a parameter of a compressor that takes none names both
         ("tail:width=3", compressors.InvalidParamsError, ["tail", "width"]),
     ],
-    ids=["unknown", "bad-parameter"],
+    ids=["unknown", "near-group", "near-name", "bad-parameter"],
 )
 def test_a_bad_condition_names_what_is_wrong(spec, error, named):
     with pytest.raises(error) as info:
