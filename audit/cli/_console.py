@@ -272,10 +272,11 @@ EXACT_LEGEND = (
 )
 
 
-def best_lines(summary: Summary) -> list[str]:
+def best_lines(summary: Summary, notes: bool = True) -> list[str]:
     """Per budget, of the exact reader's verdicts: the best strict condition by joint J
     (``Verdict.keeps_k``), the ceiling (best archive) and the floor (best probe), ties
-    named: the headline in one line."""
+    named: the headline in one line (``notes``: and a note where the floor is above the
+    best)."""
     exact = [v for v in summary.verdicts if v.reader == "exact"]
     lines = []
     for budget in sorted({v.budget for v in exact}):
@@ -293,7 +294,7 @@ def best_lines(summary: Summary) -> list[str]:
             parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
             tops[kind] = top
         lines.append(f"joint J at {budget} B: " + "; ".join(parts))
-        if "probe" in tops and "strict" in tops and tops["probe"] > tops["strict"]:
+        if notes and "probe" in tops and "strict" in tops and tops["probe"] > tops["strict"]:
             lines.append(
                 f"note: at {budget} B the floor is above the best at identity, where a "
                 "probe wins on the task's surface alone; the floor check names each "
@@ -569,6 +570,8 @@ def _print_floor(console: Console, summary: Summary, verbose: bool) -> None:
         message = floor_message(findings, len(strict))
         who = "" if reader == "exact" else f" (reader {reader})"
         said = f"{who}: {message.headline[0].lower()}{message.headline[1:]} at {budget} B"
+        if message.beaten:
+            said += f": {message.beaten}"
         if not verbose:
             _warn(console, f"{said} (--verbose: its tests).")
             continue
@@ -698,6 +701,9 @@ def print_summary(
     found = Summary.model_validate(displayable(dict(summary)))
     run_dir = Path(terminal_text(str(run_dir)))
     _print_verdicts(console, found)
+    if not verbose:  # (the exact table below prints them, with their notes)
+        for line in best_lines(found, notes=False):
+            console.print(line)
     if verbose:
         _print_exact(console, found)
         _print_llm(console, found)

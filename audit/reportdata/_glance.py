@@ -55,7 +55,8 @@ def _probe_alerts(ctx: ReportContext) -> list[Block]:
         message = floor_message(findings, len(strict))
         items: list[Any] = [[Strong(name), ": " + where] for name, where in message.items]
         title: Any = [Flag(message.headline), f" ({ctx.where(reader, budget)})"]
-        blocks.append(Alert("warn", title, message.body, items))
+        beaten = f"{message.beaten[0].upper()}{message.beaten[1:]}. " if message.beaten else ""
+        blocks.append(Alert("warn", title, beaten + message.body, items))
     return blocks
 
 

@@ -66,6 +66,11 @@ class FloorTest(BaseModel):
         intersection-union test: at ``ALPHA``, unadjusted)."""
         return self.delta > 0 and self.p < ALPHA
 
+    @property
+    def beaten(self) -> bool:
+        """The probe beats the condition here: above it, significantly (at ``ALPHA``)."""
+        return self.delta < 0 and self.p < ALPHA
+
     def text(self) -> str:
         """``identity: probe_lowrev 45/84 vs 39/84 blocks, p 1`` (probe first, as
         the report has always shown it; k/n like every other count)."""
@@ -96,6 +101,11 @@ class FloorFinding(BaseModel):
     @property
     def failed(self) -> list[FloorTest]:
         return [t for t in self.tests if not t.beats]
+
+    @property
+    def beaten(self) -> bool:
+        """A probe scores significantly higher than the condition under some transform."""
+        return any(t.beaten for t in self.tests)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -177,6 +187,9 @@ class FloorMessage(BaseModel):
     """The rule, what the probes exploit, and the advice."""
     items: list[tuple[str, str]]
     """Per condition: its name and where it did not beat the floor."""
+    beaten: str = ""
+    """Which of them a probe scores significantly higher than ("" when none): more than
+    "cannot tell" says."""
 
 
 RULE = (
@@ -204,10 +217,15 @@ def floor_message(findings: Sequence[FloorFinding], strict: int) -> FloorMessage
         f"{RULE[0].upper()}{RULE[1:]} ({', '.join(findings[0].transforms)}); "
         f"{'it does' if one else 'these do'} not ({legend}). {advice[0].upper()}{advice[1:]}."
     )
+    worse = [f.condition for f in findings if f.beaten]
+    than = "it" if one else "each of them"
+    if 0 < len(worse) < len(findings):
+        than = f"{len(worse)} of them ({listed(worse)})"
     return FloorMessage(
         headline=f"This audit cannot tell {who} from {article(kinds)} {kinds} heuristic",
         body=body,
         items=[(f.condition, f.line()) for f in findings],
+        beaten=f"a probe scores significantly higher than {than}" if worse else "",
     )
 
 

@@ -1151,3 +1151,39 @@ def test_flattered_is_each_conditions_own_answer():
         found = _verdicts(_scored(rows))
         assert found["b"].flattered
         assert found["b"].flatter_p == pytest.approx(1 / 32)
+
+
+def _floor_finding(condition: str, tests: list[tuple[float, float]]) -> Any:
+    """A finding of ``condition`` with one test a transform: (delta, p)."""
+    from audit.scoring._probes import FloorFinding, FloorTest, ProbeFacts
+
+    return FloorFinding(
+        reader="exact", budget=1200, condition=condition,
+        transforms=[f"t{i}" for i in range(len(tests))],
+        tests=[
+            FloorTest(transform=f"t{i}", probe="probe_component", condition_rate=0.4,
+                      probe_rate=0.4 - delta, n_pairs=84, delta=delta, p=p)
+            for i, (delta, p) in enumerate(tests)
+        ],
+        probes=[ProbeFacts(probe="probe_component", heuristic="label-graph")],
+        missing_transforms=[], advice="no transform breaks this probe",
+    )  # fmt: skip
+
+
+def test_the_floor_says_when_a_probe_scores_significantly_higher():
+    """A new user read "this audit cannot tell 6 of 6 strict conditions from a
+    label-graph heuristic" as "about the same", where the probe scored 62/84 against 34/84
+    at best (p < 1e-6): the floor's one text now says which conditions a probe scores
+    significantly higher than (the console and the report print it alike)."""
+    from audit.scoring import floor_message
+
+    beaten = _floor_finding("frontier", [(-0.3, 1e-6), (0.1, 0.2)])
+    level = _floor_finding("tail", [(-0.05, 0.4)])
+    above = _floor_finding("bm25", [(0.2, 0.001), (0.0, 1.0)])
+    assert floor_message([beaten], 6).beaten == "a probe scores significantly higher than it"
+    both = floor_message([beaten, _floor_finding("type_pin", [(-0.4, 1e-9)])], 6)
+    assert both.beaten == "a probe scores significantly higher than each of them"
+    some = floor_message([beaten, level, above], 6)
+    assert some.beaten == "a probe scores significantly higher than 1 of them (frontier)"
+    assert floor_message([level, above], 6).beaten == ""
+    assert some.headline.startswith("This audit cannot tell 3 of 6 strict conditions")
