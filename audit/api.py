@@ -114,7 +114,7 @@ def run(
             compressor_versions=compressor_versions(specs),
             budgets=budget_list,
             transforms=parse_transforms(
-                transforms or PRESET_TRANSFORMS.get(named, DEFAULT_TRANSFORMS)
+                transforms or PRESET_TRANSFORMS.get(named, DEFAULT_TRANSFORMS), with_identity=True
             ),
             seed=transform_seed(seed, out, named or None, replicated=False),
             reference=preregistered(reference, specs),

@@ -68,13 +68,22 @@ def parse_transform(item: str, option: str = "--transforms") -> TransformSpec:
     return TransformSpec(kind, count)
 
 
-def parse_transforms(text: str, option: str = "--transforms") -> list[TransformSpec]:
-    """A comma list of transforms, each kind at most once."""
+def parse_transforms(
+    text: str, option: str = "--transforms", *, with_identity: bool = False
+) -> list[TransformSpec]:
+    """A comma list of transforms, each kind at most once; ``with_identity``: identity
+    among them (the deterministic stage's verdicts are read on the pairs as they are)."""
     specs = [parse_transform(part, option) for part in text.split(",") if part.strip()]
     if not specs:
         raise PlanError(f"{option}: no transform given")
     if len({s.kind for s in specs}) != len(specs):
         raise PlanError(f"{option}: a transform is listed twice")
+    if with_identity and IDENTITY not in specs:
+        raise PlanError(
+            f"{option}: {text!r} has no identity: the verdicts are read on the source pairs "
+            "as they are, and every transform is compared with them; add it "
+            f"(identity,{text.strip()})"
+        )
     return specs
 
 

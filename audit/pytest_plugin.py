@@ -158,7 +158,7 @@ class MemoryAudit:
             conditions=[spec, against],
             compressor_versions={label: c.label for label, c in built.items()},
             budgets=[budget],
-            transforms=parse_transforms(",".join(transforms)),
+            transforms=parse_transforms(",".join(transforms), with_identity=True),
             seed=seed,
         )
         run_dir = self.root / f"{_safe(spec.label)}-{len(list(self.root.iterdir())) + 1}"

@@ -116,7 +116,7 @@ def run_audit(
         str | None,
         typer.Option(
             help=f"{transform_usage()} "
-            f"(comma list; default {_spaced(DEFAULT_TRANSFORMS)}; with "
+            f"(comma list, identity among them; default {_spaced(DEFAULT_TRANSFORMS)}; with "
             f"--preset cca-pilot-paper {_spaced(PRESET_TRANSFORMS['cca-pilot-paper'])}; "
             f"with --preset natural {_spaced(PRESET_TRANSFORMS['natural'])})."
         ),
@@ -236,7 +236,7 @@ def run_audit(
     if transforms is None:
         named = (preset or "cca-pilot") if pairs is None else None
         transforms = PRESET_TRANSFORMS.get(named or "", DEFAULT_TRANSFORMS)
-    transform_specs = parse_transforms(transforms)
+    transform_specs = parse_transforms(transforms, with_identity=True)
     budgets = parse_budgets(budget)
     specs = parse_conditions(conditions) if conditions is not None else default_conditions()
     versions = compressor_versions(specs)

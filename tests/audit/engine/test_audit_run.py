@@ -463,6 +463,9 @@ def test_non_run_directory_is_refused(tmp_path: Path):
             "unknown transform 'shuffle'; known: identity, rename",
         ),
         (["--transforms", "rename:0"], "K must be positive"),
+        # a run of renamings alone printed no verdict and a report that called its
+        # renamed instances "only the identity instances" (a new-user walkthrough)
+        (["--transforms", "rename:2"], "'rename:2' has no identity"),
         (["--budget", "0"], "--budget: 0 must be positive"),
         (["--budget", "12x"], "'12x' is not an integer"),
         (["--conditions", "frontier:budget=-5"], "budget must be positive"),
