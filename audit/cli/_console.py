@@ -251,15 +251,18 @@ def _print_missing_baselines(console: Console, summary: Summary) -> None:
     (``--conditions my_memory`` alone gives a score with nothing to compare it to)."""
     entries = summary.overall(exact=True)
     kinds = {summary.kind(e.condition) for e in entries}
-    roles = (("probe", "shortcut probe (the floor)"), ("archive", "archive (the ceiling)"))
-    absent = [word for kind, word in roles if kind not in kinds]
+    roles = (
+        ("probe", "shortcut probe (the floor)", "whether these memories beat a shortcut"),
+        ("archive", "archive (the ceiling)", "how far they are from the whole history"),
+    )
+    absent = [(word, unknown) for kind, word, unknown in roles if kind not in kinds]
     if "strict" not in kinds or not absent:
         return
     listed_now = shlex.quote(",".join([*dict.fromkeys(e.condition for e in entries), BASELINES]))
     console.print(
-        f"note: no {' and no '.join(absent)} in this run, so nothing says whether these "
-        "memories beat a shortcut or how far they are from the whole history: add "
-        f"`baselines` to the conditions (--conditions {listed_now})"
+        f"note: no {' and no '.join(w for w, _ in absent)} in this run, so nothing says "
+        f"{' or '.join(u for _, u in absent)}: add `baselines` to the conditions "
+        f"(--conditions {listed_now})"
     )
 
 

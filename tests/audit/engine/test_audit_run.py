@@ -912,6 +912,20 @@ def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
     said = " ".join(result.output.split())
     assert "no shortcut probe (the floor) and no archive (the ceiling)" in said
     assert "(--conditions frontier,tail,baselines)" in said
+    assert "beat a shortcut or how far they are from the whole history" in said
+
+    # with the ceiling in the run, only the floor is missing, and only it is said to be
+    # (the note said "how far they are from the whole history" beside `full`)
+    result = runner.invoke(
+        app,
+        ["run", "--conditions", "frontier,full", "--transforms", "identity", "--workers",
+         "1", "--quiet", "--out", str(tmp_path / "ceiling")],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "no shortcut probe (the floor) in this run, so nothing says whether" in said
+    assert "how far they are from the whole history" not in said
 
     result = runner.invoke(
         app,
