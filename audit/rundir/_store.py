@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.ipc as pa_ipc
@@ -274,19 +275,30 @@ def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
     return _INDEX_MAGIC + count + digests + zlib.compress(lengths.tobytes(), 6)
 
 
+def _index_parts(blob: bytes) -> tuple[bytes, npt.NDArray[np.uint32]]:
+    """A block index of this layout (``_INDEX_MAGIC``): its sha256s as raw bytes, 32
+    each, and its lengths; ``ValueError`` when either is not as many as its count."""
+    start = len(_INDEX_MAGIC) + 4
+    count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
+    digests = blob[start : start + 32 * count]
+    try:
+        lengths = np.frombuffer(zlib.decompress(blob[start + 32 * count :]), dtype="<u4")
+    except zlib.error as error:
+        raise ValueError(f"a block index whose lengths do not decompress ({error})") from None
+    if not len(digests) == 32 * count == 32 * len(lengths):
+        raise ValueError("a block index whose sha256s and lengths differ from its count")
+    return digests, lengths
+
+
 def _index_columns(blob: bytes) -> tuple[list[str], list[int], list[int]]:
     """The sha256s, starts and lengths of a block's memories (any format since 4)."""
     if not blob.startswith(_INDEX_MAGIC):
         rows = [(str(sha), int(a), int(b)) for sha, a, b in json.loads(zlib.decompress(blob))]
         return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
-    start = len(_INDEX_MAGIC) + 4
-    count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
-    digests = blob[start : start + 32 * count].hex()
-    shas = [digests[i : i + 64] for i in range(0, 64 * count, 64)]
-    lengths = np.frombuffer(zlib.decompress(blob[start + 32 * count :]), dtype="<u4")
-    starts = np.concatenate(([0], np.cumsum(lengths[:-1], dtype=np.int64)))
-    if not len(shas) == len(starts) == len(lengths):
-        raise ValueError("a block index whose sha256s, starts and lengths differ in number")
+    digests, lengths = _index_parts(blob)
+    hexed = digests.hex()
+    shas = [hexed[i : i + 64] for i in range(0, len(hexed), 64)]
+    starts = np.cumsum(lengths, dtype=np.int64) - lengths
     return shas, starts.tolist(), lengths.tolist()
 
 
@@ -346,17 +358,10 @@ def job_shas(db: sqlite3.Connection, key: str) -> pa.StringArray | None:
         return pa.array([], pa.string())
     if not blob.startswith(_INDEX_MAGIC):
         return pa.array(_index_columns(blob)[0], pa.string())
-    start = len(_INDEX_MAGIC) + 4
-    count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
-    digits = blob[start : start + 32 * count].hex().encode("ascii")
-    try:
-        lengths = zlib.decompress(blob[start + 32 * count :])
-    except zlib.error as error:
-        raise ValueError(f"a block index whose lengths do not decompress ({error})") from None
-    if not len(digits) == 64 * count == 16 * len(lengths):
-        raise ValueError("a block index whose sha256s and lengths differ from its count")
-    offsets = np.arange(0, 64 * (count + 1), 64, dtype=np.int32)
-    return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(digits))
+    digests, lengths = _index_parts(blob)
+    offsets = np.arange(0, 64 * (len(lengths) + 1), 64, dtype=np.int32)
+    digits = pa.py_buffer(digests.hex().encode("ascii"))
+    return pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offsets), digits)
 
 
 def vouched_results(db: sqlite3.Connection) -> set[str]:
