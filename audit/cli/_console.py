@@ -704,14 +704,13 @@ def print_summary(
     found = Summary.model_validate(displayable(dict(summary)))
     run_dir = Path(terminal_text(str(run_dir)))
     _print_verdicts(console, found)
-    if not verbose:  # (the exact table below prints them, with their notes)
-        for line in best_lines(found, notes=False):
-            console.print(line)
     if verbose:
         _print_exact(console, found)
         _print_llm(console, found)
         _print_wrong_answers(console, found)
     else:
+        for line in best_lines(found, notes=False):  # (the exact table has them, and notes)
+            console.print(line)
         _print_readers(console, found)
         stage = found.config.get("llm")
         if stage and found.overall(exact=False):

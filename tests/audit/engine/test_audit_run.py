@@ -902,42 +902,32 @@ def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
     assert all(n in baseline_conditions() for n, k in kinds.items()
                if k == "probe" and n in deterministic_builtins())  # fmt: skip
 
-    result = runner.invoke(
-        app,
-        ["run", "--conditions", "frontier,tail", "--transforms", "identity", "--workers",
-         "1", "--quiet", "--out", str(tmp_path / "alone")],
-        env={"COLUMNS": "80"},
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())
-    assert "no shortcut probe (the floor) and no archive (the ceiling)" in said
-    assert "(--conditions frontier,tail,baselines)" in said
-    assert "beat a shortcut or how far they are from the whole history" in said
+    def said(conditions: str, out: str) -> str:
+        """The console of a run of ``conditions`` at identity, on one line."""
+        result = runner.invoke(
+            app,
+            ["run", "--conditions", conditions, "--transforms", "identity", "--workers", "1",
+             "--quiet", "--out", str(tmp_path / out)],
+            env={"COLUMNS": "80"},
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    alone = said("frontier,tail", "alone")
+    assert "no shortcut probe (the floor) and no archive (the ceiling)" in alone
+    assert "(--conditions frontier,tail,baselines)" in alone
+    assert "beat a shortcut or how far they are from the whole history" in alone
 
     # with the ceiling in the run, only the floor is missing, and only it is said to be
     # (the note said "how far they are from the whole history" beside `full`)
-    result = runner.invoke(
-        app,
-        ["run", "--conditions", "frontier,full", "--transforms", "identity", "--workers",
-         "1", "--quiet", "--out", str(tmp_path / "ceiling")],
-        env={"COLUMNS": "80"},
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())
-    assert "no shortcut probe (the floor) in this run, so nothing says whether" in said
-    assert "how far they are from the whole history" not in said
+    ceiling = said("frontier,full", "ceiling")
+    assert "no shortcut probe (the floor) in this run, so nothing says whether" in ceiling
+    assert "how far they are from the whole history" not in ceiling
 
-    result = runner.invoke(
-        app,
-        ["run", "--conditions", "frontier,baselines", "--transforms", "identity",
-         "--workers", "1", "--quiet", "--out", str(tmp_path / "with")],
-        env={"COLUMNS": "80"},
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())
-    assert "add `baselines`" not in said
-    assert "ceiling: full" in said or "ceiling: dependency_closure" in said
-    assert "floor: probe_" in said
+    both = said("frontier,baselines", "with")
+    assert "add `baselines`" not in both
+    assert "ceiling: full" in both or "ceiling: dependency_closure" in both
+    assert "floor: probe_" in both
 
 
 def test_the_default_console_answers_first_one_verdict_line_per_condition(tmp_path: Path):
