@@ -269,8 +269,13 @@ def stored_table(table: pa.Table, shas: Sequence[str]) -> pa.Table:
 
 def result_table(table: pa.Table, shas: pa.StringArray | None) -> pa.Table:
     """A STORED_SCHEMA table of one job -> RESULT_SCHEMA, the digests looked up in its
-    job's ``shas`` (None: the store could not say, and the digests stay empty)."""
+    job's ``shas`` (None, or fewer than the rows name: the store cannot say, and the
+    digests stay empty)."""
     at = table.schema.get_field_index(MEMORY_ID)
-    ids = table[MEMORY_ID]
-    digests = pa.nulls(table.num_rows, pa.string()) if shas is None else shas.take(ids)
+    try:
+        digests = shas.take(table[MEMORY_ID]) if shas is not None else None
+    except IndexError:  # pa.ArrowIndexError is one
+        digests = None
+    if digests is None:
+        digests = pa.nulls(table.num_rows, pa.string())
     return table.set_column(at, pa.field("memory_sha256", pa.string()), digests)

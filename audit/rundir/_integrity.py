@@ -36,6 +36,8 @@ from audit.rundir._store import (
     OLDEST_READ,
     concat_results,
     connect_read_only,
+    damaged_jobs,
+    damaged_jobs_text,
     job_keys,
     job_shas,
     plan_record,
@@ -224,11 +226,10 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
         db = None
 
     def digested(key: str, table: pa.Table) -> pa.Table:
-        """The job's rows with their digests; none where the store cannot say (a
-        damaged block index, one whose memories its rows name are not all in it)."""
+        """The job's rows with their digests; none where the store cannot say."""
         try:
             return result_table(table, None if db is None else job_shas(db, key))
-        except (sqlite3.Error, ValueError, IndexError):  # pa.ArrowIndexError is one
+        except sqlite3.Error:
             return result_table(table, None)
 
     try:
@@ -335,6 +336,12 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
                 "run the audit again"
             )
         integrity.results_from = STORE_FILE
+    broken = _damaged_jobs(run_dir / STORE_FILE)
+    if broken:
+        integrity.damage.append(
+            f"{damaged_jobs_text(broken)}: what it cannot give back is left out; "
+            f"`audit resume {run_dir}` runs those jobs again"
+        )
     for name, problem in problems.items():
         instead = (
             "the report does not read it"
@@ -368,6 +375,15 @@ def _store_meta(path: Path) -> tuple[str | None, dict[str, Any] | None]:
             return stored_run_id(db), stored_plan(db)
     except (OSError, sqlite3.Error):
         return None, None
+
+
+def _damaged_jobs(path: Path) -> dict[str, str]:
+    """``damaged_jobs`` of a readable store (none when it cannot be read: said apart)."""
+    try:
+        with closing(connect_read_only(path)) as db:
+            return damaged_jobs(db) if readable_store(store_format(db)) else {}
+    except (OSError, sqlite3.Error):
+        return {}
 
 
 def _store_problem(path: Path, manifest: RunManifest) -> str | None:

@@ -39,6 +39,8 @@ from audit.rundir._store import (
     connect_read_only,
     csv_header,
     csv_rows,
+    damaged_jobs,
+    damaged_jobs_text,
     job_keys,
     job_shas,
     pending_table,
@@ -245,16 +247,18 @@ def vouched_parquet(run_dir: Path, store: RunStore) -> Path | None:
 
 def lost_jobs(run_dir: Path, store: RunStore) -> set[str]:
     """Stored jobs whose rows are neither waiting in the store nor in a results.parquet
-    it vouches for (the file was damaged or removed): a resume runs them again."""
+    it vouches for (the file was damaged or removed), or that the store cannot give back
+    (``damaged_jobs``): a resume runs them again."""
+    damaged = set(store.damaged_jobs())
     settled = set(store.job_keys()) - store.pending_keys()
     if not settled:
-        return set()
+        return damaged
     parquet = vouched_parquet(run_dir, store)
     try:
         held = set(parquet_jobs(parquet, store.recorded_rows())) if parquet is not None else set()
     except (OSError, pa.ArrowException):
         held = set()
-    return settled - held
+    return (settled - held) | damaged
 
 
 def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
@@ -275,6 +279,12 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
         if not readable_store(version):
             raise RunDataError(
                 f"{run_dir} is a run of an older format: its results.csv is already in it"
+            )
+        broken = damaged_jobs(db)
+        if broken:
+            raise RunDataError(
+                f"{run_dir}: cannot be exported: {damaged_jobs_text(broken)}; "
+                f"`audit resume {run_dir}` runs those jobs again"
             )
         manifest = read_manifest(run_dir)
         order = manifest.planned if manifest is not None else []

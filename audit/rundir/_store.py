@@ -275,31 +275,76 @@ def _index_blob(index: Sequence[tuple[str, int, int]]) -> bytes:
     return _INDEX_MAGIC + count + digests + zlib.compress(lengths.tobytes(), 6)
 
 
-def _index_parts(blob: bytes) -> tuple[bytes, npt.NDArray[np.uint32]]:
+def _index_parts(blob: object) -> tuple[bytes, npt.NDArray[np.uint32]]:
     """A block index of this layout (``_INDEX_MAGIC``): its sha256s as raw bytes, 32
-    each, and its lengths; ``ValueError`` when either is not as many as its count."""
+    each, and its lengths; ``ValueError`` when it is not one (any damage)."""
+    if not isinstance(blob, bytes) or not blob.startswith(_INDEX_MAGIC):
+        raise ValueError("a block index that is not one")
     start = len(_INDEX_MAGIC) + 4
     count = int.from_bytes(blob[len(_INDEX_MAGIC) : start], "little")
     digests = blob[start : start + 32 * count]
     try:
         lengths = np.frombuffer(zlib.decompress(blob[start + 32 * count :]), dtype="<u4")
-    except zlib.error as error:
+    except (zlib.error, ValueError) as error:
         raise ValueError(f"a block index whose lengths do not decompress ({error})") from None
     if not len(digests) == 32 * count == 32 * len(lengths):
         raise ValueError("a block index whose sha256s and lengths differ from its count")
     return digests, lengths
 
 
-def _index_columns(blob: bytes) -> tuple[list[str], list[int], list[int]]:
-    """The sha256s, starts and lengths of a block's memories (any format since 4)."""
-    if not blob.startswith(_INDEX_MAGIC):
-        rows = [(str(sha), int(a), int(b)) for sha, a, b in json.loads(zlib.decompress(blob))]
+def _index_columns(blob: object) -> tuple[list[str], list[int], list[int]]:
+    """The sha256s, starts and lengths of a block's memories (any format since 4);
+    ``ValueError`` for a damaged index."""
+    if isinstance(blob, bytes) and blob and not blob.startswith(_INDEX_MAGIC):
+        try:
+            rows = [(str(sha), int(a), int(b)) for sha, a, b in json.loads(zlib.decompress(blob))]
+        except (zlib.error, ValueError, TypeError) as error:  # JSON's errors are ValueErrors
+            raise ValueError(f"a block index that does not parse ({error})") from None
         return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     digests, lengths = _index_parts(blob)
     hexed = digests.hex()
     shas = [hexed[i : i + 64] for i in range(0, len(hexed), 64)]
     starts = np.cumsum(lengths, dtype=np.int64) - lengths
     return shas, starts.tolist(), lengths.tolist()
+
+
+_ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
+"""How a zstd frame (a memory block) begins."""
+
+
+def damaged_jobs(db: sqlite3.Connection) -> dict[str, str]:
+    """Each stored job whose rows or memories the store cannot give back as stored,
+    with why: a row count that is not one, a memory block gone, an index that does not
+    parse, a block that is not compressed memories or not of its index's size.  Reads
+    each index and the first bytes of each block, not the memories (a block damaged
+    inside is found where it is read, and its memories are left out)."""
+    found: dict[str, str] = {}
+    query = (
+        "SELECT j.job_key, typeof(j.n_rows), j.memory_block, b.block, b.size, "
+        "substr(CAST(b.blob AS BLOB), 1, 4), CAST(b.shas AS BLOB) FROM jobs j "
+        "LEFT JOIN memory_blocks b ON b.block = j.memory_block"
+    )
+    for key, rows, named, block, size, head, index in db.execute(query):
+        if rows != "integer":
+            found[key] = "its row count is not a number"
+        elif named is not None and block is None:
+            found[key] = "its memory block is missing"
+        elif block is not None:
+            try:
+                lengths = _index_parts(index)[1]
+            except ValueError as error:
+                found[key] = f"its memory index is damaged ({error})"
+                continue
+            if head != _ZSTD_FRAME or size != int(lengths.sum()):
+                found[key] = "its memory block is not the memories its index lists"
+    return found
+
+
+def damaged_jobs_text(damaged: dict[str, str]) -> str:
+    """``damaged_jobs`` in one line: how many, and the first with why."""
+    key, why = next(iter(damaged.items()))
+    more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+    return f"{STORE_FILE} is damaged (job {key}: {why}{more})"
 
 
 def job_keys(
@@ -329,7 +374,9 @@ def pending_table(db: sqlite3.Connection, key: str) -> pa.Table | None:
 
 def recorded_rows(db: sqlite3.Connection) -> dict[str, int]:
     """Each stored job's rows, as many as it had when it was stored."""
-    return {str(key): int(rows) for key, rows in db.execute("SELECT job_key, n_rows FROM jobs")}
+    # a count that is not a number is not one (``damaged_jobs`` says so)
+    query = "SELECT job_key, n_rows FROM jobs WHERE typeof(n_rows) = 'integer'"
+    return {str(key): int(rows) for key, rows in db.execute(query)}
 
 
 def pending_keys(db: sqlite3.Connection) -> set[str]:
@@ -344,21 +391,26 @@ def retry_keys(db: sqlite3.Connection) -> set[str]:
 
 def job_shas(db: sqlite3.Connection, key: str) -> pa.StringArray | None:
     """A job's distinct memories' sha256 in block order (a row's ``memory_id`` indexes
-    it); None when the store does not hold the job.  Built from the index's hex digits
-    as one buffer: a Python string a memory took most of a report's digest lookup."""
+    it); None when the store does not hold the job or cannot say (``damaged_jobs`` says
+    why).  Built from the index's hex digits as one buffer: a Python string a memory
+    took most of a report's digest lookup."""
     found = db.execute(
-        "SELECT b.shas FROM jobs j LEFT JOIN memory_blocks b ON b.block = j.memory_block "
+        "SELECT j.memory_block, CAST(b.shas AS BLOB) FROM jobs j "
+        "LEFT JOIN memory_blocks b ON b.block = j.memory_block "
         "WHERE j.job_key = ?",
         (key,),
     ).fetchone()
     if found is None:
         return None
-    blob = found[0]
+    named, blob = found
     if blob is None:
-        return pa.array([], pa.string())
-    if not blob.startswith(_INDEX_MAGIC):
-        return pa.array(_index_columns(blob)[0], pa.string())
-    digests, lengths = _index_parts(blob)
+        return None if named is not None else pa.array([], pa.string())
+    try:
+        if isinstance(blob, bytes) and blob and not blob.startswith(_INDEX_MAGIC):
+            return pa.array(_index_columns(blob)[0], pa.string())
+        digests, lengths = _index_parts(blob)
+    except ValueError:
+        return None
     offsets = np.arange(0, 64 * (len(lengths) + 1), 64, dtype=np.int32)
     digits = pa.py_buffer(digests.hex().encode("ascii"))
     return pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offsets), digits)
@@ -405,8 +457,13 @@ class MemoryBlocks:
             blocks: list[int] = []
             starts: list[int] = []
             lengths: list[int] = []
-            for block, blob in self._db.execute("SELECT block, shas FROM memory_blocks"):
-                index = _index_columns(blob)
+            for block, blob in self._db.execute(
+                "SELECT block, CAST(shas AS BLOB) FROM memory_blocks"
+            ):
+                try:
+                    index = _index_columns(blob)
+                except ValueError:  # its memories are left out (``damaged_jobs`` says so)
+                    continue
                 shas += index[0]
                 blocks += [block] * len(index[0])
                 starts += index[1]
@@ -424,11 +481,15 @@ class MemoryBlocks:
         """The block's memories, decompressed (not copied into bytes: a third of the time)."""
         if block not in self._blocks:
             size, blob = self._db.execute(
-                "SELECT size, blob FROM memory_blocks WHERE block = ?", (block,)
+                "SELECT size, CAST(blob AS BLOB) FROM memory_blocks WHERE block = ?", (block,)
             ).fetchone()
+            try:
+                memories = _CODEC.decompress(blob, decompressed_size=size)
+            except (TypeError, OverflowError, OSError) as error:  # a damaged block
+                raise ValueError(f"memory block {block} does not decompress ({error})") from None
             if len(self._blocks) >= self._keep:
                 self._blocks.pop(next(iter(self._blocks)))
-            self._blocks[block] = memoryview(_CODEC.decompress(blob, decompressed_size=size))
+            self._blocks[block] = memoryview(memories)
         return self._blocks[block]
 
     def shas(self) -> set[str]:
@@ -441,10 +502,11 @@ class MemoryBlocks:
 
     def many(self, shas: Sequence[str]) -> dict[str, str]:
         where = self._locations()
-        return {
-            sha: self._text(place)
-            for place, sha in sorted((where[s], s) for s in dict.fromkeys(shas) if s in where)
-        }
+        found = {}
+        for place, sha in sorted((where[s], s) for s in dict.fromkeys(shas) if s in where):
+            with contextlib.suppress(ValueError):  # a damaged block's memories are left out
+                found[sha] = self._text(place)
+        return found
 
 
 class RunStore:
@@ -596,6 +658,10 @@ class RunStore:
     def recorded_rows(self) -> dict[str, int]:
         with self._reading():
             return recorded_rows(self._db)
+
+    def damaged_jobs(self) -> dict[str, str]:
+        with self._reading():
+            return damaged_jobs(self._db)
 
     def pending(self, key: str) -> pa.Table | None:
         """A job's rows (STORED_SCHEMA) if they are not in results.parquet yet."""

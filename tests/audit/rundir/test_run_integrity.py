@@ -715,6 +715,27 @@ def _damaged_index(index: bytes, how: str) -> bytes:
     return index[:8] + digests + zlib.compress(lengths + bytes(12))  # lengths to spare
 
 
+STORE_DAMAGE = {
+    "an index that is empty bytes": "UPDATE memory_blocks SET shas = x'' WHERE block = ?",
+    "an index that is a number": "UPDATE memory_blocks SET shas = 7 WHERE block = ?",
+    "an index that is text, not UTF-8": (
+        "UPDATE memory_blocks SET shas = CAST(x'ff' || shas AS TEXT) WHERE block = ?"
+    ),
+    "an index counting 2**32-1 memories": (
+        "UPDATE memory_blocks SET shas = CAST(substr(shas, 1, 4) || x'ffffffff' "
+        "|| substr(shas, 9) AS BLOB) WHERE block = ?"
+    ),
+    "a block that is empty": "UPDATE memory_blocks SET blob = x'' WHERE block = ?",
+    "a block that is a number": "UPDATE memory_blocks SET blob = 5 WHERE block = ?",
+    "a block of random bytes": "UPDATE memory_blocks SET blob = randomblob(99) WHERE block = ?",
+    "a block size that is text": "UPDATE memory_blocks SET size = 'x' WHERE block = ?",
+    "a block size too small": "UPDATE memory_blocks SET size = 10 WHERE block = ?",
+    "a block size of 9 TB": "UPDATE memory_blocks SET size = 9000000000000 WHERE block = ?",
+    "a block gone": "DELETE FROM memory_blocks WHERE block = ?",
+    "a row count that is text": ("UPDATE jobs SET n_rows = 'x' WHERE memory_block = ?"),
+}
+
+
 @pytest.mark.parametrize(
     "how",
     [
@@ -722,17 +743,23 @@ def _damaged_index(index: bytes, how: str) -> bytes:
         "empty, its rows still pointing in",
         "one sha256 short",
         "lengths to spare",
+        *STORE_DAMAGE,
     ],
 )
-def test_a_damaged_memory_index_leaves_only_that_jobs_digests_out(
+def test_a_damaged_memory_block_is_named_left_out_and_run_again_by_resume(
     whole: Path, tmp_path: Path, how: str
 ):
-    """A store whose block index is damaged.  Cut inside its sha256s, its lengths
-    failed to decompress (zlib.error), which blamed results.parquet (read from
-    results.csv instead) or, without a CSV, stopped the report with "this is a bug";
-    with fewer sha256s than its rows name, the whole report stopped; with lengths to
-    spare, its memories were named as if whole.  Now only that job's rows lack their
-    digest (its memories are not shown), and the report is written."""
+    """A store whose memory block, its index or its job's row count is damaged.  An
+    index cut inside its sha256s, empty bytes, a number or text stopped the report and
+    export with "this is a bug" (zlib.error, AttributeError, a UTF-8 decode error); a
+    damaged block stopped the report ("Corrupt ZSTD compressed data") or, a number,
+    with a traceback; a row count that is text stopped report, export and resume; a
+    block gone failed export with "Index 0 out of bounds"; and an index with fewer
+    sha256s than its rows name, or with lengths to spare, or a block of the wrong size
+    was read without a word.  Now the report is written, only that job's memories left
+    out, with the store and the job named (status 4); export refuses, naming them; and
+    resume runs the job again, after which the run is whole and its results.parquet is
+    byte for byte the undamaged one's."""
     from audit.rundir import load_run
 
     run = copy_run(whole, tmp_path / "run")
@@ -742,8 +769,11 @@ def test_a_damaged_memory_index_leaves_only_that_jobs_digests_out(
             "SELECT j.job_key, b.block, b.shas FROM jobs j "
             "JOIN memory_blocks b ON b.block = j.memory_block LIMIT 1"
         ).fetchone()
-        damaged = _damaged_index(index, how)
-        db.execute("UPDATE memory_blocks SET shas = ? WHERE block = ?", (damaged, block))
+        if how in STORE_DAMAGE:
+            db.execute(STORE_DAMAGE[how], (block,))
+        else:
+            damaged = _damaged_index(index, how)
+            db.execute("UPDATE memory_blocks SET shas = ? WHERE block = ?", (damaged, block))
         db.commit()
     finally:
         db.close()
@@ -754,9 +784,22 @@ def test_a_damaged_memory_index_leaves_only_that_jobs_digests_out(
     results = load_run(run).results
     victim = results["job_key"] == key
     assert victim.any()
-    assert (~victim).any()
-    assert results.loc[victim, "memory_sha256"].isna().all()
     assert results.loc[~victim, "memory_sha256"].notna().all()
+    digests_lost = how not in STORE_DAMAGE or "index" in how or how == "a block gone"
+    assert results.loc[victim, "memory_sha256"].isna().all() == digests_lost
     report = audit("report", str(run), "--out", str(tmp_path / "report"))
-    assert report.returncode == 0, report.stderr
+    assert report.returncode == 4, report.stderr
+    named = " ".join(warnings(report))
+    assert f"store.sqlite is damaged (job {key}: " in named, named
+    assert f"`audit resume {run}` runs those jobs again" in named, named
     assert (tmp_path / "report" / "report.html").exists()
+    export = audit("export", str(run), "--csv")
+    assert export.returncode == 2, export.stderr
+    assert f"store.sqlite is damaged (job {key}: " in one_line_error(export)
+
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    again = audit("report", str(run), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
+    assert load_run(run).results["memory_sha256"].notna().all()
