@@ -335,7 +335,7 @@ def damaged_jobs(db: sqlite3.Connection) -> dict[str, str]:
             except ValueError as error:
                 found[key] = f"its memory index is damaged ({error})"
                 continue
-            if head != _ZSTD_FRAME or size != int(lengths.sum()):
+            if size != int(lengths.sum()) or (size and head != _ZSTD_FRAME):
                 found[key] = "its memory block is not the memories its index lists"
     return found
 
