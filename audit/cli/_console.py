@@ -48,6 +48,7 @@ from audit.scoring import (
     VerdictRow,
     floor_message,
     listed,
+    noise_note,
     spelling_text,
     verdict_rows,
 )
@@ -719,10 +720,14 @@ def print_summary(
     _print_equivariance(console, found, spelling=verbose)
     if not verbose:
         _print_missing_baselines(console, found)
-    for flag in found.selection:
-        if flag.warn and flag.misleading:
+    flags = [flag for flag in found.selection if flag.warn and flag.misleading]
+    noise = [] if verbose else [flag for flag in flags if flag.within_noise]
+    for flag in flags:
+        if flag not in noise:
             who = "" if flag.reader == "exact" else f" (reader {flag.reader})"
             _warn(console, f"{who}: {flag.text()}")
+    if noise:
+        console.print(f"note: {noise_note(noise)}")
     written = [n for n in ("results.parquet", "results.csv") if (run_dir / n).exists()]
     seed = found.config.get("seed")
     console.print(

@@ -39,7 +39,12 @@ from audit.scoring._readers import (
     writer_checks,
 )
 from audit.scoring._replication import REPLICATED, heterogeneity_p, replicate
-from audit.scoring._selection import Inversion, SelectionWarning, selection_warnings
+from audit.scoring._selection import (
+    Inversion,
+    SelectionWarning,
+    noise_note,
+    selection_warnings,
+)
 from audit.scoring._stats import (
     ALPHA,
     DEFAULT_RESAMPLES,
@@ -141,6 +146,7 @@ __all__ = [
     "minimum_detectable_difference",
     "newcombe_paired",
     "noise_floor",
+    "noise_note",
     "paired_comparison",
     "pairs_needed",
     "power",

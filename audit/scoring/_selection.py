@@ -128,6 +128,20 @@ class SelectionWarning(BaseModel):
         return text + "."
 
 
+def noise_note(flags: Sequence[SelectionWarning]) -> str:
+    """Reversals all within noise, at several budgets, in one line: the console's
+    default (three such warnings took 18 lines of a four-budget run); each one's
+    ``text`` is under --verbose and in the report."""
+    readers = sorted({flag.reader for flag in flags})
+    who = "" if readers == ["exact"] else f" (reader {', '.join(readers)})"
+    budgets = ", ".join(dict.fromkeys(str(flag.budget) for flag in flags))
+    return (
+        f"at {budgets} B{who}, current accuracy and reveal accuracy rank different "
+        "conditions best, within noise: no reversal is significant on both (--verbose: "
+        "each)"
+    )
+
+
 def selection_warnings(scores: Scores, skip_readers: Sequence[str] = ()) -> list[SelectionWarning]:
     """One entry per (reader, budget) with two or more measured strict conditions;
     ``warn`` is true where current accuracy's best differs from reveal accuracy's or

@@ -375,3 +375,53 @@ def test_a_report_process_keeps_freed_memory_and_collects_young_objects_less_oft
         env={**env, "ARROW_DEFAULT_MEMORY_POOL": "mimalloc"},
     )  # fmt: skip
     assert chosen.stdout.split() == [str(glibc), "mimalloc"], chosen.stderr  # the user's
+
+
+def _flip_rows(budget: int, a: tuple[int, int], b: tuple[int, int]) -> list[dict]:
+    """Rows of conditions ``a`` and ``b`` at ``budget`` on 24 source pairs: each given
+    as (pairs right now, pairs right after the reveal)."""
+    rows = []
+    for condition, (now, later) in (("a", a), ("b", b)):
+        for index in range(24):
+            for variant in ("A", "B"):
+                for branch, right in (("current", index < now), ("reveal", index < later),
+                                      ("override", True)):  # fmt: skip
+                    rows.append({
+                        "pair_id": f"p{index}", "source_pair_id": f"p{index}", "family": "f",
+                        "variant": variant, "branch": branch, "repeat": 0, "budget": budget,
+                        "condition": condition, "kind": "strict", "transform": "identity",
+                        "reader": "exact", "outcome": "pass" if right else "wrong_log",
+                        "correct": int(right),
+                    })  # fmt: skip
+    return rows
+
+
+def test_reversals_within_noise_are_one_note_and_a_significant_one_a_warning(capsys) -> None:
+    """A four-budget run printed three six-line warnings, each ending "Within noise:
+    no reversal is significant" (p 1): 18 lines that said nothing held.  Reversals all
+    within noise are now one note naming their budgets; one that holds stays a
+    warning; --verbose prints each."""
+    from audit.cli._console import print_summary
+    from audit.rundir import normalize
+    from audit.scoring import summarize
+
+    rows = (
+        _flip_rows(600, (24, 10), (23, 11))  # a pair's difference: p 1
+        + _flip_rows(1200, (24, 10), (23, 11))
+        + _flip_rows(2400, (24, 0), (12, 12))  # both differences hold
+    )
+    summary = summarize(normalize(pd.DataFrame(rows)), {"seed": 0})
+    print_summary(summary, Path("run"), 1.0)
+    said = capsys.readouterr().out
+    assert said.count("warning: at ") == 1, said
+    assert "warning: at 2400 B" in said
+    flat = " ".join(said.split())
+    assert (
+        "note: at 600, 1200 B, current accuracy and reveal accuracy rank different "
+        "conditions best, within noise" in flat
+    ), said
+    assert "Within noise" not in said
+    print_summary(summary, Path("run"), 1.0, verbose=True)
+    said = capsys.readouterr().out
+    assert said.count("warning: at ") == 3, said
+    assert "note: at 600" not in said
