@@ -358,7 +358,14 @@ def execute_and_print(
     from audit.cli._console import print_summary, run_progress
     from audit.cli._errors import error_block
     from audit.engine import execute
-    from audit.rundir import EXIT_COMPRESSOR_RAISED, EXIT_INCOMPLETE, read_manifest
+    from audit.rundir import (
+        EXIT_COMPRESSOR_RAISED,
+        EXIT_INCOMPLETE,
+        SUMMARY_FILE,
+        is_whole,
+        read_manifest,
+        remove_stale_temps,
+    )
 
     def run(opener: BackendOpener | None, measure: bool) -> dict[str, Any]:
         with run_progress(enabled=not invocation.quiet) as progress:
@@ -370,8 +377,16 @@ def execute_and_print(
             )  # fmt: skip
 
     started = time.perf_counter()
+    whole = is_whole(run_dir, plan.model_dump(mode="json"), invocation.csv)
+    if whole:
+        remove_stale_temps(run_dir)  # a killed writer's leftovers, as every invocation does
     try:
-        summary = run(open_llm, invocation.determinism)
+        # a whole run is left as it is: no backend started, no file written again
+        summary = (
+            json.loads((run_dir / SUMMARY_FILE).read_bytes())
+            if whole
+            else run(open_llm, invocation.determinism)
+        )
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (audit.errors.Terminated)
         if (run_dir / "manifest.json").exists():
             echo_fitted(
@@ -391,8 +406,13 @@ def execute_and_print(
             err=True,
         )
         summary = run(offline, False)
-    if _did_nothing(run_dir):
-        typer.echo(f"complete: nothing to do; every job of {run_dir} was already finished")
+    if whole:
+        typer.echo(f"complete: nothing to do; {run_dir} is whole and was left as it is")
+    elif _did_nothing(run_dir):
+        typer.echo(
+            f"complete: every job of {run_dir} was already finished; its result files "
+            "were written again"
+        )
     else:
         print_summary(summary, run_dir, time.perf_counter() - started, invocation.verbose)
     for line in error_block(summary, run_dir):  # a compressor raised: its first error

@@ -44,6 +44,7 @@ from audit.rundir._integrity import (
     EXIT_COMPRESSOR_RAISED,
     EXIT_INCOMPLETE,
     RunIntegrity,
+    is_whole,
     settled_job_keys,
 )
 from audit.rundir._layout import (
@@ -140,6 +141,7 @@ __all__ = [
     "export_csv",
     "file_record",
     "file_source",
+    "is_whole",
     "job_tables",
     "label_readers",
     "load_run",

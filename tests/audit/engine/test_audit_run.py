@@ -712,12 +712,24 @@ def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_nothing(tmp_
     hint = " ".join(lines[start + 2 :])  # the LLM path's one command, last
     assert "--reader local" in hint
     assert "--llm-conditions full" in hint
+    # a resume of a whole run recorded an invocation of nothing (which the report then
+    # counted as "a resumed run") and wrote every file again: it now writes nothing
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     again = run("resume", str(out), "--quiet")
     assert again.exit_code == 0, again.output
     assert again.output.splitlines()[0] == (
-        f"complete: nothing to do; every job of {out} was already finished"
+        f"complete: nothing to do; {out} is whole and was left as it is"
     )
     assert " in 0." not in again.output  # no timing of nothing
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in files} == files
+    # whatever is not whole is written again, and the line says so
+    (out / "summary.json").write_text("{}")
+    mended = run("resume", str(out), "--quiet")
+    assert mended.exit_code == 0, mended.output
+    assert mended.output.splitlines()[0] == (
+        f"complete: every job of {out} was already finished; its result files were written again"
+    )
+    assert (out / "summary.json").read_bytes() == files["summary.json"]
 
 
 @pytest.mark.parametrize("columns", [80, 120, 250])
