@@ -282,7 +282,10 @@ def one_faulty_run(
         root / "fresh-cache.sqlite",
         max_retries=MAX_RETRIES,
         request_timeout_s=REQUEST_TIMEOUT_S,  # the proxy's hang runs past it
-        retry_budget_s=120.0,
+        # every attempt the plan has may take its whole timeout: a budget short of that
+        # gave up on a request whose last planned attempt answered (a hang, then an
+        # answer slower than the 30 s left on a loaded machine), a NA no seed planned
+        retry_budget_s=(MAX_RETRIES + 1) * HANG_S + 30.0,
         backoff_initial_s=0.05,
         backoff_max_s=0.2,
     )
