@@ -89,6 +89,9 @@ def test_results_parquet_is_the_one_copy_of_the_rows(small_run: Path, tmp_path: 
     exported = run("export", str(out), "--csv", "--out", str(tmp_path / "rows.csv"))
     assert exported.exit_code == 0, exported.output
     assert (tmp_path / "rows.csv").read_bytes() == (small_run / "results.csv").read_bytes()
+    # it says how big the CSV came out (142 MB for the default audit, undocumented)
+    megabytes = (tmp_path / "rows.csv").stat().st_size / 1e6
+    assert f"rows, {megabytes:.1f} MB)" in " ".join(exported.output.split())
     assert run("export", str(out)).exit_code == 2  # a format must be named
 
 
