@@ -116,7 +116,8 @@ def run_audit(
         str | None,
         typer.Option(
             help=f"{transform_usage()} "
-            f"(comma list, identity among them; default {_spaced(DEFAULT_TRANSFORMS)}; with "
+            "(comma list, identity among them; a kind without :K is K = 1; "
+            f"default {_spaced(DEFAULT_TRANSFORMS)}; with "
             f"--preset cca-pilot-paper {_spaced(PRESET_TRANSFORMS['cca-pilot-paper'])}; "
             f"with --preset natural {_spaced(PRESET_TRANSFORMS['natural'])})."
         ),
