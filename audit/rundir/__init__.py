@@ -44,7 +44,6 @@ from audit.rundir._integrity import (
     EXIT_COMPRESSOR_RAISED,
     EXIT_INCOMPLETE,
     RunIntegrity,
-    is_whole,
     settled_job_keys,
 )
 from audit.rundir._layout import (
@@ -66,6 +65,7 @@ from audit.rundir._load import (
     MemoryStore,
     RunData,
     SourcePairs,
+    is_whole,
     label_readers,
     load_run,
     load_source_pairs,

@@ -10,7 +10,6 @@ into its exit status.  A run made before manifests is read as before, marked unc
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -22,21 +21,17 @@ import pyarrow as pa
 
 from audit.errors import RunDataError
 from audit.rundir._columns import CATEGORICAL, OBJECT_TEXT, STORED_SCHEMA, result_table
-from audit.rundir._config import read_costs
 from audit.rundir._layout import (
-    CONFIG_FILE,
     MANIFEST_FILE,
     RESULTS_CSV,
     RESULTS_PARQUET,
-    RUN_FORMAT,
     STORE_FILE,
     SUMMARY_FILE,
     check_regular,
     newer_format,
-    read_run_file,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
-from audit.rundir._results import grouped_runs, parquet_format, parquet_jobs, stored_tables
+from audit.rundir._results import grouped_runs, parquet_format, stored_tables
 from audit.rundir._store import (
     OLDEST_READ,
     concat_results,
@@ -45,7 +40,6 @@ from audit.rundir._store import (
     damaged_jobs_text,
     job_keys,
     job_shas,
-    pending_keys,
     plan_record,
     readable_store,
     recorded_rows,
@@ -54,7 +48,6 @@ from audit.rundir._store import (
     store_format,
     stored_plan,
     stored_run_id,
-    vouched_results,
 )
 
 OLDER_LAYOUT = (
@@ -197,41 +190,6 @@ def _file_problem(path: Path, manifest: RunManifest) -> str | None:
             "manifest was changed after the run wrote them)"
         )
     return None
-
-
-def is_whole(run_dir: Path, plan: dict[str, Any], csv: bool = False) -> bool:
-    """Whether running ``plan`` (``RunPlan.model_dump(mode="json")``) in ``run_dir``
-    has nothing to do: the run is that plan's and complete, no read is NA, every file
-    its manifest records matches (results.csv among them with ``csv``), and its store
-    is whole, holds every planned job and none pending, and vouches for results.parquet.
-    A resume of such a run writes nothing (it recorded an invocation and wrote its
-    files again)."""
-    try:
-        stored = json.loads(read_run_file(run_dir / CONFIG_FILE))
-        manifest = read_manifest(run_dir)
-        if manifest is None or stored.get("config") != plan or manifest.state != "complete":
-            return False
-        wanted = {RESULTS_PARQUET, SUMMARY_FILE, *([RESULTS_CSV] if csv else [])}
-        if manifest.na_jobs or manifest.na_units or not wanted <= set(manifest.files):
-            return False
-        if any(_file_problem(run_dir / name, manifest) for name in manifest.files):
-            return False
-        read_costs(run_dir)  # a damaged one is moved aside by a resume
-        parquet = manifest.files[RESULTS_PARQUET].sha256  # (it matches: checked above)
-        with closing(connect_read_only(run_dir / STORE_FILE)) as db:
-            jobs = set(job_keys(db))
-            return (
-                store_format(db) == RUN_FORMAT
-                and stored_run_id(db) == manifest.run_id == stored.get("run_id")
-                and jobs == set(manifest.planned)
-                and not pending_keys(db)
-                and set(parquet_jobs(run_dir / RESULTS_PARQUET, recorded_rows(db))) == jobs
-                and parquet in vouched_results(db)
-                and not damaged_jobs(db)
-                and store_damage(db) is None
-            )
-    except (OSError, ValueError, AttributeError, RunDataError, sqlite3.Error, pa.ArrowException):
-        return False
 
 
 def _read_file(path: Path) -> pd.DataFrame:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from audit.errors import RunDataError
+from audit.errors import MemoryAuditError, RunDataError
 from audit.plan import RunPlan
 from audit.rundir._columns import CATEGORICAL, OBJECT_TEXT
 from audit.rundir._config import CostsFile, RunConfigFile, read_config_file, read_costs
@@ -38,8 +38,16 @@ from audit.rundir._layout import (
     STORE_FILE,
     read_run_file,
 )
+from audit.rundir._manifest import read_manifest
 from audit.rundir._pairs import rebuild_pair_objects
-from audit.rundir._store import MemoryBlocks, connect_read_only, store_format
+from audit.rundir._store import (
+    MemoryBlocks,
+    connect_read_only,
+    job_keys,
+    pending_keys,
+    store_format,
+    vouched_results,
+)
 from compressors import builtins
 from histories import Pair
 
@@ -283,6 +291,37 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
         last_finished=None if last is None else float(last),
         notes=notes,
         integrity=integrity,
+    )
+
+
+def is_whole(run_dir: Path, plan: dict[str, Any], csv: bool = False) -> bool:
+    """Whether running ``plan`` (``RunPlan.model_dump(mode="json")``) in ``run_dir``
+    has nothing to do: the run is that plan's, the report finds it whole (complete, no
+    NA read, nothing damaged, no note), results.csv is among its files with ``csv``,
+    costs.json records its work, and its store holds every planned job, none pending,
+    and vouches for results.parquet.  A resume of such a run writes nothing (it used to
+    record an invocation of nothing and write every file again)."""
+    try:
+        run = load_run(run_dir)
+        manifest = read_manifest(run_dir)
+        with closing(connect_read_only(run_dir / STORE_FILE)) as db:
+            store = (set(job_keys(db)), pending_keys(db), vouched_results(db))
+    except (MemoryAuditError, OSError, sqlite3.Error):
+        return False
+    integrity = run.integrity
+    return (
+        manifest is not None
+        and run.raw_config == plan
+        and integrity.checked
+        and integrity.exit_code == 0
+        and integrity.results_from == RESULTS_PARQUET
+        and not run.notes
+        and run.costs is not None
+        and bool(run.costs.invocations)
+        and (not csv or RESULTS_CSV in manifest.files)
+        and store[0] == set(manifest.planned)
+        and not store[1]
+        and manifest.files[RESULTS_PARQUET].sha256 in store[2]
     )
 
 

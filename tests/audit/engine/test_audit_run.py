@@ -7,6 +7,7 @@ import json
 import re
 import sqlite3
 import sys
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
@@ -733,6 +734,47 @@ def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_nothing(tmp_
         f"complete: every job of {out} was already finished; its result files were written again"
     )
     assert (out / "summary.json").read_bytes() == files["summary.json"]
+
+
+def _swap_planned(run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    jobs = manifest["planned_jobs"]
+    jobs[0], jobs[1] = jobs[1], jobs[0]
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _fewer_finished(run_dir: Path) -> None:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["finished_jobs"] = 3
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _swap_planned,  # the report: "manifest.json was changed after the run wrote it"
+        _fewer_finished,  # the report: INCOMPLETE, 3 of 24 source pairs finished
+        lambda run_dir: (run_dir / "costs.json").unlink(),  # its work unrecorded
+        lambda run_dir: (run_dir / "costs.json").write_text("{}"),
+    ],
+)
+def test_a_run_the_report_finds_not_whole_is_never_left_as_it_is(
+    small_run: Path, tmp_path: Path, damage: Callable[[Path], None]
+):
+    """An adversary's finding: resume's first check of wholeness (files against the
+    manifest, the store's jobs) left a run as it was that the report itself called
+    changed or incomplete, or whose costs.json was gone.  Whole now means what the
+    report finds, and more."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(small_run, copy)
+    damage(copy)
+    again = run("resume", str(copy), "--quiet")
+    assert again.exit_code == 0, again.output
+    assert "nothing to do" not in again.output
+    report = run("report", str(copy), "--out", str(tmp_path / "report"))
+    assert report.exit_code == 0, report.output
 
 
 @pytest.mark.parametrize("columns", [80, 120, 250])
