@@ -312,30 +312,48 @@ _ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
 """How a zstd frame (a memory block) begins."""
 
 
+def _frame_size(head: bytes) -> int | None:
+    """The size a zstd frame's header says its content has (None: it says none; a
+    frame this code compresses always says it)."""
+    if len(head) < 5:
+        return None
+    descriptor = head[4]
+    single = descriptor >> 5 & 1
+    at = 5 + (1 - single) + (0, 1, 2, 4)[descriptor & 3]
+    width = (single, 2, 4, 8)[descriptor >> 6]
+    if not width or len(head) < at + width:
+        return None
+    return int.from_bytes(head[at : at + width], "little") + (256 if width == 2 else 0)
+
+
 def damaged_jobs(db: sqlite3.Connection) -> dict[str, str]:
     """Each stored job whose rows or memories the store cannot give back as stored,
-    with why: a row count that is not one, a memory block gone, an index that does not
-    parse, a block that is not compressed memories or not of its index's size.  Reads
-    each index and the first bytes of each block, not the memories (a block damaged
-    inside is found where it is read, and its memories are left out)."""
+    with why: a row count that is not one, a memory block gone or another job's, an
+    index that does not parse, a block that is not compressed memories or not of its
+    index's size.  Reads each index and the header of each block, not the memories (a
+    block damaged inside is found where it is read, and its memories are left out)."""
     found: dict[str, str] = {}
     query = (
         "SELECT j.job_key, typeof(j.n_rows), j.memory_block, b.block, b.size, "
-        "substr(CAST(b.blob AS BLOB), 1, 4), CAST(b.shas AS BLOB) FROM jobs j "
+        "substr(CAST(b.blob AS BLOB), 1, 18), CAST(b.shas AS BLOB), "
+        "count(*) OVER (PARTITION BY j.memory_block) FROM jobs j "
         "LEFT JOIN memory_blocks b ON b.block = j.memory_block"
     )
-    for key, rows, named, block, size, head, index in db.execute(query):
+    for key, rows, named, block, size, head, index, sharing in db.execute(query):
         if rows != "integer":
             found[key] = "its row count is not a number"
         elif named is not None and block is None:
             found[key] = "its memory block is missing"
+        elif named is not None and sharing > 1:
+            found[key] = f"its memory block is also {sharing - 1} other job(s)'"
         elif block is not None:
             try:
                 lengths = _index_parts(index)[1]
             except ValueError as error:
                 found[key] = f"its memory index is damaged ({error})"
                 continue
-            if size != int(lengths.sum()) or (size and head != _ZSTD_FRAME):
+            frame = bool(head) and head[:4] == _ZSTD_FRAME and _frame_size(head) in (None, size)
+            if size != int(lengths.sum()) or (size and not frame):  # no memory: no frame
                 found[key] = "its memory block is not the memories its index lists"
     return found
 
