@@ -11,6 +11,7 @@ into its exit status.  A run made before manifests is read as before, marked unc
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,7 +337,7 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
                 "run the audit again"
             )
         integrity.results_from = STORE_FILE
-    broken = _damaged_jobs(run_dir / STORE_FILE)
+    broken = _damaged_jobs(run_dir / STORE_FILE, frame["job_key"].unique())
     if broken:
         integrity.damage.append(
             f"{damaged_jobs_text(broken)}: what it cannot give back is left out; "
@@ -377,11 +378,11 @@ def _store_meta(path: Path) -> tuple[str | None, dict[str, Any] | None]:
         return None, None
 
 
-def _damaged_jobs(path: Path) -> dict[str, str]:
+def _damaged_jobs(path: Path, held: Iterable[str]) -> dict[str, str]:
     """``damaged_jobs`` of a readable store (none when it cannot be read: said apart)."""
     try:
         with closing(connect_read_only(path)) as db:
-            return damaged_jobs(db) if readable_store(store_format(db)) else {}
+            return damaged_jobs(db, held) if readable_store(store_format(db)) else {}
     except (OSError, sqlite3.Error):
         return {}
 

@@ -280,7 +280,9 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
             raise RunDataError(
                 f"{run_dir} is a run of an older format: its results.csv is already in it"
             )
-        broken = damaged_jobs(db)
+        parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
+        held = parquet_jobs(parquet, recorded_rows(db)) if parquet is not None else {}
+        broken = damaged_jobs(db, held)
         if broken:
             raise RunDataError(
                 f"{run_dir}: cannot be exported: {damaged_jobs_text(broken)}; "

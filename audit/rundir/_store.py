@@ -22,6 +22,7 @@ import sqlite3
 import stat
 import time
 import zlib
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -326,20 +327,28 @@ def _frame_size(head: bytes) -> int | None:
     return int.from_bytes(head[at : at + width], "little") + (256 if width == 2 else 0)
 
 
-def damaged_jobs(db: sqlite3.Connection) -> dict[str, str]:
+def damaged_jobs(db: sqlite3.Connection, held: Iterable[str] = ()) -> dict[str, str]:
     """Each stored job whose rows or memories the store cannot give back as stored,
     with why: a row count that is not one, a memory block gone or another job's, an
     index that does not parse, a block that is not compressed memories or not of its
-    index's size.  Reads each index and the header of each block, not the memories (a
-    block damaged inside is found where it is read, and its memories are left out)."""
+    index's size; and each job of ``held`` (jobs whose rows a results.parquet holds)
+    of which it holds no record.  Reads each index and the header of each block, not
+    the memories (a block damaged inside is found where it is read, and its memories
+    are left out)."""
     found: dict[str, str] = {}
+    recorded = {key for (key,) in db.execute("SELECT job_key FROM jobs")}
+    for key in held:
+        if key not in recorded:
+            found[key] = "the store holds no record of it, its rows are in results.parquet"
     query = (
         "SELECT j.job_key, typeof(j.n_rows), j.memory_block, b.block, b.size, "
-        "substr(CAST(b.blob AS BLOB), 1, 18), CAST(b.shas AS BLOB), "
-        "count(*) OVER (PARTITION BY j.memory_block) FROM jobs j "
+        "substr(CAST(b.blob AS BLOB), 1, 18), CAST(b.shas AS BLOB) FROM jobs j "
         "LEFT JOIN memory_blocks b ON b.block = j.memory_block"
     )
-    for key, rows, named, block, size, head, index, sharing in db.execute(query):
+    jobs = db.execute(query).fetchall()
+    shared = Counter(job[2] for job in jobs)
+    for key, rows, named, block, size, head, index in jobs:
+        sharing = shared[named]
         if rows != "integer":
             found[key] = "its row count is not a number"
         elif named is not None and block is None:
