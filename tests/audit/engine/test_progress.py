@@ -148,7 +148,14 @@ def test_each_stage_counts_what_the_plan_counts(tmp_path: Path, monkeypatch: pyt
         (cached,) = tallies()
         assert (cached.requests, cached.cache_hits, cached.sent) == (reader.requests,) * 2 + (0,)
 
-        # a finished run resumed: both stages begin complete
+        # a whole run resumed: nothing runs, so no stage is shown
+        with recording(monkeypatch) as resumed:
+            result = runner.invoke(app, ["resume", str(out), "--config", str(config)])
+        assert result.exit_code == 0, result.output
+        assert "nothing to do" in result.output
+        assert resumed.events == []
+        # a finished run whose summary.json is gone: both stages begin complete
+        (out / "summary.json").unlink()
         with recording(monkeypatch) as resumed:
             result = runner.invoke(app, ["resume", str(out), "--config", str(config)])
         assert result.exit_code == 0, result.output
