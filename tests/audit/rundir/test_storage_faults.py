@@ -103,7 +103,8 @@ def test_a_read_only_medium_gets_one_line_with_the_way_out(whole: Path, tmp_path
     mount.mkdir()
     saved.mkdir()
     steps = {
-        "resume": audit_command("resume", str(mount / "r"), "--quiet"),
+        "resume": audit_command("resume", str(mount / "torn"), "--quiet"),
+        "resume-whole": audit_command("resume", str(mount / "r"), "--quiet"),
         "report": audit_command("report", str(mount / "r")),
         "report-elsewhere": audit_command(
             "report", str(mount / "r"), "--out", str(saved / "report")
@@ -113,6 +114,7 @@ def test_a_read_only_medium_gets_one_line_with_the_way_out(whole: Path, tmp_path
     script = [
         f"mount -t tmpfs tmpfs {mount} || exit 1",
         f"cp -a {whole} {mount}/r",
+        f"cp -a {whole} {mount}/torn && rm {mount}/torn/summary.json",  # not whole
         f"mount -o remount,ro {mount} || exit 1",
     ]
     for name, command in steps.items():
@@ -127,6 +129,8 @@ def test_a_read_only_medium_gets_one_line_with_the_way_out(whole: Path, tmp_path
     line = one_line_error(stderr)
     assert "Read-only file system" in line
     assert "copy the directory" in line
+    code, stderr = outcome("resume-whole")  # a whole run: nothing to write, so no error
+    assert code == 0, stderr
     code, stderr = outcome("report")
     assert code == 1
     assert "--out" in one_line_error(stderr)
