@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
@@ -293,10 +293,15 @@ def _index_parts(blob: object) -> tuple[bytes, npt.NDArray[np.uint32]]:
     return digests, lengths
 
 
+def _json_index(blob: object) -> TypeGuard[bytes]:
+    """Whether a block index is format 4's (zlib-compressed JSON), not this layout's."""
+    return isinstance(blob, bytes) and bool(blob) and not blob.startswith(_INDEX_MAGIC)
+
+
 def _index_columns(blob: object) -> tuple[list[str], list[int], list[int]]:
     """The sha256s, starts and lengths of a block's memories (any format since 4);
     ``ValueError`` for a damaged index."""
-    if isinstance(blob, bytes) and blob and not blob.startswith(_INDEX_MAGIC):
+    if _json_index(blob):
         try:
             rows = [(str(sha), int(a), int(b)) for sha, a, b in json.loads(zlib.decompress(blob))]
         except (zlib.error, ValueError, TypeError) as error:  # JSON's errors are ValueErrors
@@ -335,17 +340,18 @@ def damaged_jobs(db: sqlite3.Connection, held: Iterable[str] = ()) -> dict[str, 
     of which it holds no record.  Reads each index and the header of each block, not
     the memories (a block damaged inside is found where it is read, and its memories
     are left out)."""
-    found: dict[str, str] = {}
-    recorded = {key for (key,) in db.execute("SELECT job_key FROM jobs")}
-    for key in held:
-        if key not in recorded:
-            found[key] = "the store holds no record of it, its rows are in results.parquet"
     query = (
         "SELECT j.job_key, typeof(j.n_rows), j.memory_block, b.block, b.size, "
         "substr(CAST(b.blob AS BLOB), 1, 18), CAST(b.shas AS BLOB) FROM jobs j "
         "LEFT JOIN memory_blocks b ON b.block = j.memory_block"
     )
     jobs = db.execute(query).fetchall()
+    recorded = {job[0] for job in jobs}
+    found = {
+        key: "the store holds no record of it, its rows are in results.parquet"
+        for key in held
+        if key not in recorded
+    }
     shared = Counter(job[2] for job in jobs)
     for key, rows, named, block, size, head, index in jobs:
         sharing = shared[named]
@@ -433,7 +439,7 @@ def job_shas(db: sqlite3.Connection, key: str) -> pa.StringArray | None:
     if blob is None:
         return None if named is not None else pa.array([], pa.string())
     try:
-        if isinstance(blob, bytes) and blob and not blob.startswith(_INDEX_MAGIC):
+        if _json_index(blob):
             return pa.array(_index_columns(blob)[0], pa.string())
         digests, lengths = _index_parts(blob)
     except ValueError:
