@@ -591,7 +591,7 @@ def finish(
 
     def streamed() -> Iterator[pa.Table]:
         nonlocal rows
-        for _key, table in job_tables(keys, store.pending, previous, store.recorded_rows()):
+        for _key, table in job_tables(keys, store.pending, previous):
             rows += table.num_rows
             yield table
 

@@ -32,9 +32,16 @@ from audit.rundir._layout import (
     newer_format,
 )
 from audit.rundir._manifest import RunManifest, file_record, read_manifest
-from audit.rundir._results import grouped_runs, parquet_format, stored_tables
+from audit.rundir._results import (
+    grouped_runs,
+    held_jobs,
+    parquet_format,
+    stored_tables,
+    vouched_file,
+)
 from audit.rundir._store import (
     OLDEST_READ,
+    HeldJob,
     concat_results,
     connect_read_only,
     damaged_jobs,
@@ -43,12 +50,12 @@ from audit.rundir._store import (
     job_shas,
     plan_record,
     readable_store,
-    recorded_rows,
     retry_keys,
     store_damage,
     store_format,
     stored_plan,
     stored_run_id,
+    vouched_results,
 )
 
 OLDER_LAYOUT = (
@@ -215,12 +222,9 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     # they decode
     tables = [handle.read_row_group(g, use_threads=False) for g in range(handle.num_row_groups)]
     db = None
-    recorded = None
     try:
         db = connect_read_only(path.parent / STORE_FILE)
-        if readable_store(store_format(db)):
-            recorded = recorded_rows(db)
-        else:
+        if not readable_store(store_format(db)):
             db.close()
             db = None
     except (OSError, sqlite3.Error):
@@ -236,7 +240,7 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     try:
         keyed = [
             (key, tables[group].slice(start, rows))
-            for group, (key, start, rows) in grouped_runs((t["job_key"] for t in tables), recorded)
+            for group, (key, start, rows) in grouped_runs(t["job_key"] for t in tables)
         ]
         table = concat_results(digested(key, table) for key, table in keyed)
     finally:
@@ -337,7 +341,7 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
                 "run the audit again"
             )
         integrity.results_from = STORE_FILE
-    broken = _damaged_jobs(run_dir / STORE_FILE, frame["job_key"].unique())
+    broken = _damaged_jobs(run_dir, frame["job_key"].unique())
     if broken:
         integrity.damage.append(
             f"{damaged_jobs_text(broken)}: what it cannot give back is left out; "
@@ -378,12 +382,20 @@ def _store_meta(path: Path) -> tuple[str | None, dict[str, Any] | None]:
         return None, None
 
 
-def _damaged_jobs(path: Path, held: Iterable[str]) -> dict[str, str]:
-    """``damaged_jobs`` of a readable store (none when it cannot be read: said apart)."""
+def _damaged_jobs(run_dir: Path, keys: Iterable[str]) -> dict[str, str]:
+    """``damaged_jobs`` of a readable store, for the jobs whose rows were read (``keys``)
+    and what the results.parquet it vouches for holds of each (none when it cannot be
+    read: said apart)."""
     try:
-        with closing(connect_read_only(path)) as db:
-            return damaged_jobs(db, held) if readable_store(store_format(db)) else {}
-    except (OSError, sqlite3.Error):
+        with closing(connect_read_only(run_dir / STORE_FILE)) as db:
+            if not readable_store(store_format(db)):
+                return {}
+            parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
+            held: dict[str, HeldJob | None] = dict.fromkeys(keys)
+            if parquet is not None:
+                held.update(held_jobs(parquet))
+            return damaged_jobs(db, held)
+    except (OSError, sqlite3.Error, pa.ArrowException):
         return {}
 
 

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from audit.errors import RunDataError
-from audit.rundir._columns import STORED_SCHEMA, conformed, result_table
+from audit.rundir._columns import MEMORY_ID, STORED_SCHEMA, conformed, result_table
 from audit.rundir._layout import (
     RESULTS_CSV,
     RESULTS_PARQUET,
@@ -35,6 +35,7 @@ from audit.rundir._layout import (
     write_atomically,
 )
 from audit.rundir._store import (
+    HeldJob,
     RunStore,
     connect_read_only,
     csv_header,
@@ -45,7 +46,6 @@ from audit.rundir._store import (
     job_shas,
     pending_table,
     readable_store,
-    recorded_rows,
     store_format,
     vouched_results,
 )
@@ -124,31 +124,22 @@ def job_runs(keys: pa.ChunkedArray | pa.Array) -> list[JobRun]:
     ]
 
 
-def grouped_runs(
-    keys: Iterable[pa.ChunkedArray | pa.Array], recorded: Mapping[str, int] | None = None
-) -> list[tuple[int, JobRun]]:
+def grouped_runs(keys: Iterable[pa.ChunkedArray | pa.Array]) -> list[tuple[int, JobRun]]:
     """(row group, its job run) for each group's ``job_key`` column, in file order;
-    ``ArrowInvalid`` when a job's rows are in two places, within a group or across two,
-    or are not as many as the store ``recorded`` (job key -> rows) when it wrote them: a
-    results.parquet this code never writes (edited, or damaged), refused rather than
-    read in part."""
+    ``ArrowInvalid`` when a job's rows are in two places, within a group or across two:
+    a results.parquet this code never writes (edited, or damaged), refused rather than
+    read in part.  (Whether a job's rows are as many as the store recorded is
+    ``damaged_jobs``' to say, from ``held_jobs``: a resume runs such a job again.)"""
     found = [(group, run) for group, column in enumerate(keys) for run in job_runs(column)]
     seen: set[str] = set()
-    for _group, (key, _start, rows) in found:
+    for _group, (key, _start, _rows) in found:
         if key in seen:
             raise pa.ArrowInvalid(f"results.parquet holds the rows of job {key} in two places")
         seen.add(key)
-        if recorded is not None and recorded.get(key, rows) != rows:
-            raise pa.ArrowInvalid(
-                f"results.parquet holds {rows} rows of job {key}, "
-                f"its store recorded {recorded[key]}"
-            )
     return found
 
 
-def parquet_jobs(
-    path: Path, recorded: Mapping[str, int] | None = None
-) -> dict[str, tuple[int, int, int]]:
+def parquet_jobs(path: Path) -> dict[str, tuple[int, int, int]]:
     """job key -> (row group, first row, rows) in a results.parquet of format 5 or later
     (format 5 had a row group per job; the runs inside a group find both), checked as
     ``grouped_runs`` checks it."""
@@ -157,9 +148,27 @@ def parquet_jobs(
         handle.read_row_group(group, columns=["job_key"])["job_key"]
         for group in range(handle.num_row_groups)
     )
-    return {
-        key: (group, start, rows) for group, (key, start, rows) in grouped_runs(columns, recorded)
-    }
+    return {key: (group, start, rows) for group, (key, start, rows) in grouped_runs(columns)}
+
+
+def held_of(jobs: Iterable[tuple[str, pa.Table]]) -> dict[str, HeldJob]:
+    """What each job's rows (STORED_SCHEMA) hold, for ``damaged_jobs``."""
+    found = {}
+    for key, table in jobs:
+        largest = pc.max(table[MEMORY_ID]).as_py()
+        found[key] = HeldJob(table.num_rows, 0 if largest is None else largest + 1)
+    return found
+
+
+def held_jobs(path: Path) -> dict[str, HeldJob]:
+    """``held_of`` each job of a results.parquet of format 5 or later."""
+    handle = pq.ParquetFile(path)
+    groups = [
+        handle.read_row_group(group, columns=["job_key", MEMORY_ID])
+        for group in range(handle.num_row_groups)
+    ]
+    runs = grouped_runs(group["job_key"] for group in groups)
+    return held_of((key, groups[group].slice(start, rows)) for group, (key, start, rows) in runs)
 
 
 def parquet_format(path: Path) -> int | None:
@@ -176,11 +185,10 @@ def job_tables(
     order: Iterable[str],
     pending: Callable[[str], pa.Table | None],
     parquet: Path | None,
-    recorded: Mapping[str, int],
 ) -> Iterator[tuple[str, pa.Table]]:
     """Each job of ``order`` that has rows, one at a time (STORED_SCHEMA): from the store
     while they wait there (``pending``), else from ``parquet`` (a results.parquet the
-    store vouches for, each job as many rows as ``recorded``); a job found in neither is
+    store vouches for); a job found in neither is
     left out.  A row group is read once while its jobs follow each other (plan order is
     the file's order)."""
     handle = pq.ParquetFile(parquet) if parquet is not None else None
@@ -189,7 +197,7 @@ def job_tables(
     for key in order:
         table = pending(key)
         if table is None and parquet is not None and handle is not None:
-            where = parquet_jobs(parquet, recorded) if where is None else where
+            where = parquet_jobs(parquet) if where is None else where
             if key in where:
                 group, start, rows = where[key]
                 if held is None or held[0] != group:
@@ -205,8 +213,7 @@ def stored_tables(
     """Each of ``keys`` that has rows, with them (RESULT_SCHEMA): from the store's pending
     rows, else from the results.parquet it vouches for."""
     parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
-    recorded = recorded_rows(db)
-    for key, table in job_tables(keys, lambda key: pending_table(db, key), parquet, recorded):
+    for key, table in job_tables(keys, lambda key: pending_table(db, key), parquet):
         yield key, result_table(table, job_shas(db, key))
 
 
@@ -249,16 +256,13 @@ def lost_jobs(run_dir: Path, store: RunStore) -> set[str]:
     """Stored jobs whose rows are neither waiting in the store nor in a results.parquet
     it vouches for (the file was damaged or removed), or that the store cannot give back
     (``damaged_jobs``): a resume runs them again."""
-    damaged = set(store.damaged_jobs())
-    settled = set(store.job_keys()) - store.pending_keys()
-    if not settled:
-        return damaged
     parquet = vouched_parquet(run_dir, store)
     try:
-        held = set(parquet_jobs(parquet, store.recorded_rows())) if parquet is not None else set()
+        held = held_jobs(parquet) if parquet is not None else {}
     except (OSError, pa.ArrowException):
-        held = set()
-    return (settled - held) | damaged
+        held = {}
+    settled = set(store.job_keys()) - store.pending_keys()
+    return (settled - set(held)) | set(store.damaged_jobs(held))
 
 
 def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
@@ -281,8 +285,7 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
                 f"{run_dir} is a run of an older format: its results.csv is already in it"
             )
         parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
-        held = parquet_jobs(parquet, recorded_rows(db)) if parquet is not None else {}
-        broken = damaged_jobs(db, held)
+        broken = damaged_jobs(db, held_jobs(parquet) if parquet is not None else {})
         if broken:
             raise RunDataError(
                 f"{run_dir}: cannot be exported: {damaged_jobs_text(broken)}; "

@@ -23,7 +23,7 @@ import stat
 import time
 import zlib
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -332,18 +332,31 @@ def _frame_size(head: bytes) -> int | None:
     return int.from_bytes(head[at : at + width], "little") + (256 if width == 2 else 0)
 
 
-def damaged_jobs(db: sqlite3.Connection, held: Iterable[str] = ()) -> dict[str, str]:
+@dataclass(frozen=True)
+class HeldJob:
+    """What a results.parquet holds of one job: its rows, and how many memories they
+    name (the largest ``memory_id`` plus one), to be checked against the store's record
+    of the job."""
+
+    rows: int
+    memories: int
+
+
+def damaged_jobs(db: sqlite3.Connection, held: Mapping[str, HeldJob | None]) -> dict[str, str]:
     """Each stored job whose rows or memories the store cannot give back as stored,
     with why: a row count that is not one, a memory block gone or another job's, an
     index that does not parse, a block that is not compressed memories or not of its
-    index's size; and each job of ``held`` (jobs whose rows a results.parquet holds)
-    of which it holds no record.  Reads each index and the header of each block, not
-    the memories (a block damaged inside is found where it is read, and its memories
-    are left out)."""
+    index's size; and each job of ``held`` (jobs whose rows a results.parquet holds,
+    with what it holds of each where known) of which it holds no record, or, its rows
+    not waiting in the store, whose row count is not the file's or whose rows name
+    memories its block does not list.
+    Reads each index and the header of each block, not the memories (a block damaged
+    inside is found where it is read, and its memories are left out)."""
     query = (
-        "SELECT j.job_key, typeof(j.n_rows), j.memory_block, b.block, b.size, "
-        "substr(CAST(b.blob AS BLOB), 1, 18), CAST(b.shas AS BLOB) FROM jobs j "
-        "LEFT JOIN memory_blocks b ON b.block = j.memory_block"
+        "SELECT j.job_key, typeof(j.n_rows), j.n_rows, j.memory_block, b.block, b.size, "
+        "substr(CAST(b.blob AS BLOB), 1, 18), CAST(b.shas AS BLOB), p.job_key IS NULL "
+        "FROM jobs j LEFT JOIN memory_blocks b ON b.block = j.memory_block "
+        "LEFT JOIN pending p ON p.job_key = j.job_key"
     )
     jobs = db.execute(query).fetchall()
     recorded = {job[0] for job in jobs}
@@ -352,16 +365,22 @@ def damaged_jobs(db: sqlite3.Connection, held: Iterable[str] = ()) -> dict[str, 
         for key in held
         if key not in recorded
     }
-    shared = Counter(job[2] for job in jobs)
-    for key, rows, named, block, size, head, index in jobs:
-        sharing = shared[named]
-        if rows != "integer":
+    shared = Counter(job[3] for job in jobs)
+    for key, kind, rows, named, block, size, head, index, settled in jobs:
+        # (a job whose rows wait in the store is not read from results.parquet)
+        sharing, parquet = shared[named], held.get(key) if settled else None
+        if kind != "integer":
             found[key] = "its row count is not a number"
-        elif named is not None and block is None:
+        elif parquet is not None and parquet.rows != rows:
+            found[key] = f"its row count is {rows}, results.parquet holds {parquet.rows}"
+        elif named is None:
+            if parquet is not None and parquet.memories:
+                found[key] = f"its rows name {parquet.memories} memories, it keeps none"
+        elif block is None:
             found[key] = "its memory block is missing"
-        elif named is not None and sharing > 1:
+        elif sharing > 1:
             found[key] = f"its memory block is also {sharing - 1} other job(s)'"
-        elif block is not None:
+        else:
             try:
                 lengths = _index_parts(index)[1]
             except ValueError as error:
@@ -370,6 +389,10 @@ def damaged_jobs(db: sqlite3.Connection, held: Iterable[str] = ()) -> dict[str, 
             frame = bool(head) and head[:4] == _ZSTD_FRAME and _frame_size(head) in (None, size)
             if size != int(lengths.sum()) or (size and not frame):  # no memory: no frame
                 found[key] = "its memory block is not the memories its index lists"
+            elif parquet is not None and parquet.memories > len(lengths):
+                found[key] = (
+                    f"its rows name {parquet.memories} memories, its index lists {len(lengths)}"
+                )
     return found
 
 
@@ -403,13 +426,6 @@ def pending_table(db: sqlite3.Connection, key: str) -> pa.Table | None:
     once they are in it."""
     found = db.execute("SELECT results FROM pending WHERE job_key = ?", (key,)).fetchone()
     return None if found is None else table_from_bytes(found[0])
-
-
-def recorded_rows(db: sqlite3.Connection) -> dict[str, int]:
-    """Each stored job's rows, as many as it had when it was stored."""
-    # a count that is not a number is not one (``damaged_jobs`` says so)
-    query = "SELECT job_key, n_rows FROM jobs WHERE typeof(n_rows) = 'integer'"
-    return {str(key): int(rows) for key, rows in db.execute(query)}
 
 
 def pending_keys(db: sqlite3.Connection) -> set[str]:
@@ -688,13 +704,9 @@ class RunStore:
         with self._reading():
             return pending_keys(self._db)
 
-    def recorded_rows(self) -> dict[str, int]:
+    def damaged_jobs(self, held: Mapping[str, HeldJob | None]) -> dict[str, str]:
         with self._reading():
-            return recorded_rows(self._db)
-
-    def damaged_jobs(self) -> dict[str, str]:
-        with self._reading():
-            return damaged_jobs(self._db)
+            return damaged_jobs(self._db, held)
 
     def pending(self, key: str) -> pa.Table | None:
         """A job's rows (STORED_SCHEMA) if they are not in results.parquet yet."""

@@ -742,6 +742,11 @@ STORE_DAMAGE = {
     ),
     "a job's record gone": "DELETE FROM jobs WHERE memory_block = ?",
     "a row count that is text": ("UPDATE jobs SET n_rows = 'x' WHERE memory_block = ?"),
+    "a row count one too many": "UPDATE jobs SET n_rows = n_rows + 1 WHERE memory_block = ?",
+    "a row count one too few": "UPDATE jobs SET n_rows = n_rows - 1 WHERE memory_block = ?",
+    "a job's memory block gone from its record": (
+        "UPDATE jobs SET memory_block = NULL WHERE memory_block = ?"
+    ),
 }
 
 
@@ -763,9 +768,10 @@ def test_a_damaged_memory_block_is_named_left_out_and_run_again_by_resume(
     export with "this is a bug" (zlib.error, AttributeError, a UTF-8 decode error); a
     damaged block stopped the report ("Corrupt ZSTD compressed data") or, a number,
     with a traceback; a row count that is text stopped report, export and resume; a
-    block gone failed export with "Index 0 out of bounds"; and an index with fewer
-    sha256s than its rows name, or with lengths to spare, or a block of the wrong size
-    was read without a word.  Now the report is written, only that job's memories left
+    block gone failed export with "Index 0 out of bounds"; a row count of another
+    number made the report say "nothing here can be trusted; run the audit again"; and
+    an index with fewer sha256s than its rows name, or with lengths to spare, a block
+    of the wrong size, or a job that names no block was read without a word.  Now the report is written, only that job's memories left
     out, with the store and the job named (status 4); export refuses, naming them; and
     resume runs the job again, after which the run is whole and its results.parquet is
     byte for byte the undamaged one's."""
