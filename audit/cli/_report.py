@@ -140,8 +140,11 @@ def report_command(
         fail(f"--reference: no condition {reference!r} in {run_dir}")
     target = out or run_dir / REPORT_DIR
     warn_if_not_whole([run])
+    said = len(run.integrity.damage)
     with writable_target(target):
         paths = write_document(build_report(run, options), target)
+    for problem in run.integrity.damage[said:]:  # found while the report read memories
+        echo_fitted(f"warning: {run.path}: {problem}", err=True)
     pages = [p for p in paths if p.suffix == ".html"]
     drill_down = len(pages) - 1
     if not drill_down:  # say why on stderr too, not only inside the HTML

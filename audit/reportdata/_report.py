@@ -124,6 +124,9 @@ def build_report(run: RunData, options: Options | None = None) -> Document:
     try:
         ctx = ReportContext(run, scores, options, memories)
         sections = [build(ctx) for build in SECTIONS]
+        # a memory the drill-down read that is not the one its sha256 names was left out:
+        # said before the summary is built, which shows the run's damage
+        run.integrity.add_damaged_jobs(run.path, memories.damaged())
         return Document(
             title=f"memory audit: {run.label}",
             facts=facts(ctx),

@@ -113,6 +113,14 @@ class RunIntegrity:
     def damaged(self) -> bool:
         return bool(self.damage)
 
+    def add_damaged_jobs(self, run_dir: Path, broken: dict[str, str]) -> None:
+        """``damaged_jobs`` found (or a read of their memories): the one text for it."""
+        if broken:
+            self.damage.append(
+                f"{damaged_jobs_text(broken)}: what it cannot give back is left out; "
+                f"`audit resume {run_dir}` runs those jobs again"
+            )
+
     @property
     def exit_code(self) -> int:
         return EXIT_DAMAGED if self.damaged else EXIT_INCOMPLETE if self.incomplete else 0
@@ -341,12 +349,7 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
                 "run the audit again"
             )
         integrity.results_from = STORE_FILE
-    broken = _damaged_jobs(run_dir, frame["job_key"].unique())
-    if broken:
-        integrity.damage.append(
-            f"{damaged_jobs_text(broken)}: what it cannot give back is left out; "
-            f"`audit resume {run_dir}` runs those jobs again"
-        )
+    integrity.add_damaged_jobs(run_dir, _damaged_jobs(run_dir, frame["job_key"].unique()))
     for name, problem in problems.items():
         instead = (
             "the report does not read it"

@@ -41,8 +41,10 @@ from audit.rundir._layout import (
 from audit.rundir._manifest import read_manifest
 from audit.rundir._pairs import rebuild_pair_objects
 from audit.rundir._store import (
+    UNFAITHFUL,
     MemoryBlocks,
     connect_read_only,
+    damaged_jobs,
     job_keys,
     pending_keys,
     store_format,
@@ -299,13 +301,15 @@ def is_whole(run_dir: Path, plan: dict[str, Any], csv: bool = False) -> bool:
     has nothing to do: the run is that plan's, the report finds it whole (complete, no
     NA read, nothing damaged, no note), results.csv is among its files with ``csv``,
     costs.json records its work, and its store holds every planned job, none pending,
-    and vouches for results.parquet.  A resume of such a run writes nothing (it used to
-    record an invocation of nothing and write every file again)."""
+    each memory as its index names it, and vouches for results.parquet.  A resume of
+    such a run writes nothing (it used to record an invocation of nothing and write
+    every file again)."""
     try:
         run = load_run(run_dir)
         manifest = read_manifest(run_dir)
         with closing(connect_read_only(run_dir / STORE_FILE)) as db:
             store = (set(job_keys(db)), pending_keys(db), vouched_results(db))
+            faithful = not damaged_jobs(db, {}, read_memories=True)
     except (MemoryAuditError, OSError, sqlite3.Error):
         return False
     integrity = run.integrity
@@ -322,6 +326,7 @@ def is_whole(run_dir: Path, plan: dict[str, Any], csv: bool = False) -> bool:
         and store[0] == set(manifest.planned)
         and not store[1]
         and manifest.files[RESULTS_PARQUET].sha256 in store[2]
+        and faithful
     )
 
 
@@ -363,6 +368,15 @@ class MemoryStore:
             except (sqlite3.Error, pa.ArrowException, zlib.error, ValueError):
                 pass  # a damaged store: its memories are left out (the report says why)
         return {s: t for s in shas if (t := self._cache.get(s)) is not None}
+
+    def damaged(self) -> dict[str, str]:
+        """The jobs of which a memory read was not the one its sha256 names (it was left
+        out), as ``damaged_jobs`` says them."""
+        blocks = sorted(self._blocks.unfaithful) if self._blocks is not None else []
+        if self._db is None or not blocks:
+            return {}
+        query = f"SELECT job_key FROM jobs WHERE memory_block IN ({','.join('?' * len(blocks))})"
+        return {key: UNFAITHFUL for (key,) in self._db.execute(query, blocks)}
 
     def close(self) -> None:
         if self._db is not None:

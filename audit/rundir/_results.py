@@ -255,14 +255,14 @@ def vouched_parquet(run_dir: Path, store: RunStore) -> Path | None:
 def lost_jobs(run_dir: Path, store: RunStore) -> set[str]:
     """Stored jobs whose rows are neither waiting in the store nor in a results.parquet
     it vouches for (the file was damaged or removed), or that the store cannot give back
-    (``damaged_jobs``): a resume runs them again."""
+    (``damaged_jobs``, each memory read): a resume runs them again."""
     parquet = vouched_parquet(run_dir, store)
     try:
         held = held_jobs(parquet) if parquet is not None else {}
     except (OSError, pa.ArrowException):
         held = {}
     settled = set(store.job_keys()) - store.pending_keys()
-    return (settled - set(held)) | set(store.damaged_jobs(held))
+    return (settled - set(held)) | set(store.damaged_jobs(held, read_memories=True))
 
 
 def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:

@@ -821,3 +821,73 @@ def test_a_damaged_memory_block_is_named_left_out_and_run_again_by_resume(
     assert again.returncode == 0, again.stderr
     assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
     assert load_run(run).results["memory_sha256"].notna().all()
+
+
+def _every_memory_changed(db: sqlite3.Connection, block: int, how: str) -> None:
+    """A block whose header and index still agree (the check of ``damaged_jobs`` without
+    reading memories passes): each memory of it changed inside, its length kept; or its
+    index's sha256s in reverse order."""
+    import pyarrow as pa
+
+    size, blob, index = db.execute(
+        "SELECT size, blob, shas FROM memory_blocks WHERE block = ?", (block,)
+    ).fetchone()
+    if how == "a byte changed inside each memory":
+        codec = pa.Codec("zstd", 3)
+        memories = codec.decompress(blob, decompressed_size=size).to_pybytes()
+        changed = memories.replace(b'"op":"set"', b'"op":"SET"')
+        assert len(changed) == size
+        assert changed != memories
+        db.execute(
+            "UPDATE memory_blocks SET blob = ? WHERE block = ?",
+            (codec.compress(changed, asbytes=True), block),
+        )
+    else:
+        count = int.from_bytes(index[4:8], "little")
+        digests = [index[8 + 32 * i : 8 + 32 * (i + 1)] for i in range(count)]
+        reordered = index[:8] + b"".join(reversed(digests)) + index[8 + 32 * count :]
+        db.execute("UPDATE memory_blocks SET shas = ? WHERE block = ?", (reordered, block))
+
+
+@pytest.mark.parametrize(
+    "how", ["a byte changed inside each memory", "an index's sha256s in reverse order"]
+)
+def test_a_memory_that_is_not_the_one_its_sha256_names_is_found_where_it_is_read(
+    whole: Path, tmp_path: Path, how: str
+):
+    """A block whose memories were changed inside (their lengths kept), or whose index
+    lists their sha256s in another order, passed every check: the report's drill-down
+    showed the changed memories under the old sha256s (exit 0), and resume called the
+    run whole.  Now the report leaves out each memory it reads that is not the one its
+    sha256 names, names the store and the job (exit 4), and resume, which hashes every
+    memory, runs the job again."""
+    run = copy_run(whole, tmp_path / "run")
+    (run / "results.csv").unlink()
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["files"]["results.csv"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(run / "results.parquet").to_pandas()
+    failing = rows.loc[rows["condition"].astype(str).eq("tail") & rows["correct"].eq(0)]
+    key = str(failing["job_key"].iloc[0])  # a job the drill-down shows a memory of
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        (block,) = db.execute("SELECT memory_block FROM jobs WHERE job_key = ?", (key,)).fetchone()
+        _every_memory_changed(db, block, how)
+        db.commit()
+    finally:
+        db.close()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    named = " ".join(warnings(report))
+    assert f"store.sqlite is damaged (job {key}: its memory block does not hold" in named, named
+    assert f"`audit resume {run}` runs those jobs again" in named, named
+    assert "This run is damaged" in (tmp_path / "report" / "report.md").read_text()
+
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "nothing to do" not in resumed.stdout
+    again = audit("report", str(run), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
