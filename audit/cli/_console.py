@@ -259,7 +259,11 @@ def _print_missing_baselines(console: Console, summary: Summary) -> None:
     absent = [(word, unknown) for kind, word, unknown in roles if kind not in kinds]
     if "strict" not in kinds or not absent:
         return
-    listed_now = shlex.quote(",".join([*dict.fromkeys(e.condition for e in entries), BASELINES]))
+    # each condition as it was written (a plugin's label is its class's name, which
+    # --conditions does not take), from the plan
+    planned = summary.config.get("conditions") or [e.condition for e in entries]
+    written = [str(c if isinstance(c, str) else c.get("spec")) for c in planned]
+    listed_now = shlex.quote(",".join([*dict.fromkeys(written), BASELINES]))
     console.print(
         f"note: no {' and no '.join(w for w, _ in absent)} in this run, so nothing says "
         f"{' or '.join(u for _, u in absent)}: add `baselines` to the conditions "

@@ -944,10 +944,12 @@ def test_the_console_names_the_best_the_ceiling_and_the_floor_and_what_it_left_o
 
 
 def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
-    tmp_path: Path,
+    tmp_path: Path, plugin
 ):
     """``--conditions my_memory`` alone gave a score with nothing to read it against and
-    no word about it; ``baselines`` brings the ceiling and the floor in, each once."""
+    no word about it; ``baselines`` brings the ceiling and the floor in, each once.  The
+    command the note suggests is the one given, a plugin as it was written (it named the
+    plugin's class name, which --conditions refuses)."""
     from audit.plan import parse_conditions
     from compressors import baseline_conditions, builtins
 
@@ -987,6 +989,25 @@ def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
     ceiling = said("frontier,full", "ceiling")
     assert "no shortcut probe (the floor) in this run, so nothing says whether" in ceiling
     assert "how far they are from the whole history" not in ceiling
+
+    plugin(
+        "newest_plugin",
+        """
+        from compressors import Compressor, Stream, pack_positions
+
+        class NewestFirst(Compressor):
+            name = "newest_first"
+            summary = "the newest records that fit"
+
+            def update(self, memory, chunk, query_keys, budget):
+                stream = Stream.of(memory, chunk)
+                order = range(len(stream) - 1, -1, -1)
+                return stream.dump(pack_positions(order, stream.sizes, budget))
+        """,
+    )
+    mine = said("newest_plugin:NewestFirst,tail", "plugin")
+    assert "(--conditions newest_plugin:NewestFirst,tail,baselines)" in mine
+    assert said("newest_plugin:NewestFirst,tail,baselines", "suggested")
 
     both = said("frontier,baselines", "with")
     assert "add `baselines`" not in both
