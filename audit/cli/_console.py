@@ -720,6 +720,8 @@ def print_summary(
         stage = found.config.get("llm")
         if stage and found.overall(exact=False):
             console.print(llm_stage_line(stage))
+    for finding in found.budget_alerts or ():  # its scores are of empty memories
+        _warn(console, f": {finding.text()}")
     _print_floor(console, found, verbose)
     _print_equivariance(console, found, spelling=verbose)
     if not verbose:

@@ -26,6 +26,7 @@ from audit.scoring import (
     FloorFinding,
     Inversion,
     SelectionWarning,
+    budget_alerts,
     equivariance_alerts,
     floor_message,
     spelling_text,
@@ -283,10 +284,24 @@ def _raised(reads: int) -> str:
     return f"its compressor raised: {reads} reads at identity failed, scored 0 (run.log)"
 
 
+def _budget_alerts(ctx: ReportContext) -> list[Block]:
+    """A condition whose memory went over the budget (emptied): its scores are not of
+    what it kept."""
+    return [
+        Alert(
+            "warn",
+            [Strong(finding.condition), Flag(" went over the budget"), f" ({finding.budget} B)"],
+            [finding.text()[0].upper() + finding.text()[1:] + "."],
+        )
+        for finding in budget_alerts(ctx.scores)
+    ]
+
+
 def build(ctx: ReportContext) -> list[Block]:
     blocks: list[Block] = [
         *integrity_alert(ctx.run),
         *reader_alerts(ctx),
+        *_budget_alerts(ctx),
         *verdict_table(ctx),
         *_shortcut_alerts(ctx),
         *_selection_alerts(ctx),

@@ -7,7 +7,12 @@ reads (``score_results``); ``_gaps``, ``_selection`` and ``_stats`` build on the
 """
 
 from audit.scoring._agreement import noise_floor, reader_agreement
-from audit.scoring._claims import EquivarianceFinding, equivariance_alerts, spelling_text
+from audit.scoring._claims import (
+    EquivarianceFinding,
+    budget_alerts,
+    equivariance_alerts,
+    spelling_text,
+)
 from audit.scoring._compactions import compaction_curve
 from audit.scoring._gaps import shortcut_gaps
 from audit.scoring._metrics import (
@@ -130,6 +135,7 @@ __all__ = [
     "VerdictRow",
     "WriterCheck",
     "bootstrap_mean",
+    "budget_alerts",
     "cluster_bootstrap",
     "cluster_bootstrap_interval",
     "compaction_curve",

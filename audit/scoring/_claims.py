@@ -7,6 +7,10 @@ every condition should satisfy C(rename(H)) == rename(C(H)); a violation says it
 choices depend on how identifiers are spelled (a note).  ``relabel``, ``rerev`` and
 ``revalue`` change sizes, so a budgeted memory may rightly keep other records: not
 checked.
+
+A budgeted condition claims its memory fits the byte budget: a memory over it is
+emptied (its reads then fail, ``overflow``), so a condition that goes over is scored on
+empty memories, not on what it chose to keep (a warning, ``budget_alerts``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,43 @@ class EquivarianceFinding(BaseModel):
             f"changed under {self.transform} on {self.k}/{self.n} source pairs "
             f"({self.reads_k}/{self.reads_n} reads): the claim is false."
         )
+
+
+class BudgetFinding(BaseModel):
+    """A condition whose memory went over the byte budget on some reads, with the one
+    text the console and the report both show."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    condition: str
+    budget: int
+    k: int
+    """Reads whose memory went over the budget on its way (and was emptied), of ``n``."""
+    n: int
+
+    def text(self) -> str:
+        return (
+            f"{self.condition}'s memory went over the {self.budget} B budget on "
+            f"{self.k}/{self.n} reads: a memory over the budget is emptied, so those reads "
+            "score an empty memory, not what it kept (a compressor keeps its memory within "
+            "the budget it is given)"
+        )
+
+
+def budget_alerts(scores: Scores) -> list[BudgetFinding]:
+    """One finding per (condition, budget) whose memory went over the budget on any read,
+    over every transform (the memories are the exact reader's, the first reader's
+    where it has none)."""
+    found: dict[tuple[str, int], BudgetFinding] = {}
+    for reader, condition, budget in scores.systems:
+        if (condition, budget) in found:
+            continue
+        cells = [scores.cell((reader, condition, budget), t, ALL) for t in scores.transforms()]
+        k = sum(int(c["over_budget_reads_k"]) for c in cells if c is not None)
+        if k:
+            n = sum(int(c["over_budget_reads_n"]) for c in cells if c is not None)
+            found[condition, budget] = BudgetFinding(condition=condition, budget=budget, k=k, n=n)
+    return list(found.values())
 
 
 def spelling_text(

@@ -26,7 +26,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from audit.errors import RunDataError
-from audit.scoring._claims import EquivarianceFinding, equivariance_alerts
+from audit.scoring._claims import (
+    BudgetFinding,
+    EquivarianceFinding,
+    budget_alerts,
+    equivariance_alerts,
+)
 from audit.scoring._gaps import shortcut_gaps
 from audit.scoring._metrics import ALL, UNITS
 from audit.scoring._probes import FloorFinding, floor_findings
@@ -163,6 +168,8 @@ class Summary(_Written):
     verdicts: list[Verdict]
     equivariance_alerts: list[EquivarianceFinding]
     kinds: dict[str, str]
+    budget_alerts: list[BudgetFinding] | None = Field(None, exclude_if=_absent)
+    """None when no memory went over its budget (and in runs made before the field)."""
     compressor_errors: list[dict[str, object]] | None = Field(None, exclude_if=_absent)
     """Added by the run once its errors are merged (``rundir.summary_errors``: each a
     ``rundir.CompressorError``, a room above this one)."""
@@ -189,6 +196,7 @@ class Summary(_Written):
             selection=selection_warnings(scores, skip), probe_matches=findings,
             verdicts=verdicts(scores, findings, checks, unread),
             equivariance_alerts=equivariance_alerts(scores), kinds=kinds,
+            budget_alerts=budget_alerts(scores) or None,
         )  # fmt: skip
 
     def dump(self) -> dict[str, Any]:

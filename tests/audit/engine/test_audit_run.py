@@ -522,6 +522,53 @@ def test_pairs_file_and_per_condition_budget(tmp_path: Path):
     assert "- budgets: 600, 1200, 2400 B" in md  # the budgets scored, the condition's own too
 
 
+def test_a_memory_over_its_budget_is_a_warning_in_the_console_and_the_report(
+    tmp_path: Path, plugin
+):
+    """A plugin that ignores the budget had each memory emptied and scored (2/84 pairs
+    kept) with no word anywhere: the user read a bad compressor where there was a broken
+    one.  Now the console and the report say which condition went over the budget and
+    on how many reads, one text, kept in summary.json."""
+    plugin(
+        "keep_all_plugin",
+        """
+        from compressors import Compressor, dump, load
+
+        class KeepAll(Compressor):
+            name = "keep_all"
+            summary = "every record, whatever the budget"
+
+            def update(self, memory, chunk, query_keys, budget):
+                return dump([*load(memory), *chunk.records])
+        """,
+    )
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app,
+        ["run", "--preset", "cca-pilot", "--conditions", "keep_all_plugin:KeepAll,tail",
+         "--transforms", "identity", "--workers", "1", "--quiet", "--out", str(out)],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = pq.read_table(out / "results.parquet").to_pandas()
+    mine = rows[rows["condition"].astype(str) == "keep_all"]
+    over = int((mine["overflow"] > 0).sum())
+    assert 0 < over <= len(mine)
+    assert not (rows.loc[rows["condition"].astype(str) == "tail", "overflow"] > 0).any()
+    said = f"keep_all's memory went over the 1200 B budget on {over}/{len(mine)} reads"
+    console = " ".join(result.output.split())
+    assert f"warning: {said}" in console, console
+    assert "tail's memory" not in console
+    alerts = json.loads((out / "summary.json").read_text())["budget_alerts"]
+    assert alerts == [{"condition": "keep_all", "budget": 1200, "k": over, "n": len(mine)}]
+    report = run("report", str(out), "--out", str(out / "report"))
+    assert report.exit_code == 0, report.output
+    md = " ".join((out / "report" / "report.md").read_text().split())
+    assert said[0].upper() + said[1:] in md, md[:2000]
+
+
 def test_a_plugin_that_raises_is_recorded_and_fails_the_run(tmp_path: Path, plugin):
     plugin(
         "exploding_plugin",
