@@ -670,9 +670,11 @@ class _Pairing:
                 out.append(Planned(ref, key, Match.SAME, why, 3))
             if not partners:
                 out += self._against_best(key, baseline, 0)
-        if reference is None:  # the baseline's own, against each later run's best
+        if reference is None:  # the baseline's own strict, against each later run's best
             for key in first:
-                if not self.selected(key):
+                # (its ceiling and floor are no contestants: compared with a later run
+                # that lacks them, they only added comparisons to the Holm family)
+                if not self.selected(key) or self.kinds[key[0]].get(key[2], "strict") != "strict":
                     continue
                 for label in dict.fromkeys(other[0] for other in later):
                     if not any(

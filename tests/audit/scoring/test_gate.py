@@ -209,6 +209,22 @@ def test_nothing_paired_is_refused_with_7(runs: dict[str, Path], tmp_path: Path)
     assert plain.exit_code == 2, plain.output  # as before
 
 
+def test_the_baselines_ceiling_and_floor_are_not_compared_with_a_run_without_them(
+    runs: dict[str, Path], tmp_path: Path
+):
+    """A baseline run with its ceiling and floor, against a run of one condition without
+    them: the archive and the probe were each compared with the later run's best (a new
+    user read "A: full - B: nf2 +0.88" among 13 significant of 18), adding to the Holm
+    family.  Only the baseline's strict conditions are compared with it now."""
+    baseline = audit(tmp_path / "baseline", "frontier,full,probe_newest")
+    result = run("compare", str(baseline), str(runs["tail"]), "--out", str(tmp_path / "a"))
+    assert result.exit_code == 0, result.output
+    assert "* B: tail - A: frontier" in result.output
+    assert "1 comparison of joint J" in flat(result.output)
+    table = pd.read_csv(tmp_path / "a" / "compare.csv")
+    assert set(table["condition_a"]) == {"frontier"}, table[["condition_a", "condition_b"]]
+
+
 def test_a_probe_is_no_contestant(runs: dict[str, Path], tmp_path: Path):
     """A shortcut probe in the later run alone is compared with the baseline's best (and
     is far below it) but judged by nobody: nothing strict was compared, refused."""
