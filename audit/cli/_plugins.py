@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 from typing import Annotated
@@ -38,4 +39,8 @@ def new_compressor(
         fail(f"cannot write {out}: {error}", code=1)
     for path in written:
         typer.echo(f"wrote {path}")
-    typer.echo(f"next: pip install -e {out}, then python -m pytest {out} and `audit compressors`")
+    # its test needs pytest, which the package's ``test`` extra brings
+    package, where = shlex.quote(f"{out}[test]"), shlex.quote(str(out))
+    typer.echo(
+        f"next: pip install -e {package}, then python -m pytest {where} and `audit compressors`"
+    )

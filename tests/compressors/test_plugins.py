@@ -168,7 +168,7 @@ def test_scaffold_writes_an_importable_compressor(tmp_path: Path, monkeypatch: p
         '[project.entry-points."memory_audit.compressors"]\n'
         'keep_newest = "keep_newest_compressor:KeepNewestCompressor"\n'
     ) in pyproject
-    assert "pip install -e ." in (out / "README.md").read_text()
+    assert "pip install -e '.[test]'" in (out / "README.md").read_text()
     test_text = (out / "tests" / "test_keep_newest.py").read_text()
     assert 'histories.PRESETS["cca-pilot"]' in test_text
     assert "ChunkView" in test_text
@@ -196,6 +196,31 @@ def test_scaffold_writes_an_importable_compressor(tmp_path: Path, monkeypatch: p
             memory = compressor.update(memory, view, pair.query, budget)
             assert 0 < len(memory.encode()) <= budget
             assert compressors.load(memory)[-1] == records[-1]
+
+
+def test_the_scaffolds_next_step_installs_what_its_test_needs(tmp_path: Path):
+    """``audit new-compressor`` said "pip install -e OUT, then python -m pytest OUT", and
+    pytest was only in the package's ``test`` extra: the second step failed with "No
+    module named pytest" (a new user's finding).  Both the hint and the package's README
+    install that extra, which holds pytest."""
+    import shlex
+    import tomllib
+
+    from typer.testing import CliRunner
+
+    from audit.cli import app
+
+    out = tmp_path / "my plugin"
+    result = CliRunner().invoke(app, ["new-compressor", "keep_newest", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    hint = result.output.split("next: pip install -e ", 1)[1].split(", then")[0]
+    (spec,) = shlex.split(hint)
+    assert spec.startswith(str(out) + "[")
+    extras = spec[len(str(out)) + 1 : -1].split(",")
+    declared = tomllib.loads((out / "pyproject.toml").read_text())["project"]
+    wanted = [r for e in extras for r in declared["optional-dependencies"][e]]
+    assert any(r.startswith("pytest") for r in wanted), wanted
+    assert f"pip install -e '.[{','.join(extras)}]'" in (out / "README.md").read_text()
 
 
 def test_scaffold_into_an_existing_empty_directory(tmp_path: Path):
