@@ -700,11 +700,11 @@ def _print_verdict_rows(console: Console, shown: list[VerdictRow]) -> None:
 
 
 def print_summary(
-    summary: Mapping[str, Any], run_dir: Path, seconds: float, verbose: bool = False
+    summary: Mapping[str, Any], run_dir: Path, seconds: float | None, verbose: bool = False
 ) -> None:
     """The run's answer (summary.json's object): the verdicts first, then what needs a
     warning; ``verbose`` adds the tables by metric and transform and the floor check's
-    every test."""
+    every test.  ``seconds``: how long the run took (None: nothing ran this time)."""
     console = plain_console()
     found = Summary.model_validate(displayable(dict(summary)))
     run_dir = Path(terminal_text(str(run_dir)))
@@ -737,8 +737,8 @@ def print_summary(
     written = [n for n in ("results.parquet", "results.csv") if (run_dir / n).exists()]
     seed = found.config.get("seed")
     console.print(
-        f"{found.n_reads} reads on {found.n_source_pairs} source pairs in "
-        f"{seconds:.1f} s"
+        f"{found.n_reads} reads on {found.n_source_pairs} source pairs"
+        + ("" if seconds is None else f" in {seconds:.1f} s")
         + ("" if seed is None else f" (transform seed {seed})")
         + f"; results in {run_dir}/ ({', '.join(written)}, summary.json)"
         + ("" if verbose else "; --verbose: every score by metric and transform")

@@ -407,8 +407,9 @@ def execute_and_print(
             err=True,
         )
         summary = run(offline, False)
-    if whole:
+    if whole:  # its answer again, from summary.json (asked for by running it again)
         typer.echo(f"complete: nothing to do; {run_dir} is whole and was left as it is")
+        print_summary(summary, run_dir, None, invocation.verbose)
     elif _did_nothing(run_dir):
         typer.echo(
             f"complete: every job of {run_dir} was already finished; its result files "

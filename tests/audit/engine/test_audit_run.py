@@ -759,7 +759,7 @@ def test_two_runs_racing_into_one_new_directory_never_mix(tmp_path: Path):
         assert set(rows["condition"]) == set(winner.split(","))
 
 
-def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_nothing(tmp_path: Path):
+def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_its_answer(tmp_path: Path):
     out = tmp_path / "r"
     first = run("run", "--conditions", "frontier", "--transforms", "identity", "--workers", "1",
                 "--quiet", "--out", str(out))  # fmt: skip
@@ -779,6 +779,12 @@ def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_nothing(tmp_
         f"complete: nothing to do; {out} is whole and was left as it is"
     )
     assert " in 0." not in again.output  # no timing of nothing
+    # ... and it says its answer again (it said only "nothing to do": no command showed a
+    # finished run's verdict again)
+    verdict = next(line for line in lines if line.lstrip().startswith("frontier "))
+    assert verdict in again.output.splitlines()
+    assert re.search(r"reads on \d+ source pairs \(transform seed \d+\); results in",
+                     " ".join(again.output.split()))  # fmt: skip
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in files} == files
     # whatever is not whole is written again, and the line says so
     (out / "summary.json").write_text("{}")
