@@ -216,7 +216,7 @@ def build(ctx: ReportContext) -> Section:
             interval_label="boot",
         ),
         Column("ranks", "rank now / after reveal", "text"),
-        Column("rank_differs", "ranks differ?", "flag", flag_text="yes"),
+        Column("rank_differs", "in a reversal?", "flag", flag_text="yes"),
     ]
     blocks: list[Any] = [
         Table(
@@ -228,7 +228,10 @@ def build(ctx: ReportContext) -> Section:
             "intervals are 95 % Wilson; boot marks a cluster bootstrap over source pairs (of "
             "joint J: the pairs' mean block pass rate). Roles: a ceiling is an archive that "
             "re-reads the raw history (extra storage); a floor is a probe, a heuristic that "
-            "knows nothing of semantics.",
+            "knows nothing of semantics. The ranks count every condition; in a reversal? "
+            "marks a strict condition that current accuracy and reveal accuracy order the "
+            "other way round against another strict one (the selection warning), so two "
+            "ranks may differ without it.",
         )
     ]
     if not frame.empty:

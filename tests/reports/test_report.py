@@ -245,6 +245,11 @@ def test_report_files_and_headline_numbers(real_run: Path):
     latest = headline.loc[("frontier_latest", 1200)]
     assert (latest["current_k"], latest["joint_J_k"]) == (24, 8)
     assert latest["rank_differs"]
+    # the flag is the selection warning's, among strict conditions: a column headed
+    # "ranks differ?" left blank beside "18 / 17" read as a bug to a new user
+    md = " ".join((report / "report.md").read_text().split())
+    assert "| in a reversal? |" in md
+    assert "The ranks count every condition; in a reversal? marks a strict condition" in md
     assert headline.loc[("tail", 600), "collision_k"] > 0
     assert 0.0 < frontier["joint_J_low"] < 1.0 == frontier["joint_J_high"]
 
