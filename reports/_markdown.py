@@ -193,9 +193,12 @@ def render_markdown(doc: Document) -> str:
     for number, section in enumerate(doc.sections, start=1):
         # every section keeps its number (the same as in the HTML), so a pointer to
         # "section 6" means one thing in both forms
-        body = _blocks(section.blocks) if section.markdown else []
+        parts = [_block(block) for block in section.blocks] if section.markdown else []
+        body = [line for part in parts for line in part]
         lines += [f"### {number}. {md(section.title)}", ""]
         lines += body or [f"In {page} (charts, long tables or model output).", ""]
+        if body and not all(parts):  # its text alone read as a section without numbers
+            lines += [f"Its charts and long tables are in {page}.", ""]
     extras = ["charts", "every table"]
     if any(isinstance(b, DrillDown) for s in doc.sections for b in s.blocks):
         extras.append("the per-pair drill-down")

@@ -146,6 +146,11 @@ def test_every_block_kind_renders_in_markdown() -> None:
     assert "### 3. Facts" in text
     # a section left out of the short form keeps its number, and says where it is
     assert "### 4. Pairs\n\nIn report.html (charts, long tables or model output)." in text
+    # a section whose text is here and whose chart is not says where the rest is (its
+    # text alone read as a section without numbers)
+    charts = text.split("### 2. Charts")[1].split("### 3.")[0]
+    assert charts.rstrip().endswith("Its charts and long tables are in report.html.")
+    assert "Its charts" not in text.split("### 3. Facts")[1]
     assert "<svg" not in text
     assert "A chart" not in text
     assert "notes come first" not in text
