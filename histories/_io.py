@@ -75,8 +75,13 @@ def parse_pair_line(text: str, path: Path | str = "<string>", line: int = 1) -> 
         raise PairFileError(
             path, line, None, f"duplicate key {str(error)!r} in a JSON object: give each key once"
         ) from None
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise PairFileError(path, line, None, f"not valid JSON ({error})") from None
+    except json.JSONDecodeError as error:  # its own "line 2" counted the line's newline
+        where = f"at character {error.pos + 1} of the line"
+        if error.pos >= len(text.rstrip()):
+            where = "at the end of the line: cut short?"
+        raise PairFileError(path, line, None, f"not valid JSON ({error.msg} {where})") from None
+    except RecursionError:
+        raise PairFileError(path, line, None, "not valid JSON (nested too deeply)") from None
     except ValueError as error:  # a number past Python's digit limit, among others
         text = str(error).split(";")[0][:200]
         raise PairFileError(

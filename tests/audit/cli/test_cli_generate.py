@@ -196,6 +196,25 @@ def test_malformed_files(tmp_path, content, message):
         load_pairs(path)
 
 
+def test_a_line_cut_short_is_said_by_its_file_line_and_character(tmp_path, good_lines):
+    """json's own position counted the line's newline as a second line: a pair line cut
+    short read "trunc.jsonl:3: not valid JSON (Expecting ':' delimiter: line 2 column 1
+    (char 3130))", two line numbers for one line (a new user's finding)."""
+    cut = good_lines[1][: len(good_lines[1]) // 2].rstrip()
+    cut = cut[: cut.rindex('"') + 1]  # ends on a key: the parser then wants its ':'
+    path = write(tmp_path, [good_lines[0], cut, good_lines[2]])
+    with pytest.raises(PairFileError) as error:
+        load_pairs(path)
+    said = str(error.value)
+    assert ":2: not valid JSON (" in said
+    assert "at the end of the line: cut short?" in said
+    assert "line 2" not in said
+    broken = good_lines[0].replace('":', '"', 1)  # a key without its ':'
+    with pytest.raises(PairFileError, match=r":1: not valid JSON \(Expecting ':' delimiter at "
+                       r"character \d+ of the line\)"):  # fmt: skip
+        load_pairs(write(tmp_path, [broken]))
+
+
 def test_duplicate_pair_ids_and_unreadable_files(tmp_path, good_lines):
     path = write(tmp_path, [good_lines[0], good_lines[1], good_lines[0]])
     with pytest.raises(
