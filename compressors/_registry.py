@@ -220,8 +220,16 @@ def resolve_class(target: str) -> type[Compressor]:
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
+            missing = isinstance(error, ModuleNotFoundError) and error.name is not None
+            where = (  # the module itself not found (not a module it imports)
+                f" (looked for in the working directory, {os.getcwd()}, and on the Python "
+                "path: run audit where the module is, add its directory to PYTHONPATH, or "
+                "install it as a package, `audit new-compressor`)"
+                if missing and module_name.split(".")[0] == error.name
+                else ""
+            )
             raise UnknownCompressorError(
-                f"{target}: cannot import {module_name!r}: {error}"
+                f"{target}: cannot import {module_name!r}: {error}{where}"
             ) from None
         except Exception as error:  # the module itself is broken: name it, no traceback
             raise UnknownCompressorError(

@@ -13,6 +13,7 @@ and the paper's deterministic findings on the ``cca-pilot-paper`` preset through
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 import uuid
@@ -673,6 +674,23 @@ def test_module_attr_loads_a_class_from_a_temporary_module(plugin_module):
 def test_module_attr_that_is_no_compressor_fails_clearly(plugin_module, spec, match):
     with pytest.raises(compressors.UnknownCompressorError, match=match):
         compressors.build(spec.format(module=plugin_module))
+
+
+def test_a_module_not_found_says_where_it_was_looked_for(plugin):
+    """``my_memory:NewestFirst`` run from another directory said only "No module named
+    'my_memory'" (a new user's finding); it now says where it looked and the ways out.  A
+    module that is found but imports one that is not is not told to move."""
+    with pytest.raises(compressors.UnknownCompressorError) as error:
+        compressors.build("ma_no_such_module_anywhere:Thing")
+    said = str(error.value)
+    assert "No module named 'ma_no_such_module_anywhere'" in said
+    assert f"looked for in the working directory, {os.getcwd()}, and on the Python path" in said
+    assert "PYTHONPATH" in said
+    module = plugin("imports_a_missing_one", "import ma_not_installed_either\n")
+    with pytest.raises(compressors.UnknownCompressorError) as error:
+        compressors.build(f"{module}:Thing")
+    assert "No module named 'ma_not_installed_either'" in str(error.value)
+    assert "PYTHONPATH" not in str(error.value)
 
 
 def test_a_raising_plugin_yields_error_rows_and_spares_other_conditions(plugin_module):
