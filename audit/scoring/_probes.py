@@ -117,8 +117,11 @@ class FloorFinding(BaseModel):
         against it, and how many more (``summary.json`` has every test)."""
         failed = self.failed
         more = len(failed) - 1
+        others = f"{more} other transform" + ("s" if more > 1 else "")
         return failed[0].text() + (
-            f"; not beaten under {more} more of {len(self.tests)} transforms" if more else ""
+            f"; not beaten under {others} either ({len(failed)} of the {len(self.tests)} tested)"
+            if more
+            else ""
         )
 
 

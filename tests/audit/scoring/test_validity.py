@@ -1170,6 +1170,17 @@ def _floor_finding(condition: str, tests: list[tuple[float, float]]) -> Any:
     )  # fmt: skip
 
 
+def test_a_floor_line_counts_the_other_transforms_that_did_not_beat_it():
+    """ "not beaten under 6 more of 7 transforms" read awkwardly to a new user (6 more
+    than what, of 7?): the line names the first failed test, then how many others
+    failed, of all tested."""
+    three = _floor_finding("tail", [(-0.05, 0.4), (-0.3, 1e-6), (-0.1, 0.2)])
+    assert three.line().endswith("; not beaten under 2 other transforms either (3 of the 3 tested)")
+    two = _floor_finding("tail", [(-0.05, 0.4), (0.3, 1e-6), (-0.1, 0.2)])
+    assert two.line().endswith("; not beaten under 1 other transform either (2 of the 3 tested)")
+    assert "either" not in _floor_finding("tail", [(-0.05, 0.4), (0.3, 1e-6)]).line()
+
+
 def test_the_floor_says_when_a_probe_scores_significantly_higher():
     """A new user read "this audit cannot tell 6 of 6 strict conditions from a
     label-graph heuristic" as "about the same", where the probe scored 62/84 against 34/84
