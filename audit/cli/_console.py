@@ -304,10 +304,8 @@ def best_lines(summary: Summary, notes: bool = True) -> list[str]:
         lines.append(f"joint J at {budget} B: " + "; ".join(parts))
         if notes and "probe" in tops and "strict" in tops and tops["probe"] > tops["strict"]:
             lines.append(
-                f"note: at {budget} B the floor is above the best at identity, where a "
-                "probe wins on the task's surface alone; the floor check names each "
-                "condition that does not beat the best probe significantly under every "
-                "transform"
+                f"note: at {budget} B the floor is above the best at identity: a probe keeps "
+                "more from the task's surface alone than any condition from its meaning"
             )
     return lines
 
@@ -714,7 +712,7 @@ def print_summary(
         _print_llm(console, found)
         _print_wrong_answers(console, found)
     else:
-        for line in best_lines(found, notes=False):  # (the exact table has them, and notes)
+        for line in best_lines(found):  # (the exact table has them)
             console.print(line)
         _print_readers(console, found)
         stage = found.config.get("llm")

@@ -968,6 +968,9 @@ def test_the_console_names_the_best_the_ceiling_and_the_floor_and_what_it_left_o
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
+    again = runner.invoke(app, ["resume", str(tmp_path / "r")], env={"COLUMNS": "80"})
+    assert again.exit_code == 0, again.output  # the same run: its answer, not verbose
+    plain = " ".join(again.output.split())
     left = said.split("(at 80 columns: ", 1)[1].split(")", 1)[0]
     assert "budget" not in left, left
     assert "override" in left
@@ -984,9 +987,11 @@ def test_the_console_names_the_best_the_ceiling_and_the_floor_and_what_it_left_o
         assert f"best {', '.join(best) if top else 'none passes'} {top}/84" in line
         assert f"ceiling full {joint['full']['k']}/84" in line
         assert f"floor probe_lowrev {joint['probe_lowrev']['k']}/84" in line
-        # a floor above the best is explained, not left to read as "nothing beats it"
+        # a floor above the best is explained, not left to read as "nothing beats it",
+        # without --verbose too (a new user found the reason only with it)
         above = joint["probe_lowrev"]["k"] > top
         assert (f"note: at {budget} B the floor is above the best at identity" in said) == above
+        assert (f"note: at {budget} B the floor is above the best at identity" in plain) == above
     # a floor and a ceiling are there: no note asks for them
     assert "add `baselines`" not in said
     # an archive is marked as one (only the best archive is the ceiling), and the legend
@@ -1083,8 +1088,9 @@ def test_the_default_console_answers_first_one_verdict_line_per_condition(tmp_pa
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     # 32 before the best condition was named in words and the floor's warning said that
-    # a probe scores significantly higher (a new user's two questions): 34
-    assert len(lines) <= 34, result.output
+    # a probe scores significantly higher (a new user's two questions): 34; and why the
+    # floor is above every condition (the third, answered only with --verbose): 36
+    assert len(lines) <= 36, result.output
     assert max(len(line) for line in lines if str(out) not in line) <= 80
     summary = json.loads((out / "summary.json").read_text())
     joint = {
