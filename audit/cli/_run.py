@@ -432,7 +432,7 @@ def execute_and_print(
             err=True,
         )
         raise typer.Exit(EXIT_INCOMPLETE)
-    for line in next_steps(run_dir, plan):
+    for line in next_steps(run_dir, plan, llm=not whole):
         typer.echo(terminal_text(line))
     if invocation.raising_exits and summary.get("compressor_errors"):
         raise typer.Exit(EXIT_COMPRESSOR_RAISED)
@@ -452,13 +452,14 @@ def _did_nothing(run_dir: Path) -> bool:
     return jobs == 0 and units == 0
 
 
-def next_steps(run_dir: Path, plan: RunPlan) -> list[str]:
-    """What to do next with this run: the report, and LLM reads when it has none."""
+def next_steps(run_dir: Path, plan: RunPlan, llm: bool = True) -> list[str]:
+    """What to do next with this run: the report, and LLM reads when it has none
+    (``llm``: said once, when the run is made, not on every look at a whole one)."""
     lines = [
         f"next: audit report {shlex.quote(str(run_dir))}",
         "      (report.html and report.md in its report/)",
     ]
-    if plan.llm is None:
+    if plan.llm is None and llm:
         lines += [
             "      LLM reads (the embedded 135M model checks the pipeline; vLLM: --config):",
             "      audit run --transforms identity --reader local --llm-sample 1 \\",

@@ -779,6 +779,8 @@ def test_a_run_ends_with_what_to_do_next_and_a_whole_run_resumes_to_its_answer(t
         f"complete: nothing to do; {out} is whole and was left as it is"
     )
     assert " in 0." not in again.output  # no timing of nothing
+    assert "next: audit report" in again.output
+    assert "--reader local" not in again.output  # the LLM hint: once, when the run was made
     # ... and it says its answer again (it said only "nothing to do": no command showed a
     # finished run's verdict again)
     verdict = next(line for line in lines if line.lstrip().startswith("frontier "))
