@@ -450,7 +450,7 @@ def _print_differences(table: Any, score: str) -> None:
     """The comparisons that are not the same in both runs, under a line that says why
     each two were compared; in each group, significant ones first, then the largest."""
     from audit.reportdata import SAME_GROUP
-    from audit.scoring import COMPARED_SCORES
+    from audit.scoring import COMPARED_SCORES, sentence
 
     shown = table[table["group"] < SAME_GROUP]
     if shown.empty:
@@ -474,14 +474,14 @@ def _print_differences(table: Any, score: str) -> None:
     room = shutil.get_terminal_size((80, 24)).columns - 4 - max(len(n) for n in numbers)
     title = COMPARED_SCORES[score]
     echo_fitted(
-        f"{title[0].upper()}{title[1:]}, the left system minus the right [95 % interval], "
+        f"{sentence(title)}, the left system minus the right [95 % interval], "
         "Holm p" + ("; * significant after Holm:" if shown["significant"].any() else ":")
     )
     why = None
     for name, number, (_, row) in zip(names, numbers, head.iterrows(), strict=True):
         if row["why"] != why:
             why = row["why"]
-            echo_fitted(f"{str(why)[0].upper()}{str(why)[1:]}:")
+            echo_fitted(f"{sentence(str(why))}:")
         mark = "*" if row["significant"] else " "
         echo_fitted(
             f"{mark} {name:<{width}}  {number}" if width <= room else f"{mark} {name}: {number}",

@@ -39,6 +39,7 @@ from audit.scoring import (
     reader_agreement,
     reader_checks,
     score_results,
+    sentence,
     tango_paired,
     unreadable,
     verdicts,
@@ -975,8 +976,7 @@ def _document(
             Section("comparisons", "Paired differences", blocks),
             Section(
                 "systems",
-                f"{COMPARED_SCORES[score][:1].upper()}{COMPARED_SCORES[score][1:]} per "
-                "system on the shared pairs",
+                f"{sentence(COMPARED_SCORES[score])} per system on the shared pairs",
                 [
                     Table(
                         "systems-table",

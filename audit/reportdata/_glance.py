@@ -29,6 +29,7 @@ from audit.scoring import (
     budget_alerts,
     equivariance_alerts,
     floor_message,
+    sentence,
     spelling_text,
     verdict_rows,
 )
@@ -56,7 +57,7 @@ def _probe_alerts(ctx: ReportContext) -> list[Block]:
         message = floor_message(findings, len(strict))
         items: list[Any] = [[Strong(name), ": " + where] for name, where in message.items]
         title: Any = [Flag(message.headline), f" ({ctx.where(reader, budget)})"]
-        beaten = f"{message.beaten[0].upper()}{message.beaten[1:]}. " if message.beaten else ""
+        beaten = f"{sentence(message.beaten)}. " if message.beaten else ""
         blocks.append(Alert("warn", title, beaten + message.body, items))
     return blocks
 
@@ -68,12 +69,12 @@ def reader_alerts(ctx: ReportContext) -> list[Block]:
     for check in ctx.reader_checks:
         if check.verdict:
             blocks.append(Alert("warn", [Strong(check.reader), ": ", Flag(check.verdict)],
-                                f"{check.text()[0].upper()}{check.text()[1:]}. Its scores "
+                                f"{sentence(check.text())}. Its scores "
                                 "are shown marked and take no part in any ranking."))  # fmt: skip
     for writer in ctx.writer_checks:
         blocks.append(Alert("warn", [Strong(f"{writer.condition} @ {writer.budget} B"), ": ",
                                      Flag(writer.verdict)],
-                            f"{writer.text()[0].upper()}{writer.text()[1:]}."))  # fmt: skip
+                            f"{sentence(writer.text())}."))  # fmt: skip
     return blocks
 
 
@@ -89,7 +90,7 @@ def _shortcut_alerts(ctx: ReportContext) -> list[Block]:
                     "warn",
                     [Strong(finding.condition), Flag(" claims order invariance, and the "
                      "claim is false"), f" ({where})"],
-                    [finding.text()[0].upper() + finding.text()[1:] + " Log order carries no "
+                    [sentence(finding.text()) + " Log order carries no "
                      "meaning and the condition declares order_invariant."],
                 )
             )  # fmt: skip
@@ -148,7 +149,7 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
         noise = warning.within_noise
         text = warning.text()  # the console's text too
         body: list[Any] = [
-            text[0].upper() + text[1:],
+            sentence(text),
             " (Strict conditions only: archives and probes are not choices.)",
         ]
         title = (
@@ -291,7 +292,7 @@ def _budget_alerts(ctx: ReportContext) -> list[Block]:
         Alert(
             "warn",
             [Strong(finding.condition), Flag(" went over the budget"), f" ({finding.budget} B)"],
-            [finding.text()[0].upper() + finding.text()[1:] + "."],
+            [sentence(finding.text()) + "."],
         )
         for finding in budget_alerts(ctx.scores)
     ]

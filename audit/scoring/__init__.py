@@ -33,6 +33,7 @@ from audit.scoring._probes import (
     floor_findings,
     floor_message,
     listed,
+    sentence,
 )
 from audit.scoring._readers import (
     READ_THRESHOLD,
@@ -164,6 +165,7 @@ __all__ = [
     "score_pieces",
     "score_results",
     "selection_warnings",
+    "sentence",
     "shortcut_gaps",
     "spelling_text",
     "summarize",

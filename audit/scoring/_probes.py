@@ -145,6 +145,11 @@ def article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
+def sentence(text: str) -> str:
+    """``text`` with its first letter upper-case: a finding's text begins a sentence."""
+    return text[:1].upper() + text[1:]
+
+
 def listed(words: Sequence[str], last: str = "and") -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     words = list(words)
@@ -217,8 +222,8 @@ def floor_message(findings: Sequence[FloorFinding], strict: int) -> FloorMessage
         else probe_advice("each condition", matched, findings[0].transforms)
     )
     body = (
-        f"{RULE[0].upper()}{RULE[1:]} ({', '.join(findings[0].transforms)}); "
-        f"{'it does' if one else 'these do'} not ({legend}). {advice[0].upper()}{advice[1:]}."
+        f"{sentence(RULE)} ({', '.join(findings[0].transforms)}); "
+        f"{'it does' if one else 'these do'} not ({legend}). {sentence(advice)}."
     )
     worse = [f.condition for f in findings if f.beaten]
     than = "it" if one else "each of them"
