@@ -302,6 +302,17 @@ def best_lines(summary: Summary, notes: bool = True) -> list[str]:
             parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
             tops[kind] = top
         lines.append(f"joint J at {budget} B: " + "; ".join(parts))
+        held = [
+            c.mean_memory_bytes
+            for c in summary.overall(exact=True)
+            if c.budget == budget and c.transform == "identity"
+            and summary.kind(c.condition) != "archive"
+        ]  # fmt: skip
+        if notes and held and not any(held):  # (an archive re-reads the history instead)
+            lines.append(
+                f"note: at {budget} B every memory is empty: no record fits in it (a budget "
+                "counts UTF-8 bytes)"
+            )
         if notes and "probe" in tops and "strict" in tops and tops["probe"] > tops["strict"]:
             lines.append(
                 f"note: at {budget} B the floor is above the best at identity: a probe keeps "

@@ -1075,6 +1075,24 @@ def test_baselines_adds_every_archive_and_probe_and_a_run_without_them_says_so(
     assert "floor: probe_" in both
 
 
+def test_a_budget_no_record_fits_in_is_said_to_empty_every_memory(tmp_path: Path):
+    """``--budget 1`` (bytes, where a user may think kilobytes) printed "best none passes
+    0/24 ... floor none passes 0/24" and nothing on why (a new user's finding): the
+    console now says that every memory is empty at that budget, and not at one where
+    records fit."""
+    result = runner.invoke(
+        app,
+        ["run", "--preset", "cca-pilot-paper", "--conditions", "frontier,tail,full",
+         "--transforms", "identity", "--budget", "1,1200", "--workers", "1", "--quiet",
+         "--out", str(tmp_path / "r")],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "note: at 1 B every memory is empty: no record fits in it" in said
+    assert "note: at 1200 B every memory is empty" not in said
+
+
 def test_the_default_console_answers_first_one_verdict_line_per_condition(tmp_path: Path):
     """A new user's question, answered from the console alone: the words are defined
     before the verdicts use them, each strict condition has one verdict line of at most
