@@ -36,6 +36,7 @@ from audit.rundir._layout import (
     RESULTS_CSV,
     RESULTS_PARQUET,
     STORE_FILE,
+    SUMMARY_FILE,
     read_run_file,
 )
 from audit.rundir._manifest import read_manifest
@@ -280,7 +281,10 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
     if (run_dir / STORE_FILE).exists():
         try:
             with closing(connect_read_only(run_dir / STORE_FILE)) as db:
-                (last,) = db.execute("SELECT MAX(finished) FROM jobs").fetchone()
+                # (a time that is not a number is no time: ``damaged_jobs`` reads the rest)
+                (last,) = db.execute(
+                    "SELECT MAX(finished) FROM jobs WHERE typeof(finished) IN ('real', 'integer')"
+                ).fetchone()
         except sqlite3.Error:
             last = None
     return RunData(
@@ -323,6 +327,7 @@ def is_whole(run_dir: Path, plan: dict[str, Any], csv: bool = False) -> bool:
         and run.costs is not None
         and bool(run.costs.invocations)
         and (not csv or RESULTS_CSV in manifest.files)
+        and SUMMARY_FILE in manifest.files  # (its answer is read from it, checked)
         and store[0] == set(manifest.planned)
         and not store[1]
         and manifest.files[RESULTS_PARQUET].sha256 in store[2]

@@ -31,6 +31,7 @@ from typing import Any, TypeGuard
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.ipc as pa_ipc
 
@@ -189,6 +190,8 @@ def store_format(db: sqlite3.Connection) -> int | None:
     tables = _tables(db)
     if "store_format" in tables:
         found = db.execute("SELECT version FROM store_format").fetchone()
+        if found is not None and not isinstance(found[0], int):  # read as a damaged store
+            raise sqlite3.DatabaseError(f"its format is {found[0]!r}, not a version number")
         return None if found is None else int(found[0])
     return 1 if "jobs" in tables else None
 
@@ -398,7 +401,32 @@ def damaged_jobs(
                 )
             elif read_memories and _block_digests(db, block, lengths) != digests:
                 found[key] = UNFAITHFUL
+    counts = {job[0]: job[2] for job in jobs if job[1] == "integer"}
+    # (rows waiting for a key the store has no job of are never read: job keys come from
+    # its jobs, and storing that job replaces them)
+    for key, blob in db.execute("SELECT job_key, CAST(results AS BLOB) FROM pending"):
+        if key in counts and key not in found and (why := _waiting_damage(key, blob, counts[key])):
+            found[key] = why
     return found
+
+
+def _waiting_damage(key: str, blob: object, rows: int) -> str | None:
+    """Why a job's rows waiting in the store are not its rows as it stored them (None:
+    they are): they do not parse, are not as many as its record says, or name another
+    job."""
+    try:
+        table = table_from_bytes(blob) if isinstance(blob, bytes) else None
+    except (pa.ArrowException, ValueError, OSError):
+        table = None
+    if table is None or "job_key" not in table.column_names:
+        return "its rows waiting in the store do not parse"
+    if rows != table.num_rows:
+        return f"its rows waiting in the store are {table.num_rows}, its record says {rows}"
+    if table.num_rows and pc.count_distinct(table["job_key"]).as_py() != 1:
+        return "its rows waiting in the store name another job"
+    if table.num_rows and table["job_key"][0].as_py() != key:
+        return "its rows waiting in the store are another job's"
+    return None
 
 
 UNFAITHFUL = "its memory block does not hold the memories its index names"
@@ -434,7 +462,10 @@ def job_keys(
     """Every stored job's key (those in ``only``, when given): those in ``order`` first,
     then the rest by finishing time."""
     rank = {key: i for i, key in enumerate(order)}
-    found = db.execute("SELECT job_key, finished FROM jobs").fetchall()
+    found = db.execute(  # a time that is not a number sorts as the first (it is no time)
+        "SELECT job_key, CASE WHEN typeof(finished) IN ('real', 'integer') THEN finished "
+        "ELSE 0 END FROM jobs"
+    ).fetchall()
     if only is not None:
         found = [row for row in found if row[0] in only]
     found.sort(key=lambda row: (rank.get(row[0], len(rank)), row[1], row[0]))
@@ -698,14 +729,14 @@ class RunStore:
                 old = db.execute(
                     "SELECT memory_block FROM jobs WHERE job_key = ?", (job.key,)
                 ).fetchone()
-                if old is not None:
-                    if not replace:
-                        db.execute("ROLLBACK")
-                        return False
-                    for table in ("jobs", "job_logs", "pending"):
-                        db.execute(f"DELETE FROM {table} WHERE job_key = ?", (job.key,))
-                    if old[0] is not None:
-                        db.execute("DELETE FROM memory_blocks WHERE block = ?", (old[0],))
+                if old is not None and not replace:
+                    db.execute("ROLLBACK")
+                    return False
+                # (rows or a log left without a job record are damage: replaced too)
+                for table in ("jobs", "job_logs", "pending"):
+                    db.execute(f"DELETE FROM {table} WHERE job_key = ?", (job.key,))
+                if old is not None and old[0] is not None:
+                    db.execute("DELETE FROM memory_blocks WHERE block = ?", (old[0],))
                 block = None
                 if job.memory_index:
                     block = db.execute(

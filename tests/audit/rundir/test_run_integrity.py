@@ -891,3 +891,105 @@ def test_a_memory_that_is_not_the_one_its_sha256_names_is_found_where_it_is_read
     again = audit("report", str(run), "--out", str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr
     assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "how", ["another job's rows", "its rows cut to 10", "bytes that are no rows"]
+)
+def test_rows_waiting_in_the_store_that_are_not_the_jobs_are_named_and_run_again(
+    whole: Path, tmp_path: Path, how: str
+):
+    """A finished job given rows waiting in the store that are not its own: another job's
+    rows under its key made resume write them into results.parquet (that job's own rows
+    gone) with exit 0; ten of its rows made resume drop the rest; bytes that are no rows
+    stopped export with a raw pyarrow message and resume with "move it away" (the
+    adversary's findings).  Now the report names the job (exit 4), export refuses, and
+    resume runs it again: results.parquet is byte for byte the undamaged one's."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    run = copy_run(whole, tmp_path / "run")
+    (run / "results.csv").unlink()
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["files"]["results.csv"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    table = pq.read_table(run / "results.parquet")
+    keys = table["job_key"].to_pylist()
+    victim, other = keys[0], next(k for k in keys if k != keys[0])
+    rows = table.filter(pa.compute.equal(table["job_key"], other if "another" in how else victim))
+    if "cut" in how:
+        rows = rows.slice(0, 10)
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    blob = bytes.fromhex("00112233") if "no rows" in how else sink.getvalue().to_pybytes()
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        db.execute("INSERT INTO pending VALUES (?, ?)", (victim, blob))
+        db.commit()
+    finally:
+        db.close()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    named = " ".join(warnings(report))
+    assert f"store.sqlite is damaged (job {victim}: its rows waiting in the store" in named, named
+    export = audit("export", str(run), "--csv")
+    assert export.returncode == 2, export.stderr
+    assert f"(job {victim}: its rows waiting in the store" in one_line_error(export)
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    again = audit("report", str(run), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("damage", "report_exit", "resume_exit"),
+    [
+        ("UPDATE jobs SET finished = 'x' WHERE rowid = 3", 0, 0),
+        ("UPDATE jobs SET finished = x'00' WHERE rowid = 3", 0, 0),
+        ("UPDATE store_format SET version = 'six'", 4, 1),
+    ],
+)
+def test_a_store_value_of_the_wrong_type_is_no_traceback(
+    whole: Path, tmp_path: Path, damage: str, report_exit: int, resume_exit: int
+):
+    """A job's finishing time that is not a number stopped report and resume with "this
+    is a bug" (a sort of text against numbers), and a store format that is text stopped
+    every command so (the adversary's findings).  A time that is not one is no time (the
+    job's rows are whole); a format that is not a number is a damaged store, said in one
+    line."""
+    run = copy_run(whole, tmp_path / "run")
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        db.execute(damage)
+        db.commit()
+    finally:
+        db.close()
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    export = audit("export", str(run), "--csv", "--out", str(tmp_path / "rows.csv"))
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    for done in (report, export, resumed):
+        assert "this is a bug" not in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+    assert (report.returncode, resumed.returncode) == (report_exit, resume_exit)
+    if resume_exit:
+        assert "its format is 'six', not a version number" in one_line_error(resumed)
+
+
+def test_a_summary_the_manifest_does_not_record_is_written_again_by_resume(
+    whole: Path, tmp_path: Path
+):
+    """summary.json garbled and left out of manifest.json: the run was called whole (its
+    summary is not checked when the manifest does not record it) and resume stopped
+    with a JSONDecodeError, "this is a bug".  A run is whole only with its summary
+    recorded, so resume writes it again."""
+    run = copy_run(whole, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["files"]["summary.json"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "summary.json").write_text("garbage{")
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (run / "summary.json").read_bytes() == (whole / "summary.json").read_bytes()
