@@ -285,7 +285,8 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
                 f"{run_dir} is a run of an older format: its results.csv is already in it"
             )
         parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
-        broken = damaged_jobs(db, held_jobs(parquet) if parquet is not None else {})
+        # each memory read (its sha256 is what export writes beside each row)
+        broken = damaged_jobs(db, held_jobs(parquet) if parquet is not None else {}, True)
         if broken:
             raise RunDataError(
                 f"{run_dir}: cannot be exported: {damaged_jobs_text(broken)}; "

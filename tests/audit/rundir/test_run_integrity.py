@@ -884,6 +884,9 @@ def test_a_memory_that_is_not_the_one_its_sha256_names_is_found_where_it_is_read
     assert f"store.sqlite is damaged (job {key}: its memory block does not hold" in named, named
     assert f"`audit resume {run}` runs those jobs again" in named, named
     assert "This run is damaged" in (tmp_path / "report" / "report.md").read_text()
+    export = audit("export", str(run), "--csv")  # it wrote the digests against wrong rows
+    assert export.returncode == 2, export.stderr
+    assert f"(job {key}: its memory block does not hold" in one_line_error(export)
 
     resumed = audit("resume", str(run), "--quiet", "--workers", "1")
     assert resumed.returncode == 0, resumed.stderr
