@@ -11,7 +11,7 @@ into its exit status.  A run made before manifests is read as before, marked unc
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ from audit.rundir._manifest import RunManifest, file_record, read_manifest
 from audit.rundir._results import (
     grouped_runs,
     held_jobs,
+    held_of,
     parquet_format,
     stored_tables,
     vouched_file,
@@ -208,19 +209,21 @@ def _file_problem(path: Path, manifest: RunManifest) -> str | None:
     return None
 
 
-def _read_file(path: Path) -> pd.DataFrame:
+def _read_file(path: Path) -> tuple[pd.DataFrame, dict[str, HeldJob] | None]:
+    """A result file's rows, and what it holds of each job where it says (this format's
+    results.parquet: ``held_of``, for ``damaged_jobs``)."""
     if path.suffix == ".parquet":
         if parquet_format(path) is None:  # an older layout: the digests are in the file
-            return pd.read_parquet(path)
+            return pd.read_parquet(path), None
         return _digested_parquet(path)
-    return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""]), None
 
 
 DICTIONARY_TEXT = tuple(c for c in (*CATEGORICAL, *OBJECT_TEXT) if c in STORED_SCHEMA.names)
 """What ``normalize`` makes categories or Python strings: never a string a row."""
 
 
-def _digested_parquet(path: Path) -> pd.DataFrame:
+def _digested_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, HeldJob]]:
     """A results.parquet of this format, each memory's sha256 looked up in the store
     beside it (empty where the store cannot say: the drill-down is then unavailable)."""
     import pyarrow.parquet as pq
@@ -254,7 +257,7 @@ def _digested_parquet(path: Path) -> pd.DataFrame:
     finally:
         if db is not None:
             db.close()
-    return cast(pd.DataFrame, table.to_pandas())
+    return cast(pd.DataFrame, table.to_pandas()), held_of(keyed)
 
 
 def _unchecked_file(path: Path, manifest: RunManifest) -> str:
@@ -318,12 +321,13 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
         if (problem := _file_problem(run_dir / name, manifest)) is not None
     }
     frame: pd.DataFrame | None = None
+    held: dict[str, HeldJob] | None = None
     if finished:
         for path in files:
             if path.name not in manifest.files or path.name in problems:
                 continue
             try:
-                frame = _read_file(path)
+                frame, held = _read_file(path)
             except Exception as error:  # it matched its checksum yet does not parse
                 problems[path.name] = f"{path.name} cannot be parsed ({_first_line(error)})"
                 continue
@@ -349,7 +353,7 @@ def read_checked(run_dir: Path, run_id: str | None) -> tuple[pd.DataFrame, RunIn
                 "run the audit again"
             )
         integrity.results_from = STORE_FILE
-    integrity.add_damaged_jobs(run_dir, _damaged_jobs(run_dir, frame["job_key"].unique()))
+    integrity.add_damaged_jobs(run_dir, _damaged_jobs(run_dir, frame["job_key"].unique(), held))
     for name, problem in problems.items():
         instead = (
             "the report does not read it"
@@ -385,17 +389,20 @@ def _store_meta(path: Path) -> tuple[str | None, dict[str, Any] | None]:
         return None, None
 
 
-def _damaged_jobs(run_dir: Path, keys: Iterable[str]) -> dict[str, str]:
+def _damaged_jobs(
+    run_dir: Path, keys: Iterable[str], read: Mapping[str, HeldJob] | None
+) -> dict[str, str]:
     """``damaged_jobs`` of a readable store, for the jobs whose rows were read (``keys``)
-    and what the results.parquet it vouches for holds of each (none when it cannot be
-    read: said apart)."""
+    and what the results.parquet read (``read``), else the one it vouches for, holds of
+    each (none when it cannot be read: said apart)."""
     try:
         with closing(connect_read_only(run_dir / STORE_FILE)) as db:
             if not readable_store(store_format(db)):
                 return {}
-            parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
             held: dict[str, HeldJob | None] = dict.fromkeys(keys)
-            if parquet is not None:
+            if read is not None:
+                held.update(read)
+            elif parquet := vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db)):
                 held.update(held_jobs(parquet))
             return damaged_jobs(db, held)
     except (OSError, sqlite3.Error, pa.ArrowException):
@@ -540,7 +547,7 @@ def _read_unchecked(run_dir: Path) -> pd.DataFrame:
             check_regular(path)  # a FIFO would block the reader forever
             if path == store:
                 return _store_only(path)
-            return _read_file(path)
+            return _read_file(path)[0]
         except Exception as error:  # any unreadable file: try the next source
             failures.append(f"{path.name}: {type(error).__name__}: {_first_line(error)}")
     if failures:
