@@ -308,7 +308,8 @@ def best_lines(summary: Summary, notes: bool = True) -> list[str]:
             if c.budget == budget and c.transform == "identity"
             and summary.kind(c.condition) != "archive"
         ]  # fmt: skip
-        if notes and held and not any(held):  # (an archive re-reads the history instead)
+        # (an archive re-reads the history instead; no figure is no evidence of it)
+        if notes and held and all(mean == 0 for mean in held):
             lines.append(
                 f"note: at {budget} B every memory is empty: no record fits in it (a budget "
                 "counts UTF-8 bytes)"
