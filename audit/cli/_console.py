@@ -302,14 +302,14 @@ def best_lines(summary: Summary, notes: bool = True) -> list[str]:
             parts.append(f"{word} {who} {top}/{n}{tie if top else ''}")
             tops[kind] = top
         lines.append(f"joint J at {budget} B: " + "; ".join(parts))
-        held = [
+        means = [
             c.mean_memory_bytes
             for c in summary.overall(exact=True)
             if c.budget == budget and c.transform == "identity"
             and summary.kind(c.condition) != "archive"
         ]  # fmt: skip
         # (an archive re-reads the history instead; no figure is no evidence of it)
-        if notes and held and all(mean == 0 for mean in held):
+        if notes and means and all(mean == 0 for mean in means):
             lines.append(
                 f"note: at {budget} B every memory is empty: no record fits in it (a budget "
                 "counts UTF-8 bytes)"
