@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -39,3 +41,14 @@ def finished_jobs(run_dir: Path) -> int:
         return 0
     finally:
         db.close()
+
+
+def lean_copy(run_dir: Path, target: Path) -> Path:
+    """A copy of a finished run that has results.parquet as its one copy of the rows,
+    as a run made without --csv has (its manifest no longer records results.csv)."""
+    shutil.copytree(run_dir, target)
+    (target / "results.csv").unlink()
+    manifest = json.loads((target / "manifest.json").read_text())
+    del manifest["files"]["results.csv"]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    return target

@@ -19,6 +19,7 @@ from audit.cli import app
 from audit.rundir import EXIT_COMPRESSOR_RAISED, RESULT_COLUMNS
 from compressors import deterministic_builtins, parse_spec
 from histories import WRONG_ANSWERS
+from tests._cli import lean_copy
 from tests._rows import result_csv
 
 runner = CliRunner()
@@ -223,7 +224,6 @@ def test_a_job_in_two_places_of_results_parquet_is_refused_and_resume_mends_it(
     nothing compared with the rows the store recorded for it.  Now every reader refuses
     such a file, or names the job whose rows are not as many as the store recorded
     (the report, exit 4; export refuses), and a resume runs the jobs again."""
-    import shutil
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -232,12 +232,7 @@ def test_a_job_in_two_places_of_results_parquet_is_refused_and_resume_mends_it(
     from audit.rundir._integrity import read_checked
     from audit.rundir._results import job_runs
 
-    copy = tmp_path / "edited"
-    shutil.copytree(small_run, copy)
-    (copy / "results.csv").unlink()  # a lean run: results.parquet its one copy of the rows
-    manifest = json.loads((copy / "manifest.json").read_text())
-    del manifest["files"]["results.csv"]
-    (copy / "manifest.json").write_text(json.dumps(manifest))
+    copy = lean_copy(small_run, tmp_path / "edited")
     table = pq.read_table(copy / "results.parquet")
     (_, a, a_rows), (_, b, b_rows) = job_runs(table["job_key"])[:2]
     rest = table.slice(b + b_rows)
@@ -282,15 +277,11 @@ def test_a_run_of_a_newer_format_is_refused_in_one_text_by_every_command(
     the report whatever manifest.json or results.parquet said, and the store and export
     each said it in words of their own.  Every command now refuses it with the one text
     ``newer_format`` writes, naming the format and the way out."""
-    import shutil
 
     import pyarrow.parquet as pq
 
-    newer = tmp_path / "newer"
-    shutil.copytree(small_run, newer)
-    (newer / "results.csv").unlink()
+    newer = lean_copy(small_run, tmp_path / "newer")
     manifest = json.loads((newer / "manifest.json").read_text())
-    del manifest["files"]["results.csv"]
     if where == "manifest":
         manifest["format"] = 7
     (newer / "manifest.json").write_text(json.dumps(manifest))

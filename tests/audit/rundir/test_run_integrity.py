@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._cli import finished_jobs
+from tests._cli import finished_jobs, lean_copy
 
 RUN = ["run", "--preset", "cca-pilot-paper", "--conditions", "frontier,tail",
        "--transforms", "identity,rename:2", "--quiet", "--workers", "1", "--csv"]  # fmt: skip
@@ -777,7 +777,7 @@ def test_a_damaged_memory_block_is_named_left_out_and_run_again_by_resume(
     byte for byte the undamaged one's."""
     from audit.rundir import load_run
 
-    run = copy_run(whole, tmp_path / "run")
+    run = lean_copy(whole, tmp_path / "run")  # the report reads results.parquet, or nothing
     db = sqlite3.connect(run / "store.sqlite")
     try:
         key, block, index = db.execute(
@@ -792,10 +792,6 @@ def test_a_damaged_memory_block_is_named_left_out_and_run_again_by_resume(
         db.commit()
     finally:
         db.close()
-    (run / "results.csv").unlink()  # the report reads results.parquet, or nothing
-    manifest = json.loads((run / "manifest.json").read_text())
-    del manifest["files"]["results.csv"]
-    (run / "manifest.json").write_text(json.dumps(manifest))
     results = load_run(run).results
     victim = results["job_key"] == key
     assert victim.any()
@@ -821,6 +817,29 @@ def test_a_damaged_memory_block_is_named_left_out_and_run_again_by_resume(
     assert again.returncode == 0, again.stderr
     assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
     assert load_run(run).results["memory_sha256"].notna().all()
+
+
+def _named_refused_and_mended(
+    run: Path, whole: Path, tmp_path: Path, key: str, why: str
+) -> subprocess.CompletedProcess[str]:
+    """A damaged store record of job ``key`` (its damage said as ``why``): the report
+    (in ``tmp_path``/report) names the store and the job with the way out and exits 4,
+    export refuses naming them, and resume runs the job again, after which the report
+    exits 0 and results.parquet is byte for byte ``whole``'s.  Returns the resume."""
+    report = audit("report", str(run), "--out", str(tmp_path / "report"))
+    assert report.returncode == 4, report.stderr
+    named = " ".join(warnings(report))
+    assert f"store.sqlite is damaged (job {key}: {why}" in named, named
+    assert f"`audit resume {run}` runs those jobs again" in named, named
+    export = audit("export", str(run), "--csv")
+    assert export.returncode == 2, export.stderr
+    assert f"(job {key}: {why}" in one_line_error(export)
+    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    again = audit("report", str(run), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr
+    assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
+    return resumed
 
 
 def _every_memory_changed(db: sqlite3.Connection, block: int, how: str) -> None:
@@ -861,12 +880,9 @@ def test_a_memory_that_is_not_the_one_its_sha256_names_is_found_where_it_is_read
     run whole.  Now the report leaves out each memory it reads that is not the one its
     sha256 names, names the store and the job (exit 4), and resume, which hashes every
     memory, runs the job again."""
-    run = copy_run(whole, tmp_path / "run")
-    (run / "results.csv").unlink()
-    manifest = json.loads((run / "manifest.json").read_text())
-    del manifest["files"]["results.csv"]
-    (run / "manifest.json").write_text(json.dumps(manifest))
     import pyarrow.parquet as pq
+
+    run = lean_copy(whole, tmp_path / "run")
 
     rows = pq.read_table(run / "results.parquet").to_pandas()
     failing = rows.loc[rows["condition"].astype(str).eq("tail") & rows["correct"].eq(0)]
@@ -878,22 +894,10 @@ def test_a_memory_that_is_not_the_one_its_sha256_names_is_found_where_it_is_read
         db.commit()
     finally:
         db.close()
-    report = audit("report", str(run), "--out", str(tmp_path / "report"))
-    assert report.returncode == 4, report.stderr
-    named = " ".join(warnings(report))
-    assert f"store.sqlite is damaged (job {key}: its memory block does not hold" in named, named
-    assert f"`audit resume {run}` runs those jobs again" in named, named
+    # export wrote the digests against the wrong rows; resume called the run whole
+    resumed = _named_refused_and_mended(run, whole, tmp_path, key, "its memory block does not hold")
     assert "This run is damaged" in (tmp_path / "report" / "report.md").read_text()
-    export = audit("export", str(run), "--csv")  # it wrote the digests against wrong rows
-    assert export.returncode == 2, export.stderr
-    assert f"(job {key}: its memory block does not hold" in one_line_error(export)
-
-    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
-    assert resumed.returncode == 0, resumed.stderr
     assert "nothing to do" not in resumed.stdout
-    again = audit("report", str(run), "--out", str(tmp_path / "again"))
-    assert again.returncode == 0, again.stderr
-    assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -912,11 +916,7 @@ def test_rows_waiting_in_the_store_that_are_not_the_jobs_are_named_and_run_again
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
-    run = copy_run(whole, tmp_path / "run")
-    (run / "results.csv").unlink()
-    manifest = json.loads((run / "manifest.json").read_text())
-    del manifest["files"]["results.csv"]
-    (run / "manifest.json").write_text(json.dumps(manifest))
+    run = lean_copy(whole, tmp_path / "run")
     table = pq.read_table(run / "results.parquet")
     keys = table["job_key"].to_pylist()
     victim, other = keys[0], next(k for k in keys if k != keys[0])
@@ -933,18 +933,7 @@ def test_rows_waiting_in_the_store_that_are_not_the_jobs_are_named_and_run_again
         db.commit()
     finally:
         db.close()
-    report = audit("report", str(run), "--out", str(tmp_path / "report"))
-    assert report.returncode == 4, report.stderr
-    named = " ".join(warnings(report))
-    assert f"store.sqlite is damaged (job {victim}: its rows waiting in the store" in named, named
-    export = audit("export", str(run), "--csv")
-    assert export.returncode == 2, export.stderr
-    assert f"(job {victim}: its rows waiting in the store" in one_line_error(export)
-    resumed = audit("resume", str(run), "--quiet", "--workers", "1")
-    assert resumed.returncode == 0, resumed.stderr
-    again = audit("report", str(run), "--out", str(tmp_path / "again"))
-    assert again.returncode == 0, again.stderr
-    assert (run / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
+    _named_refused_and_mended(run, whole, tmp_path, victim, "its rows waiting in the store")
 
 
 @pytest.mark.parametrize(
