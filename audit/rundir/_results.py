@@ -188,9 +188,8 @@ def job_tables(
 ) -> Iterator[tuple[str, pa.Table]]:
     """Each job of ``order`` that has rows, one at a time (STORED_SCHEMA): from the store
     while they wait there (``pending``), else from ``parquet`` (a results.parquet the
-    store vouches for); a job found in neither is
-    left out.  A row group is read once while its jobs follow each other (plan order is
-    the file's order)."""
+    store vouches for); a job found in neither is left out.  A row group is read once
+    while its jobs follow each other (plan order is the file's order)."""
     handle = pq.ParquetFile(parquet) if parquet is not None else None
     where: dict[str, tuple[int, int, int]] | None = None  # read when a job is not pending
     held: tuple[int, pa.Table] | None = None
