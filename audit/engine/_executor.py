@@ -384,7 +384,11 @@ def _execute_in(
         order = [job.key for job in planned] + [unit.key for unit in units]
         stored = store.finished_jobs()
         foreign = stored - set(order)
-        if foreign:
+        if foreign and store.owned and store.planned(order[: len(planned)], order[len(planned) :]):
+            # this run's own store and plan: a record no plan made is damage, run again
+            store.drop_jobs(foreign)
+            stored -= foreign
+        elif foreign:
             raise RunDirectoryError(
                 f"{store.path} holds {len(foreign)} finished job(s) this run did not plan: "
                 "it belongs to another run and is never merged; move it away to run this "

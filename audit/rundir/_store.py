@@ -637,6 +637,8 @@ class RunStore:
 
     def __init__(self, directory: Path, run_id: str | None = None) -> None:
         self.path = directory / STORE_FILE
+        self.owned = False
+        """Whether the store already named ``run_id`` as its run when opened."""
         if not self.path.exists():
             _create_private(self.path)
         try:
@@ -687,6 +689,7 @@ class RunStore:
 
     def _claim(self, run_id: str) -> None:
         found = stored_run_id(self._db)
+        self.owned = found == run_id
         if found is None:
             self._db.execute("INSERT INTO run_meta VALUES ('run_id', ?)", (run_id,))
         elif found != run_id:
@@ -717,9 +720,35 @@ class RunStore:
         written."""
         self._meta("plan", json.dumps(plan_record(jobs, units)), "record the plan")
 
+    def planned(self, jobs: Sequence[str], units: Sequence[str]) -> bool:
+        """Whether the store recorded this very plan (``record_plan``)."""
+        with self._reading():
+            return stored_plan(self._db) == plan_record(jobs, units)
+
     def finished_jobs(self) -> set[str]:
         with self._reading():
             return {key for (key,) in self._db.execute("SELECT job_key FROM jobs")}
+
+    def drop_jobs(self, keys: Collection[str]) -> None:
+        """Delete the records of ``keys`` and every memory block no job names then, in
+        one transaction: records of this run's store that its plan never made."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("jobs", "job_logs", "pending"):
+                    db.executemany(f"DELETE FROM {table} WHERE job_key = ?", [(k,) for k in keys])
+                db.execute(
+                    "DELETE FROM memory_blocks WHERE block NOT IN "
+                    "(SELECT memory_block FROM jobs WHERE memory_block IS NOT NULL)"
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "drop unplanned jobs") from None
 
     def add_job(self, job: PackedJob, replace: bool = False) -> bool:
         """Commit a whole job atomically; False (and nothing changed) if already stored,

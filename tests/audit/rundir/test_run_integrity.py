@@ -936,6 +936,41 @@ def test_rows_waiting_in_the_store_that_are_not_the_jobs_are_named_and_run_again
     _named_refused_and_mended(run, whole, tmp_path, victim, "its rows waiting in the store")
 
 
+@pytest.mark.parametrize("how", ["renamed", "copied under another key"])
+def test_a_job_record_the_plan_never_made_is_named_and_run_again(
+    whole: Path, tmp_path: Path, how: str
+):
+    """A job record of this run's own store under a key its plan never made (its key
+    changed, or a copy of another job's record): the report said resume runs the job
+    again, but resume refused the store as another run's ("did not plan").  Now resume
+    drops the record and runs what the plan lacks: results.parquet is byte for byte
+    the undamaged one's."""
+    run = lean_copy(whole, tmp_path / "run")
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        (key,) = db.execute("SELECT job_key FROM jobs ORDER BY job_key LIMIT 1").fetchone()
+        if how == "renamed":
+            db.execute("UPDATE jobs SET job_key = 'ffff' || job_key WHERE job_key = ?", (key,))
+        else:
+            db.execute(
+                "INSERT INTO jobs SELECT 'ffff' || job_key, finished, n_rows, retry_na, "
+                "memory_block FROM jobs WHERE job_key = ?",
+                (key,),
+            )
+        db.commit()
+    finally:
+        db.close()
+    why = "the store holds no record of it" if how == "renamed" else "its memory block is also"
+    _named_refused_and_mended(run, whole, tmp_path, key, why)
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        keys = {k for (k,) in db.execute("SELECT job_key FROM jobs")}
+    finally:
+        db.close()
+    assert key in keys
+    assert f"ffff{key}" not in keys
+
+
 @pytest.mark.parametrize(
     ("damage", "report_exit", "resume_exit"),
     [
