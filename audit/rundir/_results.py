@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -35,6 +36,7 @@ from audit.rundir._layout import (
     write_atomically,
 )
 from audit.rundir._store import (
+    OLDEST_READ,
     HeldJob,
     RunStore,
     connect_read_only,
@@ -156,7 +158,11 @@ def held_of(jobs: Iterable[tuple[str, pa.Table]]) -> dict[str, HeldJob]:
     found = {}
     for key, table in jobs:
         largest = pc.max(table[MEMORY_ID]).as_py()
-        found[key] = HeldJob(table.num_rows, 0 if largest is None else largest + 1)
+        count = 0 if largest is None else largest + 1
+        sizes = np.full(count + 1, -1, dtype=np.int64)  # (the last: rows naming none)
+        ids = table[MEMORY_ID].fill_null(count).to_numpy()
+        sizes[ids] = table["memory_bytes"].fill_null(-1).to_numpy()
+        found[key] = HeldJob(table.num_rows, count, sizes[:count])
     return found
 
 
@@ -164,7 +170,7 @@ def held_jobs(path: Path) -> dict[str, HeldJob]:
     """``held_of`` each job of a results.parquet of format 5 or later."""
     handle = pq.ParquetFile(path)
     groups = [
-        handle.read_row_group(group, columns=["job_key", MEMORY_ID])
+        handle.read_row_group(group, columns=["job_key", MEMORY_ID, "memory_bytes"])
         for group in range(handle.num_row_groups)
     ]
     runs = grouped_runs(group["job_key"] for group in groups)
@@ -279,9 +285,18 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
         version = store_format(db)
         if (newer := newer_format(run_dir, version)) is not None:
             raise RunDataError(newer)
+        manifest = read_manifest(run_dir)
         if not readable_store(version):
+            older = manifest is None or manifest.format < OLDEST_READ
+            if older and (run_dir / RESULTS_CSV).exists():
+                raise RunDataError(
+                    f"{run_dir} is a run of an older format: its results.csv is already in it"
+                )
             raise RunDataError(
-                f"{run_dir} is a run of an older format: its results.csv is already in it"
+                f"{run_dir}: cannot be exported: {STORE_FILE} is not a store of this version "
+                f"(format {version or 'unrecorded'}, the run's "
+                f"{manifest.format if manifest else 'unknown'}): "
+                f"move it away and `audit resume {run_dir}` runs the audit again"
             )
         parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
         # each memory read (its sha256 is what export writes beside each row)
@@ -291,7 +306,6 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
                 f"{run_dir}: cannot be exported: {damaged_jobs_text(broken)}; "
                 f"`audit resume {run_dir}` runs those jobs again"
             )
-        manifest = read_manifest(run_dir)
         order = manifest.planned if manifest is not None else []
         keys = job_keys(db, order, set(order) if order else None)
         rows = 0

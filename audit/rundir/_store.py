@@ -343,6 +343,9 @@ class HeldJob:
 
     rows: int
     memories: int
+    sizes: npt.NDArray[np.int64] | None = None
+    """Each named memory's ``memory_bytes`` by its ``memory_id`` (-1: one no row names
+    with a size), to check that the block is the one the rows name."""
 
 
 def damaged_jobs(
@@ -399,6 +402,8 @@ def damaged_jobs(
                 found[key] = (
                     f"its rows name {parquet.memories} memories, its index lists {len(lengths)}"
                 )
+            elif parquet is not None and not _sizes_agree(parquet.sizes, lengths):
+                found[key] = "its memory block is not the one its rows name (their sizes differ)"
             elif read_memories and _block_digests(db, block, lengths) != digests:
                 found[key] = UNFAITHFUL
     counts = {job[0]: job[2] for job in jobs if job[1] == "integer"}
@@ -433,6 +438,14 @@ def _waiting_damage(key: str, blob: object, rows: int) -> str | None:
 
 
 UNFAITHFUL = "its memory block does not hold the memories its index names"
+
+
+def _sizes_agree(sizes: npt.NDArray[np.int64] | None, lengths: npt.NDArray[np.uint32]) -> bool:
+    """Whether each memory the rows give a size has that length in the block's index."""
+    if sizes is None:
+        return True
+    named = sizes >= 0
+    return bool(np.array_equal(sizes[named], lengths[: len(sizes)][named]))
 
 
 def _block_digests(db: sqlite3.Connection, block: int, lengths: npt.NDArray[np.uint32]) -> bytes:

@@ -936,6 +936,37 @@ def test_rows_waiting_in_the_store_that_are_not_the_jobs_are_named_and_run_again
     _named_refused_and_mended(run, whole, tmp_path, victim, "its rows waiting in the store")
 
 
+def test_two_jobs_given_each_others_block_of_as_many_memories_are_named(
+    whole: Path, tmp_path: Path
+):
+    """Two jobs pointing at each other's memory blocks, each listing as many memories
+    as the other: every check passed (each block hashes to its own index), so export
+    wrote each job's rows with the other's sha256s (exit 0) and resume called the run
+    whole (the adversary's finding).  Now the rows' ``memory_bytes`` are checked
+    against the index's lengths: the report names the job, export refuses, resume runs
+    both again."""
+    run = lean_copy(whole, tmp_path / "run")
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        found = db.execute(
+            "SELECT j.job_key, j.memory_block, length(b.shas) FROM jobs j "
+            "JOIN memory_blocks b ON b.block = j.memory_block ORDER BY j.rowid"
+        ).fetchall()
+        (first, one), (_, other) = next(
+            [(key, block) for key, block, size in found if size == wanted][:2]
+            for wanted in sorted({size for *_, size in found})
+            if sum(size == wanted for *_, size in found) > 1
+        )
+        db.execute("UPDATE jobs SET memory_block = ? WHERE memory_block = ?", (-1, one))
+        db.execute("UPDATE jobs SET memory_block = ? WHERE memory_block = ?", (one, other))
+        db.execute("UPDATE jobs SET memory_block = ? WHERE memory_block = ?", (other, -1))
+        db.commit()
+    finally:
+        db.close()
+    why = "its memory block is not the one its rows name"
+    _named_refused_and_mended(run, whole, tmp_path, first, why)
+
+
 @pytest.mark.parametrize("how", ["renamed", "copied under another key"])
 def test_a_job_record_the_plan_never_made_is_named_and_run_again(
     whole: Path, tmp_path: Path, how: str
@@ -1020,3 +1051,30 @@ def test_a_summary_the_manifest_does_not_record_is_written_again_by_resume(
     resumed = audit("resume", str(run), "--quiet", "--workers", "1")
     assert resumed.returncode == 0, resumed.stderr
     assert (run / "summary.json").read_bytes() == (whole / "summary.json").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "damage", ["UPDATE store_format SET version = 3", "DELETE FROM store_format"]
+)
+def test_a_store_whose_format_is_not_the_runs_is_not_called_an_older_run(
+    whole: Path, tmp_path: Path, damage: str
+):
+    """A store of this run whose format number was changed or deleted: export said "a
+    run of an older format: its results.csv is already in it" of a run that has no
+    results.csv (the adversary's finding).  Now it names the store, both formats and
+    the way out."""
+    run = lean_copy(whole, tmp_path / "run")
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        db.execute(damage)
+        db.commit()
+    finally:
+        db.close()
+    export = audit("export", str(run), "--csv")
+    assert export.returncode == 2, export.stderr
+    said = one_line_error(export)
+    assert "older format" not in said, said
+    assert "store.sqlite is not a store of this version" in said, said
+    assert f"the run's {json.loads((run / 'manifest.json').read_text())['format']})" in said
+    assert f"`audit resume {run}`" in said, said
+    assert not (run / "results.csv").exists()
