@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -43,6 +43,9 @@ from audit.plan import (
 from compressors import ConditionSpec, build
 from histories import Pair, transform_usage
 from histories.natural import PRESET_NAMES
+
+if TYPE_CHECKING:
+    from audit.rundir import Invocation as InvocationCost
 
 EXECUTORS = ("local", "ray")
 Executor = Literal["local", "ray"]
@@ -407,6 +410,12 @@ def execute_and_print(
             err=True,
         )
         summary = run(offline, False)
+    if (dropped := _dropped_jobs(run_dir)) and not whole:
+        echo_fitted(
+            f"warning: dropped {len(dropped)} job record(s) its plan never made from "
+            f"{run_dir / 'store.sqlite'} (damage, first {dropped[0]}); costs.json lists them",
+            err=True,
+        )
     if whole:  # its answer again, from summary.json (asked for by running it again)
         typer.echo(f"complete: nothing to do; {run_dir} is whole and was left as it is")
         print_summary(summary, run_dir, None, invocation.verbose)
@@ -439,14 +448,25 @@ def execute_and_print(
     return summary
 
 
-def _did_nothing(run_dir: Path) -> bool:
-    """This invocation ran no job and no LLM unit (the run was already whole)."""
+def _last_invocation(run_dir: Path) -> InvocationCost | None:
+    """costs.json's entry of the invocation that just ended (None: there is none)."""
     from audit.rundir import read_costs
 
     costs = read_costs(run_dir)
-    if costs is None or not costs.invocations:
+    return costs.invocations[-1] if costs is not None and costs.invocations else None
+
+
+def _dropped_jobs(run_dir: Path) -> list[str]:
+    """The job records this invocation dropped from the store as damage."""
+    last = _last_invocation(run_dir)
+    return list(last.dropped_jobs) if last is not None else []
+
+
+def _did_nothing(run_dir: Path) -> bool:
+    """This invocation ran no job and no LLM unit (the run was already whole)."""
+    last = _last_invocation(run_dir)
+    if last is None:
         return False
-    last = costs.invocations[-1]
     jobs = last.deterministic.jobs if last.deterministic is not None else 0
     units = last.llm.units if last.llm is not None else 0
     return jobs == 0 and units == 0

@@ -388,6 +388,7 @@ def _execute_in(
             # this run's own store and plan: a record no plan made is damage, run again
             store.drop_jobs(foreign)
             stored -= foreign
+            invocation.dropped_jobs = sorted(foreign)
         elif foreign:
             raise RunDirectoryError(
                 f"{store.path} holds {len(foreign)} finished job(s) this run did not plan: "

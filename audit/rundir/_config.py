@@ -311,6 +311,8 @@ class Invocation(_Open):
     llm: LLMStageCost | None = None
     backends: dict[str, BackendRecord] = Field(default_factory=dict)
     """The LLM backends this invocation measured before its stage (determinism probe)."""
+    dropped_jobs: list[str] = Field(default_factory=list)
+    """Job records of the run's own store that its plan never made: damage, dropped."""
 
 
 class CostsFile(_Open):

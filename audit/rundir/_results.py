@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -157,13 +158,23 @@ def held_of(jobs: Iterable[tuple[str, pa.Table]]) -> dict[str, HeldJob]:
     """What each job's rows (STORED_SCHEMA) hold, for ``damaged_jobs``."""
     found = {}
     for key, table in jobs:
-        largest = pc.max(table[MEMORY_ID]).as_py()
-        count = 0 if largest is None else largest + 1
-        sizes = np.full(count + 1, -1, dtype=np.int64)  # (the last: rows naming none)
-        ids = table[MEMORY_ID].fill_null(count).to_numpy()
-        sizes[ids] = table["memory_bytes"].fill_null(-1).to_numpy()
-        found[key] = HeldJob(table.num_rows, count, sizes[:count])
+        least, largest = pc.min_max(table[MEMORY_ID]).values()
+        count = 0 if largest.as_py() is None else largest.as_py() + 1
+        if least.as_py() is not None and least.as_py() < 0:
+            count = -1  # a memory named by a negative number: damage
+        found[key] = HeldJob(table.num_rows, count, _named_sizes(table, count))
     return found
+
+
+def _named_sizes(table: pa.Table, count: int) -> npt.NDArray[np.int64] | None:
+    """``HeldJob.sizes`` of a job's rows; None where they cannot say (no sizes, or ids
+    that are negative or more than the rows: ``damaged_jobs`` names those)."""
+    if "memory_bytes" not in table.column_names or not 0 <= count <= table.num_rows:
+        return None
+    sizes = np.full(count + 1, -1, dtype=np.int64)  # (the last: rows naming none)
+    ids = table[MEMORY_ID].fill_null(count).to_numpy()
+    sizes[ids] = table["memory_bytes"].fill_null(-1).to_numpy()
+    return sizes[:count]
 
 
 def held_jobs(path: Path) -> dict[str, HeldJob]:
@@ -292,11 +303,11 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
                 raise RunDataError(
                     f"{run_dir} is a run of an older format: its results.csv is already in it"
                 )
+            runs = f", the run's {manifest.format}" if manifest else ""
             raise RunDataError(
                 f"{run_dir}: cannot be exported: {STORE_FILE} is not a store of this version "
-                f"(format {version or 'unrecorded'}, the run's "
-                f"{manifest.format if manifest else 'unknown'}): "
-                f"move it away and `audit resume {run_dir}` runs the audit again"
+                f"(format {version or 'unrecorded'}{runs}): move it away and "
+                f"`audit resume {run_dir}` runs the audit again"
             )
         parquet = vouched_file(run_dir / RESULTS_PARQUET, vouched_results(db))
         # each memory read (its sha256 is what export writes beside each row)

@@ -343,6 +343,7 @@ class HeldJob:
 
     rows: int
     memories: int
+    """-1 where a row names a memory by a negative number."""
     sizes: npt.NDArray[np.int64] | None = None
     """Each named memory's ``memory_bytes`` by its ``memory_id`` (-1: one no row names
     with a size), to check that the block is the one the rows name."""
@@ -382,6 +383,8 @@ def damaged_jobs(
             found[key] = "its row count is not a number"
         elif parquet is not None and parquet.rows != rows:
             found[key] = f"its row count is {rows}, results.parquet holds {parquet.rows}"
+        elif parquet is not None and parquet.memories < 0:
+            found[key] = "its rows name a memory by a negative number"
         elif named is None:
             if parquet is not None and parquet.memories:
                 found[key] = f"its rows name {parquet.memories} memories, it keeps none"

@@ -992,7 +992,11 @@ def test_a_job_record_the_plan_never_made_is_named_and_run_again(
     finally:
         db.close()
     why = "the store holds no record of it" if how == "renamed" else "its memory block is also"
-    _named_refused_and_mended(run, whole, tmp_path, key, why)
+    resumed = _named_refused_and_mended(run, whole, tmp_path, key, why)
+    # said, and recorded: resume deleted a record (the adversary's finding: silently)
+    assert "dropped 1 job record(s) its plan never made" in " ".join(warnings(resumed))
+    costs = json.loads((run / "costs.json").read_text())
+    assert costs["invocations"][-1]["dropped_jobs"] == [f"ffff{key}"]
     db = sqlite3.connect(run / "store.sqlite")
     try:
         keys = {k for (k,) in db.execute("SELECT job_key FROM jobs")}
@@ -1078,3 +1082,47 @@ def test_a_store_whose_format_is_not_the_runs_is_not_called_an_older_run(
     assert f"the run's {json.loads((run / 'manifest.json').read_text())['format']})" in said
     assert f"`audit resume {run}`" in said, said
     assert not (run / "results.csv").exists()
+
+
+@pytest.mark.parametrize("how", ["every row of a job negative", "one row's id past every row"])
+def test_rows_naming_a_memory_no_block_can_hold_are_named_not_a_crash(
+    whole: Path, tmp_path: Path, how: str
+):
+    """A results.parquet (re-vouched in manifest.json and the store) whose rows name a
+    memory by a negative number, or by one far past any block: checking each block
+    against its rows' sizes crashed ("negative dimensions", an index out of bounds) or
+    allocated 16 GiB first (the adversary's finding).  Now the job is named, export
+    refuses, and resume runs it again: results.parquet is byte for byte the whole one's."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    run = lean_copy(whole, tmp_path / "run")
+    path = run / "results.parquet"
+    handle = pq.ParquetFile(path)
+    table = handle.read()
+    key = table["job_key"][0].as_py()
+    ids = table["memory_id"].combine_chunks()
+    if how.startswith("every"):
+        ids = pc.if_else(pc.equal(table["job_key"], key), pa.scalar(-7, pa.int32()), ids)
+    else:
+        ids = pa.concat_arrays([pa.array([2**31 - 1], pa.int32()), ids.slice(1)])
+    table = table.set_column(table.schema.get_field_index("memory_id"), "memory_id", ids)
+    pq.write_table(
+        table.replace_schema_metadata(handle.schema_arrow.metadata), path,
+        row_group_size=handle.metadata.row_group(0).num_rows, compression="zstd",
+    )  # fmt: skip
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["files"]["results.parquet"] = {"sha256": sha, "bytes": path.stat().st_size}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    db = sqlite3.connect(run / "store.sqlite")
+    try:
+        db.execute("UPDATE run_meta SET value = ? WHERE key = 'results_sha256'", (sha,))
+        db.commit()
+    finally:
+        db.close()
+    why = "its rows name a memory by" if how.startswith("every") else "its rows name 2147483648"
+    _named_refused_and_mended(run, whole, tmp_path, key, why)
