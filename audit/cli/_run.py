@@ -410,7 +410,8 @@ def execute_and_print(
             err=True,
         )
         summary = run(offline, False)
-    if (dropped := _dropped_jobs(run_dir)) and not whole:
+    last = None if whole else _last_invocation(run_dir)
+    if last is not None and (dropped := last.dropped_jobs):
         echo_fitted(
             f"warning: dropped {len(dropped)} job record(s) its plan never made from "
             f"{run_dir / 'store.sqlite'} (damage, first {dropped[0]}); costs.json lists them",
@@ -419,7 +420,7 @@ def execute_and_print(
     if whole:  # its answer again, from summary.json (asked for by running it again)
         typer.echo(f"complete: nothing to do; {run_dir} is whole and was left as it is")
         print_summary(summary, run_dir, None, invocation.verbose)
-    elif _did_nothing(run_dir):
+    elif _did_nothing(last):
         typer.echo(
             f"complete: every job of {run_dir} was already finished; its result files "
             "were written again"
@@ -456,15 +457,8 @@ def _last_invocation(run_dir: Path) -> InvocationCost | None:
     return costs.invocations[-1] if costs is not None and costs.invocations else None
 
 
-def _dropped_jobs(run_dir: Path) -> list[str]:
-    """The job records this invocation dropped from the store as damage."""
-    last = _last_invocation(run_dir)
-    return list(last.dropped_jobs) if last is not None else []
-
-
-def _did_nothing(run_dir: Path) -> bool:
-    """This invocation ran no job and no LLM unit (the run was already whole)."""
-    last = _last_invocation(run_dir)
+def _did_nothing(last: InvocationCost | None) -> bool:
+    """This invocation (``last``) ran no job and no LLM unit (the run was already whole)."""
     if last is None:
         return False
     jobs = last.deterministic.jobs if last.deterministic is not None else 0

@@ -381,10 +381,11 @@ def _execute_in(
         started = time.perf_counter()
         planned = plan_jobs(plan, pairs)
         units = plan_units(plan.llm, pairs, plan.budgets, plan.seed) if plan.llm else []
-        order = [job.key for job in planned] + [unit.key for unit in units]
+        job_keys, unit_keys = [job.key for job in planned], [unit.key for unit in units]
+        order = job_keys + unit_keys
         stored = store.finished_jobs()
         foreign = stored - set(order)
-        if foreign and store.owned and store.planned(order[: len(planned)], order[len(planned) :]):
+        if foreign and store.owned and store.planned(job_keys, unit_keys):
             # this run's own store and plan: a record no plan made is damage, run again
             store.drop_jobs(foreign)
             stored -= foreign
@@ -408,8 +409,8 @@ def _execute_in(
         manifest = RunManifest(
             run_id=run_id,
             state="running",
-            planned_jobs=[job.key for job in planned],
-            planned_units=[unit.key for unit in units],
+            planned_jobs=job_keys,
+            planned_units=unit_keys,
             finished_jobs=len(planned) - len(jobs),
             finished_units=len(units) - len(todo_units),
         )

@@ -729,6 +729,25 @@ class RunStore:
         except pa.ArrowException as error:
             raise store_error(self.path, error, "read") from None
 
+    @contextlib.contextmanager
+    def _writing(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction, committed when the block ends; a failed write as one
+        line naming the store and what it was ``doing`` (``store_error``)."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                # SQLite has already rolled back after some failures (a full disk):
+                # rolling back again would hide the real error behind "no transaction"
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, doing) from None
+
     def record_plan(self, jobs: Sequence[str], units: Sequence[str]) -> None:
         """Record the count and sha256 of the planned job and unit keys (``plan_record``),
         so that a ``manifest.json`` whose plan was edited by hand is found out by
@@ -748,65 +767,42 @@ class RunStore:
     def drop_jobs(self, keys: Collection[str]) -> None:
         """Delete the records of ``keys`` and every memory block no job names then, in
         one transaction: records of this run's store that its plan never made."""
-        db = self._db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for table in ("jobs", "job_logs", "pending"):
-                    db.executemany(f"DELETE FROM {table} WHERE job_key = ?", [(k,) for k in keys])
-                db.execute(
-                    "DELETE FROM memory_blocks WHERE block NOT IN "
-                    "(SELECT memory_block FROM jobs WHERE memory_block IS NOT NULL)"
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as error:
-            raise store_error(self.path, error, "drop unplanned jobs") from None
+        with self._writing("drop unplanned jobs") as db:
+            for table in ("jobs", "job_logs", "pending"):
+                db.executemany(f"DELETE FROM {table} WHERE job_key = ?", [(k,) for k in keys])
+            db.execute(
+                "DELETE FROM memory_blocks WHERE block NOT IN "
+                "(SELECT memory_block FROM jobs WHERE memory_block IS NOT NULL)"
+            )
 
     def add_job(self, job: PackedJob, replace: bool = False) -> bool:
         """Commit a whole job atomically; False (and nothing changed) if already stored,
         unless ``replace`` (a resumed unit run again: the new rows take the old ones'
         place in the same transaction)."""
-        db = self._db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                old = db.execute(
-                    "SELECT memory_block FROM jobs WHERE job_key = ?", (job.key,)
-                ).fetchone()
-                if old is not None and not replace:
-                    db.execute("ROLLBACK")
-                    return False
-                # (rows or a log left without a job record are damage: replaced too)
-                for table in ("jobs", "job_logs", "pending"):
-                    db.execute(f"DELETE FROM {table} WHERE job_key = ?", (job.key,))
-                if old is not None and old[0] is not None:
-                    db.execute("DELETE FROM memory_blocks WHERE block = ?", (old[0],))
-                block = None
-                if job.memory_index:
-                    block = db.execute(
-                        "INSERT INTO memory_blocks (size, blob, shas) VALUES (?, ?, ?)",
-                        (job.memory_size, job.memory_block, _index_blob(job.memory_index)),
-                    ).lastrowid
-                db.execute(
-                    "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
-                    (job.key, time.time(), job.n_rows, int(job.retry_na), block),
-                )
-                db.execute("INSERT INTO pending VALUES (?, ?)", (job.key, job.results))
-                if job.log:
-                    db.execute("INSERT INTO job_logs VALUES (?, ?)", (job.key, job.log.to_text()))
-                db.execute("COMMIT")
-            except BaseException:
-                # SQLite has already rolled back after some failures (a full disk):
-                # rolling back again would hide the real error behind "no transaction"
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as error:
-            raise store_error(self.path, error, "store a finished job") from None
+        with self._writing("store a finished job") as db:
+            old = db.execute(
+                "SELECT memory_block FROM jobs WHERE job_key = ?", (job.key,)
+            ).fetchone()
+            if old is not None and not replace:
+                return False  # (the transaction ends having written nothing)
+            # (rows or a log left without a job record are damage: replaced too)
+            for table in ("jobs", "job_logs", "pending"):
+                db.execute(f"DELETE FROM {table} WHERE job_key = ?", (job.key,))
+            if old is not None and old[0] is not None:
+                db.execute("DELETE FROM memory_blocks WHERE block = ?", (old[0],))
+            block = None
+            if job.memory_index:
+                block = db.execute(
+                    "INSERT INTO memory_blocks (size, blob, shas) VALUES (?, ?, ?)",
+                    (job.memory_size, job.memory_block, _index_blob(job.memory_index)),
+                ).lastrowid
+            db.execute(
+                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
+                (job.key, time.time(), job.n_rows, int(job.retry_na), block),
+            )
+            db.execute("INSERT INTO pending VALUES (?, ?)", (job.key, job.results))
+            if job.log:
+                db.execute("INSERT INTO job_logs VALUES (?, ?)", (job.key, job.log.to_text()))
         return True
 
     def job_keys(self, order: Sequence[str] = (), only: Collection[str] | None = None) -> list[str]:
@@ -844,20 +840,11 @@ class RunStore:
         """results.parquet (``sha256``) now holds the rows of ``keys``: vouch for it alone
         and drop those rows from ``pending``, in one transaction; the file then shrinks
         by their size (``VACUUM``)."""
-        db = self._db
+        with self._writing("record the results") as db:
+            db.execute("INSERT OR REPLACE INTO run_meta VALUES ('results_sha256', ?)", (sha256,))
+            db.execute("DELETE FROM run_meta WHERE key = 'results_next'")
+            db.executemany("DELETE FROM pending WHERE job_key = ?", [(k,) for k in keys])
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute(
-                    "INSERT OR REPLACE INTO run_meta VALUES ('results_sha256', ?)", (sha256,)
-                )
-                db.execute("DELETE FROM run_meta WHERE key = 'results_next'")
-                db.executemany("DELETE FROM pending WHERE job_key = ?", [(k,) for k in keys])
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
             db.execute("VACUUM")  # the rows' pages back to the file system
         except sqlite3.Error as error:
             raise store_error(self.path, error, "record the results") from None
