@@ -19,7 +19,7 @@ from audit.cli import app
 from audit.rundir import EXIT_COMPRESSOR_RAISED, RESULT_COLUMNS
 from compressors import deterministic_builtins, parse_spec
 from histories import WRONG_ANSWERS
-from tests._cli import lean_copy
+from tests._cli import lean_copy, store_sql, vouched_rewrite
 from tests._rows import result_csv
 
 runner = CliRunner()
@@ -161,39 +161,6 @@ def test_a_store_of_another_format_is_not_resumed(small_run: Path, tmp_path: Pat
     assert "another version of memory-audit" in result.output
     assert "another --out" in " ".join(result.output.split())  # the way out
     assert not (old / "results.csv").exists()
-
-
-def store_sql(run_dir: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
-    """One statement on a run's store, committed; its rows."""
-    db = sqlite3.connect(run_dir / "store.sqlite")
-    try:
-        rows = db.execute(sql, params).fetchall()
-        db.commit()
-        return rows
-    finally:
-        db.close()
-
-
-def vouched_rewrite(run_dir: Path, groups: list, number: int = 6) -> None:
-    """results.parquet rewritten as the given row groups with ``number`` in its
-    metadata, and vouched for as a run would (the store's sha256 and the manifest's)."""
-    import hashlib
-
-    import pyarrow.parquet as pq
-
-    path = run_dir / "results.parquet"
-    schema = groups[0].schema.with_metadata({b"memory_audit_format": str(number).encode()})
-    with pq.ParquetWriter(
-        path, schema, compression="zstd", compression_level=3, write_statistics=False
-    ) as writer:
-        for group in groups:
-            writer.write_table(group.cast(schema), row_group_size=max(group.num_rows, 1))
-    raw = path.read_bytes()
-    sha = hashlib.sha256(raw).hexdigest()
-    store_sql(run_dir, "UPDATE run_meta SET value = ? WHERE key = 'results_sha256'", sha)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest["files"]["results.parquet"] = {"sha256": sha, "bytes": len(raw)}
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
 def as_format_5(run_dir: Path) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._cli import finished_jobs, lean_copy
+from tests._cli import finished_jobs, lean_copy, store_sql, vouched_rewrite
 
 RUN = ["run", "--preset", "cca-pilot-paper", "--conditions", "frontier,tail",
        "--transforms", "identity,rename:2", "--quiet", "--workers", "1", "--csv"]  # fmt: skip
@@ -946,23 +946,19 @@ def test_two_jobs_given_each_others_block_of_as_many_memories_are_named(
     against the index's lengths: the report names the job, export refuses, resume runs
     both again."""
     run = lean_copy(whole, tmp_path / "run")
-    db = sqlite3.connect(run / "store.sqlite")
-    try:
-        found = db.execute(
-            "SELECT j.job_key, j.memory_block, length(b.shas) FROM jobs j "
-            "JOIN memory_blocks b ON b.block = j.memory_block ORDER BY j.rowid"
-        ).fetchall()
-        (first, one), (_, other) = next(
-            [(key, block) for key, block, size in found if size == wanted][:2]
-            for wanted in sorted({size for *_, size in found})
-            if sum(size == wanted for *_, size in found) > 1
-        )
-        db.execute("UPDATE jobs SET memory_block = ? WHERE memory_block = ?", (-1, one))
-        db.execute("UPDATE jobs SET memory_block = ? WHERE memory_block = ?", (one, other))
-        db.execute("UPDATE jobs SET memory_block = ? WHERE memory_block = ?", (other, -1))
-        db.commit()
-    finally:
-        db.close()
+    found = store_sql(
+        run,
+        "SELECT j.job_key, j.memory_block, length(b.shas) FROM jobs j "
+        "JOIN memory_blocks b ON b.block = j.memory_block ORDER BY j.rowid",
+    )
+    (first, one), (_, other) = next(
+        [(key, block) for key, block, size in found if size == wanted][:2]
+        for wanted in sorted({size for *_, size in found})
+        if sum(size == wanted for *_, size in found) > 1
+    )
+    swap = "UPDATE jobs SET memory_block = ? WHERE memory_block = ?"
+    for new, old in ((-1, one), (one, other), (other, -1)):
+        store_sql(run, swap, new, old)
     why = "its memory block is not the one its rows name"
     _named_refused_and_mended(run, whole, tmp_path, first, why)
 
@@ -977,31 +973,23 @@ def test_a_job_record_the_plan_never_made_is_named_and_run_again(
     drops the record and runs what the plan lacks: results.parquet is byte for byte
     the undamaged one's."""
     run = lean_copy(whole, tmp_path / "run")
-    db = sqlite3.connect(run / "store.sqlite")
-    try:
-        (key,) = db.execute("SELECT job_key FROM jobs ORDER BY job_key LIMIT 1").fetchone()
-        if how == "renamed":
-            db.execute("UPDATE jobs SET job_key = 'ffff' || job_key WHERE job_key = ?", (key,))
-        else:
-            db.execute(
-                "INSERT INTO jobs SELECT 'ffff' || job_key, finished, n_rows, retry_na, "
-                "memory_block FROM jobs WHERE job_key = ?",
-                (key,),
-            )
-        db.commit()
-    finally:
-        db.close()
+    ((key,),) = store_sql(run, "SELECT job_key FROM jobs ORDER BY job_key LIMIT 1")
+    if how == "renamed":
+        store_sql(run, "UPDATE jobs SET job_key = 'ffff' || job_key WHERE job_key = ?", key)
+    else:
+        store_sql(
+            run,
+            "INSERT INTO jobs SELECT 'ffff' || job_key, finished, n_rows, retry_na, "
+            "memory_block FROM jobs WHERE job_key = ?",
+            key,
+        )
     why = "the store holds no record of it" if how == "renamed" else "its memory block is also"
     resumed = _named_refused_and_mended(run, whole, tmp_path, key, why)
     # said, and recorded: resume deleted a record (the adversary's finding: silently)
     assert "dropped 1 job record(s) its plan never made" in " ".join(warnings(resumed))
     costs = json.loads((run / "costs.json").read_text())
     assert costs["invocations"][-1]["dropped_jobs"] == [f"ffff{key}"]
-    db = sqlite3.connect(run / "store.sqlite")
-    try:
-        keys = {k for (k,) in db.execute("SELECT job_key FROM jobs")}
-    finally:
-        db.close()
+    keys = {k for (k,) in store_sql(run, "SELECT job_key FROM jobs")}
     assert key in keys
     assert f"ffff{key}" not in keys
 
@@ -1068,12 +1056,7 @@ def test_a_store_whose_format_is_not_the_runs_is_not_called_an_older_run(
     results.csv (the adversary's finding).  Now it names the store, both formats and
     the way out."""
     run = lean_copy(whole, tmp_path / "run")
-    db = sqlite3.connect(run / "store.sqlite")
-    try:
-        db.execute(damage)
-        db.commit()
-    finally:
-        db.close()
+    store_sql(run, damage)
     export = audit("export", str(run), "--csv")
     assert export.returncode == 2, export.stderr
     said = one_line_error(export)
@@ -1093,36 +1076,23 @@ def test_rows_naming_a_memory_no_block_can_hold_are_named_not_a_crash(
     against its rows' sizes crashed ("negative dimensions", an index out of bounds) or
     allocated 16 GiB first (the adversary's finding).  Now the job is named, export
     refuses, and resume runs it again: results.parquet is byte for byte the whole one's."""
-    import hashlib
-
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     run = lean_copy(whole, tmp_path / "run")
-    path = run / "results.parquet"
-    handle = pq.ParquetFile(path)
-    table = handle.read()
-    key = table["job_key"][0].as_py()
-    ids = table["memory_id"].combine_chunks()
-    if how.startswith("every"):
-        ids = pc.if_else(pc.equal(table["job_key"], key), pa.scalar(-7, pa.int32()), ids)
-    else:
-        ids = pa.concat_arrays([pa.array([2**31 - 1], pa.int32()), ids.slice(1)])
-    table = table.set_column(table.schema.get_field_index("memory_id"), "memory_id", ids)
-    pq.write_table(
-        table.replace_schema_metadata(handle.schema_arrow.metadata), path,
-        row_group_size=handle.metadata.row_group(0).num_rows, compression="zstd",
-    )  # fmt: skip
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    manifest = json.loads((run / "manifest.json").read_text())
-    manifest["files"]["results.parquet"] = {"sha256": sha, "bytes": path.stat().st_size}
-    (run / "manifest.json").write_text(json.dumps(manifest))
-    db = sqlite3.connect(run / "store.sqlite")
-    try:
-        db.execute("UPDATE run_meta SET value = ? WHERE key = 'results_sha256'", (sha,))
-        db.commit()
-    finally:
-        db.close()
+    handle = pq.ParquetFile(run / "results.parquet")
+    groups = [handle.read_row_group(g) for g in range(handle.num_row_groups)]
+    key = groups[0]["job_key"][0].as_py()
+
+    def damaged(group: pa.Table, first: bool) -> pa.Table:
+        ids = group["memory_id"].combine_chunks()
+        if how.startswith("every"):
+            ids = pc.if_else(pc.equal(group["job_key"], key), pa.scalar(-7, pa.int32()), ids)
+        elif first:
+            ids = pa.concat_arrays([pa.array([2**31 - 1], pa.int32()), ids.slice(1)])
+        return group.set_column(group.schema.get_field_index("memory_id"), "memory_id", ids)
+
+    vouched_rewrite(run, [damaged(group, i == 0) for i, group in enumerate(groups)])
     why = "its rows name a memory by" if how.startswith("every") else "its rows name 2147483648"
     _named_refused_and_mended(run, whole, tmp_path, key, why)
