@@ -41,6 +41,8 @@ def error_block(summary: Mapping[str, Any], run_dir: Path) -> list[str]:
         who = f" ({', '.join(conditions)})" if len(conditions) > 1 else ""
         details.append(f"and {others} other distinct error(s){who}")
     details.append(f"full traceback in {run_dir / LOG_FILE}")
+    # (a resume keeps these reads: its jobs are keyed by the version that raised)
+    details.append("fixed, it is audited in a new run (--out), its version raised")
     for detail in details:
         lines += textwrap.wrap(terminal_text(detail), WIDTH, initial_indent="  ",
                                subsequent_indent="    ", break_on_hyphens=False,

@@ -9,7 +9,7 @@ Finished jobs are never redone; the result files are written again from the stor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,7 +22,10 @@ from audit.cli._common import (
     VerboseOption,
     WorkersOption,
 )
-from audit.errors import RunDirectoryError
+from audit.errors import MemoryAuditError, RunDirectoryError
+
+if TYPE_CHECKING:
+    from audit.plan import RunPlan
 
 
 def resume_command(
@@ -49,7 +52,10 @@ def resume_command(
 ) -> None:
     """Finish a stopped run, retry its NA reads and rewrite its result files.
 
-    Exit status 0 when the run is complete, 3 when LLM reads are still NA.
+    Exit status 0 when the run is complete, 3 when LLM reads are still NA, 5 when a
+    compressor raised (its reads are errors; a fixed compressor is audited in a new run,
+    with its version raised), 2 when the pairs or a compressor's version changed since
+    the run began.
     """
     from audit.cli._run import (
         BackendOpener,
@@ -85,9 +91,35 @@ def resume_command(
             f"(sha256 {digest[:12]}, the run's {plan.pairs_sha256[:12]}): resuming would mix "
             f"two datasets; {restore} or start a new run"
         )
+    _check_versions(run_dir, plan)
     opener = None
     if plan.llm is not None:
         backends = load_backends(config_file, plan.llm.writer, plan.llm.reader)
         opener = BackendOpener(backends, plan.llm.writer, plan.llm.reader)
     withhold_keys(plan, config_file)
     execute_and_print(run_dir, plan, pairs, opener, invocation)
+
+
+def _check_versions(run_dir: Path, plan: RunPlan) -> None:
+    """Refuse to resume with a compressor whose installed version is not the run's: its
+    jobs are keyed by the run's versions, so the rest would be written by other code
+    under the same name.  (A condition that cannot be built now fails where a job needs
+    it.)"""
+    from audit.plan import compressor_versions
+
+    try:
+        installed = compressor_versions(plan.conditions)
+    except MemoryAuditError:
+        return
+    changed = [
+        f"{was} (installed: {now})"
+        for label, now in installed.items()
+        if (was := plan.compressor_versions.get(label, now)) != now
+    ]
+    if changed:
+        raise RunDirectoryError(
+            f"{run_dir}: {', '.join(changed)} changed version since the run began: resuming "
+            "would mix two versions of a compressor under one name; install the run's "
+            "version to resume, or audit this one in a new run (`audit report` reads this "
+            "run as it is)"
+        )

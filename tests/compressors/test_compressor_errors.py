@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,7 +69,8 @@ def test_a_raising_compressor_fails_the_run_with_one_error_block(raising_run):
     assert "keyed_plugin.py:10 in" in block[2]
     assert block[3].startswith("  first: pair ")
     assert "revoke" in result.stderr
-    assert block[-1] == "  full traceback in run/run.log"
+    assert block[-2] == "  full traceback in run/run.log"
+    assert block[-1] == "  fixed, it is audited in a new run (--out), its version raised"
     assert all(len(line) <= 80 for line in block), block
     assert "Traceback" not in result.stderr
     assert "next: audit report run" in result.stdout  # the run itself finished
@@ -116,6 +118,25 @@ def test_the_count_is_the_same_whatever_runs_the_jobs_and_on_resume(raising_run)
     assert "complete: nothing to do" in again.stdout
     assert again.stderr.startswith("error: compressor keyed raised")
     assert errors("run") == errors("one")
+
+
+def test_resume_refuses_a_compressor_whose_version_changed(raising_run, tmp_path: Path):
+    """The plugin fixed and its version raised: resuming the old run would write the rest
+    of it with the new code under the run's keys, so resume names the change and stops
+    (as `audit run` into the same directory does), leaving the run as it was."""
+    work, _ = raising_run
+    copy = tmp_path / "work"
+    shutil.copytree(work / "run", copy / "run")
+    fixed = PLUGIN.replace("    def update", '    version = "2"\n\n    def update')
+    (copy / "keyed_plugin.py").write_text(textwrap.dedent(fixed))
+    before = (copy / "run" / "summary.json").read_bytes()
+    resumed = audit(copy, "resume", "run")
+    assert resumed.returncode == 2, resumed.stderr
+    assert "keyed@1 (installed: keyed@2) changed version" in resumed.stderr
+    assert (copy / "run" / "summary.json").read_bytes() == before
+    again = audit(work, "resume", "run")  # the run's own version: its answer again
+    assert again.returncode == EXIT_COMPRESSOR_RAISED, again.stderr
+    assert "complete: nothing to do" in again.stdout
 
 
 def test_a_stopped_run_resumes_to_the_same_errors(raising_run):
