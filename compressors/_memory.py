@@ -72,8 +72,18 @@ def load_parts(memory: str) -> Parts:
     else:
         try:
             records = tuple(parse_records(memory, "json"))
-        except RenderParseError:
-            records = tuple(parse_records(memory, "log"))
+        except RenderParseError as json_error:
+            try:
+                records = tuple(parse_records(memory, "log"))
+            except RenderParseError as log_error:
+                # the form that read further is the one meant: a JSON-lines memory with a
+                # stray line 4 is named at line 4, not at the log parser's line 1
+                meant = (
+                    (json_error, log_error)
+                    if memory.lstrip()[:1] == "{"
+                    else (log_error, json_error)
+                )
+                raise max(meant, key=lambda e: e.line) from None
     parts = (records, tuple(map(_line_of, records)), tuple(map(_size_of, records)))
     _remember(memory, parts)
     return parts

@@ -9,12 +9,16 @@ jobs.  The reads stay in the results as outcome ``error``, scored 0: never a sma
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import compressors
+import histories
 from histories import MemoryAuditError
 
 ErrorStage = Literal["deterministic", "llm"]
@@ -93,11 +97,14 @@ def compressor_error(
     it raised (the innermost of all is often in a library: pydantic's ``__getattr__``
     for ``r.key`` on a record with no key), else the innermost frame.
     """
-    if isinstance(error, MemoryAuditError):  # on purpose (a system's own error): its message
-        return CompressorError(condition=condition, stage=stage, type=type(error).__name__,
-                               error=cause, reads=reads, first=site)  # fmt: skip
     frames = traceback.extract_tb(error.__traceback__)
     own = [frame for frame in frames if source is not None and frame.filename == source]
+    # on purpose, a system's own error (a ``cmd:`` program's): its message alone; one of
+    # ours that passed through a plugin's code (``load`` of a memory it wrote) is where
+    # the plugin went wrong, so it keeps its frames
+    if isinstance(error, MemoryAuditError) and not (own and not _ours(source)):
+        return CompressorError(condition=condition, stage=stage, type=type(error).__name__,
+                               error=cause, reads=reads, first=site)  # fmt: skip
     found = own or list(frames)
     raised_at = f"{found[-1].filename}:{found[-1].lineno} in {found[-1].name}" if found else None
     return CompressorError(
@@ -105,6 +112,18 @@ def compressor_error(
         raised_at=raised_at, reads=reads, first=site,
         traceback="".join(traceback.format_exception(error)).rstrip("\n"),
     )  # fmt: skip
+
+
+_PACKAGES = tuple(
+    f"{folder}{os.sep}"
+    for folder in (Path(histories.__file__).parent, Path(compressors.__file__).parent,
+                   Path(__file__).parents[1])  # (audit's own)
+)  # fmt: skip
+
+
+def _ours(source: str | None) -> bool:
+    """Whether a compressor's file is this project's (a built-in or an adapter)."""
+    return source is not None and source.startswith(_PACKAGES)
 
 
 def merge_errors(groups: Iterable[Sequence[CompressorError]]) -> list[CompressorError]:

@@ -871,3 +871,34 @@ def test_equivariance_does_not_depend_on_the_parse_cache(monkeypatch: pytest.Mon
     full = [e for _, c, _, _, e in cached if c == "full" and e is not None]
     assert full
     assert all(full), "a memory of the whole history is equivariant (as a set)"
+
+
+def test_a_plugin_that_writes_a_stray_line_is_told_which_line_and_where(plugin):
+    """A memory of record lines with a note appended: the next update's ``load`` names
+    the note's line (the JSON parser read further than the log parser's line 1), and
+    the error keeps the plugin's own frame and traceback, though ``load`` raised it."""
+    module = plugin(
+        "stray_note",
+        """
+        from compressors import Compressor, dump, load
+
+
+        class Noted(Compressor):
+            name = "noted"
+
+            def update(self, memory, chunk, query_keys, budget):
+                kept = [*load(memory), *chunk.records]
+                return dump(kept) + "\\nNOTE: a summary of older records"
+        """,
+    )
+    pair = PILOT[0]
+    first = len(pair.variants.A.chunks[0])
+    result = run_job("job-stray", pair, [(parse_spec(f"{module}:Noted"), 100_000)],
+                     parse_transforms("identity"), seed=0)  # fmt: skip
+    (error,) = result.log.errors
+    assert error.type == "RenderParseError"
+    assert error.error.endswith(f"line {first + 1}: bad JSON: Expecting value at column 1")
+    assert error.raised_at is not None
+    assert "stray_note.py:9 in update" in error.raised_at
+    assert error.traceback is not None
+    assert "stray_note.py" in error.traceback
