@@ -342,11 +342,7 @@ def _gate(gate: Gate, runs: Sequence[RunData], shown: Sequence[str]) -> None:
         fail("gate: refused: the runs cannot be compared (see above)", EXIT_NOT_COMPARABLE)
     exit_if_not_whole(runs)
     if gate.regressions:
-        count = len(gate.regressions)
-        echo_fitted(
-            f"gate: failed: {count} of {plural(gate.judged, 'compared system')} of a later "
-            f"run {'is' if count == 1 else 'are'} {gate.rule}:"
-        )
+        echo_fitted(f"gate: failed: {gate.failed()}")
         for line in gate.regressions:
             echo_fitted(f"  {line}", indent=4)
         raise typer.Exit(EXIT_REGRESSION)

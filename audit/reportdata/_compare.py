@@ -91,9 +91,24 @@ class Gate:
     refusals: tuple[str, ...] = ()
     """Why the runs cannot be compared: a verdict on them would mean nothing."""
     regressions: tuple[str, ...] = ()
-    """Each comparison the rule fails, in one line."""
+    """Each comparison the rule fails, then each later run's compressor that raised (it
+    has not been audited), in one line."""
     judged: int = 0
     """Comparisons of a later run's system the rule was applied to."""
+    raised: int = 0
+    """How many of ``regressions`` are compressors that raised, not comparisons."""
+
+    def failed(self) -> str:
+        """Why the gate failed, in one sentence (the terminal's and the page's)."""
+        worse = len(self.regressions) - self.raised
+        parts = [
+            f"{worse} of {self.judged} compared system{'' if self.judged == 1 else 's'} of a "
+            f"later run {'is' if worse == 1 else 'are'} {self.rule}"
+        ] if worse else []  # fmt: skip
+        if self.raised:
+            many = "s" if self.raised > 1 else ""
+            parts.append(f"{self.raised} compressor{many} of a later run raised (not audited)")
+        return " and ".join(parts) + ":"
 
     @property
     def status(self) -> int:
@@ -530,7 +545,7 @@ def _gate(
             f"{baseline} (a probe or an archive is not judged, and a row that is not a "
             "verdict is no evidence)"
         )
-    lines = list(unvouched[1])
+    lines: list[str] = []
     for _, row in comparisons[comparisons["worse"]].iterrows():
         budget = f" at {int(row['budget'])} B" if comparisons["budget"].nunique() > 1 else ""
         if margin is None:
@@ -550,7 +565,8 @@ def _gate(
                 f"{row['b']} against {row['a']}{budget}: {float(row['delta']):+.2f}; {shown} "
                 f"(margin {margin:g})"
             )
-    return Gate(rule, tuple(refusals), tuple(lines), int(judged.sum()))
+    raised = unvouched[1]
+    return Gate(rule, tuple(refusals), (*lines, *raised), int(judged.sum()), len(raised))
 
 
 def _p(p: float) -> str:
@@ -571,9 +587,7 @@ def _gate_block(gate: Gate) -> Block:
         return Alert(
             "warn",
             [Flag(f"Gate: failed (exit {gate.status})")],
-            f"{len(gate.regressions)} of {gate.judged} compared "
-            f"system{'' if gate.judged == 1 else 's'} of a later run "
-            f"{'is' if len(gate.regressions) == 1 else 'are'} {gate.rule}:",
+            gate.failed(),
             list(gate.regressions),
         )
     return Alert(

@@ -451,6 +451,12 @@ def test_a_later_run_whose_compressor_raised_fails_the_gate(
                  "--out", str(tmp_path / "c"))  # fmt: skip
     assert result.exit_code == 6, result.output
     assert re.search(r"B: gated_memory raised: \d+ reads failed", flat(result.output))
+    # counted as what it is, not as a compared system ("2 of 1 compared system" before)
+    assert re.search(
+        r"gate: failed: (\d+ of 1 compared system of a later run is significantly worse .* "
+        r"and )?1 compressor of a later run raised \(not audited\):",
+        flat(result.output),
+    ), result.output
 
 
 def test_a_later_system_compared_with_nothing_is_refused_with_7(
