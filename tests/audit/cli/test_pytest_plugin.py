@@ -183,6 +183,10 @@ def test_the_scaffolded_workflow_is_the_docs_and_runs_the_gate(tmp_path: Path):
     assert workflow["permissions"]["pull-requests"] == "write"
     assert workflow["env"]["CONDITIONS"] == "my_memory,baselines"
     steps = _run_steps(workflow)
+    # memory-audit comes from where the user says (no release on an index is assumed)
+    assert workflow["env"]["MEMORY_AUDIT"] == "memory-audit"
+    assert 'pip install -q "$MEMORY_AUDIT" ./base' in steps
+    assert 'pip install -q "$MEMORY_AUDIT" ./new' in steps
     assert re.search(
         r"audit compare runs/base runs/new --fail-on-regression .*; *$|"
         r"audit compare runs/base runs/new --fail-on-regression",
