@@ -23,6 +23,7 @@ drawing exact)::
     ├── NotRegularFileError (1)       a run file that is a FIFO, a directory, a device
     ├── UpdateRaised (2)              engine: where a compressor's update raised; the run
     │                                 records it and ends with status 5, never escapes
+    ├── ImpureUpdateError (2)         engine: an update that is not pure (recorded so too)
     ├── PlanError (2)                 a run plan that does not parse: names the option
     ├── RunDirectoryError (2)         the run directory cannot hold or resume this run
     │   ├── StoreFormatError (2)      its store was written by another version

@@ -23,6 +23,7 @@ from audit.engine._rows import (
     source_file,
 )
 from audit.engine._streaming import (
+    ImpureUpdateError,
     UpdateMemo,
     UpdateRaised,
     VariantPlan,
@@ -189,6 +190,13 @@ def run_job(
                     golds[instance.pair_id], plans[instance.pair_id],
                     correspondence.get(instance.pair_id), external,
                 )  # fmt: skip
+            # (an external system is audited as it is: its state is its own)
+            impure = None if external else _impure(compressor, budget, pairs, plans, identity)
+            if impure is not None:  # no read of it here can be trusted
+                cell = JobRows(key, classes=classes)
+                for instance in pairs:
+                    _raised(cell, compressor, spec.label, budget, instance,
+                            golds[instance.pair_id], impure)  # fmt: skip
         finally:
             try:
                 compressor.finish()
@@ -203,6 +211,48 @@ def run_job(
                                 outcome="na", correct=None)  # fmt: skip
         rows.extend(cell)
     return rows
+
+
+def _impure(
+    compressor: Compressor,
+    budget: int,
+    pairs: Sequence[Pair],
+    plans: Mapping[str, Mapping[VariantName, VariantPlan]],
+    identity: Mapping[tuple[str, str], str],
+) -> UpdateRaised | None:
+    """Whether the compressor, after every instance of the job, streams the source
+    pair's variant A again (no memo) to other memories than the first time: randomness,
+    a counter or state kept on the instance (the memory string is the only state a
+    deterministic compressor may carry).  Where it differs first, as an update error."""
+    source = next((p for p in pairs if p.transform is None), None)
+    if source is None or ("A", "current") not in identity:  # no source, or it raised
+        return None
+    plan = plans[source.pair_id]["A"]
+    prefix, futures = plan
+    try:
+        again = stream_variant(compressor, source, "A", budget, None, plan).memories
+    except (Exception, SystemExit) as error:  # (where: the update's site, else recall's)
+        raised = error.error if isinstance(error, UpdateRaised) else error
+        found = ImpureUpdateError(
+            f"streaming the same history again raised {type(raised).__name__}: {raised}: "
+            "its update is not a pure function of (memory, chunk, query, budget)"
+        )
+        site = (
+            error if isinstance(error, UpdateRaised) else UpdateRaised(found, "A", plan, prefix[-1])
+        )
+        site.error = found
+        return site
+    for branch in BRANCHES:
+        if again[branch] != identity[("A", branch)]:
+            found = ImpureUpdateError(
+                f"the same history streamed again gave another {branch} memory: its update "
+                "is not a pure function of (memory, chunk, query, budget), so its scores "
+                "would depend on the order the audit ran things in (no randomness, counter "
+                "or state kept on the instance: only the memory string)"
+            )
+            last = prefix[-1] if branch == "current" else futures[branch][-1]
+            return UpdateRaised(found, "A", plan, last)
+    return None
 
 
 def _run_instance(

@@ -130,6 +130,14 @@ class UpdateRaised(MemoryAuditError):  # noqa: N818 (it wraps the error that was
         self.records = [record.op for record in chunk[0].records]
 
 
+class ImpureUpdateError(MemoryAuditError):
+    """A deterministic compressor whose update is not a pure function of (memory,
+    chunk, query, budget): the same history streamed again gave another memory.  Its
+    scores would depend on the order the audit ran things in (the update memo serves
+    repeated updates), so its reads are recorded as errors, like an update that raised
+    (``UpdateRaised``)."""
+
+
 UpdateMemo = dict[tuple[str, tuple[int, ...], int], Answer]
 """(memory, the memo's names of the chunk's records, chunk index) -> the update's answer."""
 

@@ -902,3 +902,79 @@ def test_a_plugin_that_writes_a_stray_line_is_told_which_line_and_where(plugin):
     assert "stray_note.py:9 in update" in error.raised_at
     assert error.traceback is not None
     assert "stray_note.py" in error.traceback
+
+
+IMPURE = """
+import random
+
+from compressors import Compressor, dump, load, pack
+
+calls = 0
+
+
+class Chance(Compressor):
+    name = "chance"
+
+    def update(self, memory, chunk, query_keys, budget):
+        kept = [*load(memory), *chunk.records]
+        random.shuffle(kept)
+        return dump(pack(kept, budget))
+
+
+class Counted(Compressor):
+    name = "counted"
+
+    def update(self, memory, chunk, query_keys, budget):
+        global calls
+        calls += 1
+        kept = [*load(memory), *chunk.records]
+        return dump(pack(kept[-3:] if calls > 30 else kept, budget))
+
+
+class Remembers(Compressor):
+    name = "remembers"
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.seen = set()
+
+    def update(self, memory, chunk, query_keys, budget):
+        fresh = [r for r in chunk.records if r.canonical_line not in self.seen]
+        self.seen.update(r.canonical_line for r in chunk.records)
+        return dump(pack([*load(memory), *fresh], budget))
+"""
+
+
+@pytest.mark.parametrize("name", ["Chance", "Counted", "Remembers"])
+def test_an_impure_update_is_an_error_not_a_score(plugin, name: str):
+    """Randomness, a module counter and state kept on the instance each make the same
+    history stream to another memory: every read of the condition in the job is an
+    error (its scores would depend on evaluation order), named as not pure, at the
+    source pair's variant A; the conditions beside it are scored as ever."""
+    module = plugin("impure_plugin", IMPURE)
+    pair = PILOT[0]
+    label = f"{module}:{name}"
+    transforms = parse_transforms("identity,rename:2")
+    result = run_job("job-impure", pair, [(parse_spec(c), 1200) for c in ("tail", label)],
+                     transforms, seed=0)  # fmt: skip
+    mine = [row for row in result.rows if row["condition"] == label]
+    assert len(mine) == 3 * len(VARIANTS) * len(BRANCHES)
+    assert {row["outcome"] for row in mine} == {"error"}
+    (error,) = result.log.errors
+    assert error.type == "ImpureUpdateError"
+    assert "not a pure function" in error.error
+    assert error.first.pair_id == pair.pair_id
+    assert error.first.variant == "A"
+    assert error.streams == 3
+    tail = [row for row in result.rows if row["condition"] == "tail"]
+    assert "error" not in {row["outcome"] for row in tail}
+
+
+def test_no_deterministic_builtin_is_called_impure():
+    """The check against every built-in on a pair of each family (identity and a
+    renaming): none streams to another memory the second time."""
+    transforms = parse_transforms("identity,rename:1")
+    cells = [(parse_spec(name), 600) for name in compressors.deterministic_builtins()]
+    for pair in PILOT[:: max(1, len(PILOT) // 6)]:
+        result = run_job("job-pure", pair, cells, transforms, seed=0)
+        assert not result.log.errors, [e.error for e in result.log.errors]
