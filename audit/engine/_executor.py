@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +32,7 @@ from contextlib import (
     AsyncExitStack,
     ExitStack,
     contextmanager,
+    redirect_stdout,
     suppress,
 )
 from dataclasses import dataclass
@@ -125,8 +127,11 @@ def plan_jobs(plan: RunPlan, pairs: Sequence[Pair]) -> list[Job]:
 
 
 def _execute(job: Job, transforms: Sequence[TransformSpec], seed: int) -> PackedJob:
-    """Run one job and serialize it (in the worker process, not the writer)."""
-    with _cycle_collection_after(acyclic=builtins_only(job.cells)):
+    """Run one job and serialize it (in the worker process, not the writer).
+
+    What a compressor prints goes to stderr: stdout carries the run's answer, which a
+    plugin's debugging lines from the workers would otherwise break into."""
+    with redirect_stdout(sys.stderr), _cycle_collection_after(acyclic=builtins_only(job.cells)):
         # in a function of its own: its locals (every instance of the pair, the rows)
         # are freed before the collection at the end, which then has less to walk
         return _run_and_pack(job, transforms, seed)

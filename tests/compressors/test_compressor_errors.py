@@ -243,3 +243,30 @@ def test_a_raised_compressor_is_marked_wherever_its_verdict_is(raising_run):
     assert listed.returncode == 0, listed.stderr
     states = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines()[1:-1]}
     assert states["run"] == "raised"
+
+
+PRINTER = """
+from compressors import Compressor, dump, load, pack
+
+
+class Printer(Compressor):
+    name = "printer"
+
+    def update(self, memory, chunk, query_keys, budget):
+        print("PLUGIN SAYS", len(chunk.records))
+        return dump(pack([*load(memory), *chunk.records], budget))
+"""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_what_a_compressor_prints_stays_off_the_answer(tmp_path: Path, workers: str):
+    """stdout carries the verdict: a plugin's prints (from the workers, or from the
+    command's own process with one worker) go to stderr, whole."""
+    (tmp_path / "printer_plugin.py").write_text(PRINTER)
+    result = audit(tmp_path, "run", "--preset", "cca-pilot-paper", "--conditions",
+                   "printer_plugin:Printer,tail", "--transforms", "identity", "--quiet",
+                   "--workers", workers, "--out", "run")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "PLUGIN SAYS" not in result.stdout
+    assert "Verdicts at 1200 B" in result.stdout
+    assert any(line.startswith("PLUGIN SAYS ") for line in result.stderr.splitlines())
