@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -427,6 +428,9 @@ def execute_and_print(
         )
     else:
         print_summary(summary, run_dir, time.perf_counter() - started, invocation.verbose)
+        slow = last.deterministic.conditions if last and last.deterministic else {}
+        if note := slow_condition(slow):
+            echo_fitted(note)
     for line in error_block(summary, run_dir):  # a compressor raised: its first error
         typer.echo(line, err=True)
     manifest = read_manifest(run_dir)
@@ -447,6 +451,22 @@ def execute_and_print(
     if invocation.raising_exits and summary.get("compressor_errors"):
         raise typer.Exit(EXIT_COMPRESSOR_RAISED)
     return summary
+
+
+def slow_condition(seconds: Mapping[str, float]) -> str | None:
+    """A note naming the condition that took far longer than the others (at least 2 s
+    and 5 times the median of the rest), so a slow plugin is found by name."""
+    if len(seconds) < 2:
+        return None
+    name, top = max(seconds.items(), key=lambda item: item[1])
+    rest = statistics.median(v for k, v in seconds.items() if k != name)
+    if top < 2.0 or top < 5 * rest:
+        return None
+    times = f"{top / rest:.0f} times" if rest > 0 else "far more than"
+    return (
+        f"note: {name} took {top:.1f} s in its jobs, {times} the median of the other "
+        "conditions: costs.json and the report's costs list each"
+    )
 
 
 def _last_invocation(run_dir: Path) -> InvocationCost | None:

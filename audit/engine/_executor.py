@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
@@ -427,8 +428,11 @@ def _execute_in(
         if progress:
             progress.begin("deterministic", jobs_done, len(planned))
 
+        spent: Counter[str] = Counter()
+
         def record(result: PackedJob) -> None:
             nonlocal jobs_done
+            spent.update(result.log.seconds)
             if store.add_job(result, replace=result.key in redo):
                 jobs_done += 1
                 if progress:
@@ -457,6 +461,7 @@ def _execute_in(
                     jobs, plan, min(workers, len(jobs)), record
                 )  # a process a job at most
         cost.seconds = round(time.perf_counter() - started, 3)
+        cost.conditions = {label: round(seconds, 3) for label, seconds in spent.items()}
         invocation.deterministic = cost
         record_costs(out, invocation)
         if plan.llm is not None and runner is not None:
@@ -614,7 +619,7 @@ def finish(
     # each distinct compressor error once, merged in plan order: whichever executor ran
     # the jobs and however many invocations it took, the same text
     errors = merge_errors(log.errors for log in logs)
-    if logs:
+    if any(logs):  # (errors or lines: a log of timings alone says nothing there)
         lines = [line for log in logs for line in log.lines]
         write_atomically(out / LOG_FILE, log_text(errors, lines))
     # scored in a child process, a job at a time (``_score``): neither process holds the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -176,6 +177,7 @@ def run_job(
         for instance in pairs
     }
     for spec, budget in cells:
+        began = time.perf_counter()
         compressor = build(spec)
         # an outage is NA only where a system outside the audit can have one (cmd:, http:):
         # an in-process compressor that says it is "unavailable" raised (it could turn
@@ -210,6 +212,8 @@ def run_job(
                     cell.failed(shared, golds[instance.pair_id], f"unavailable: {error}",
                                 outcome="na", correct=None)  # fmt: skip
         rows.extend(cell)
+        spent = rows.log.seconds.get(spec.label, 0.0) + time.perf_counter() - began
+        rows.log.seconds[spec.label] = round(spent, 4)
     return rows
 
 

@@ -58,6 +58,8 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
                     "compress + exact read (deterministic jobs)",
                     {"units": stage.jobs, "seconds": stage.seconds},
                 )
+                for condition, seconds in stage.conditions.items():  # (in the workers)
+                    _add(rows, f"condition {condition}, in its jobs", {"seconds": seconds})
             if invocation.probe is not None:
                 probe = invocation.probe
                 _add(rows, "determinism probe", {"sent": probe.requests, "seconds": probe.seconds})

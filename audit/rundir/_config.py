@@ -271,6 +271,9 @@ class StageCost(_Open):
     """``local`` (a process pool) or ``ray``; None in runs made before there was a choice."""
     cpus: int | None = None
     """With ``ray``: the cluster's CPUs."""
+    conditions: dict[str, float] = Field(default_factory=dict)
+    """Wall seconds each condition took in the jobs this invocation ran, summed over
+    them (in the workers: with several, more than ``seconds``)."""
 
 
 class LLMStageCost(_Open):

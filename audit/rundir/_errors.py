@@ -148,6 +148,9 @@ class JobLog(BaseModel):
 
     errors: list[CompressorError] = []
     lines: list[str] = []
+    seconds: dict[str, float] = {}
+    """Wall seconds each condition took in the job (costs.json), never in run.log: a
+    slow compressor is found by name, and run.log stays the same on every machine."""
 
     def add(self, error: CompressorError) -> None:
         """Count one more stream stopped by ``error``, or keep it as a new kind."""

@@ -801,7 +801,7 @@ class RunStore:
                 (job.key, time.time(), job.n_rows, int(job.retry_na), block),
             )
             db.execute("INSERT INTO pending VALUES (?, ?)", (job.key, job.results))
-            if job.log:
+            if job.log or job.log.seconds:
                 db.execute("INSERT INTO job_logs VALUES (?, ?)", (job.key, job.log.to_text()))
         return True
 

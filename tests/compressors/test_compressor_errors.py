@@ -270,3 +270,41 @@ def test_what_a_compressor_prints_stays_off_the_answer(tmp_path: Path, workers: 
     assert "PLUGIN SAYS" not in result.stdout
     assert "Verdicts at 1200 B" in result.stdout
     assert any(line.startswith("PLUGIN SAYS ") for line in result.stderr.splitlines())
+
+
+SLOW = """
+import time
+
+from compressors import Compressor, dump, load, pack
+
+
+class Slow(Compressor):
+    name = "slow"
+
+    def update(self, memory, chunk, query_keys, budget):
+        time.sleep(0.005)
+        return dump(pack([*load(memory), *chunk.records], budget))
+"""
+
+
+def test_a_slow_compressor_is_named_with_its_time(tmp_path: Path):
+    """A plugin that waits 5 ms an update: costs.json gives each condition's seconds in
+    its jobs, the terminal names the slow one, and the report's costs list each; a run
+    without errors still writes no run.log."""
+    (tmp_path / "slow_plugin.py").write_text(SLOW)
+    result = audit(tmp_path, "run", "--preset", "cca-pilot-paper", "--conditions",
+                   "slow_plugin:Slow,tail", "--transforms", "identity", "--quiet",
+                   "--out", "run")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    costs = json.loads((tmp_path / "run" / "costs.json").read_text())
+    spent = costs["invocations"][-1]["deterministic"]["conditions"]
+    assert set(spent) == {"slow", "tail"}
+    assert spent["slow"] > 2.0
+    assert spent["slow"] > 5 * spent["tail"]
+    assert "note: slow took" in " ".join(result.stdout.split())
+    assert not (tmp_path / "run" / "run.log").exists()
+    report = audit(tmp_path, "report", "run")
+    assert report.returncode == 0, report.stderr
+    table = (tmp_path / "run" / "report" / "costs.csv").read_text()
+    assert "condition slow, in its jobs" in table
+    assert "condition tail, in its jobs" in table
