@@ -21,9 +21,27 @@ HEADLINE_METRICS = (
 )  # fmt: skip
 
 
-ROLES = {"archive": "ceiling (archive)", "probe": "floor (probe)"}
-"""What a condition's kind means for reading its row, in two words (the caption says
-the rest, so that the headline fits a 1280 px window); a strict condition has none."""
+ROLES = {"archive": "ceiling", "probe": "floor"}
+"""What the best archive and the best probe of a reader and budget are (by joint J,
+as the verdicts say), in the role column; the others are ``archive`` or ``probe`` (one
+word: the caption says the rest, so that the headline fits a 1280 px window); a strict
+condition has no role."""
+
+
+def _roles(ctx: ReportContext) -> dict[tuple[str, str, int], str]:
+    """Each archive's and probe's role, keyed like ``System``."""
+    tops: dict[tuple[str, int, str], int] = {}
+    for v in ctx.verdicts:
+        if v.kind in ROLES and v.n:
+            key = (v.reader, v.budget, v.kind)
+            tops[key] = max(tops.get(key, 0), v.keeps_k)
+    return {
+        (v.reader, v.condition, v.budget): (
+            ROLES[v.kind] if v.n and tops.get((v.reader, v.budget, v.kind)) == v.keeps_k else v.kind
+        )
+        for v in ctx.verdicts
+        if v.kind in ROLES
+    }
 
 
 def headline_frame(ctx: ReportContext) -> pd.DataFrame:
@@ -36,11 +54,12 @@ def headline_frame(ctx: ReportContext) -> pd.DataFrame:
     )
     j_pairs_of = by_system(j_pairs[j_pairs["transform"] == IDENTITY])
     rows = []
+    roles = _roles(ctx)
     for system in ctx.scores.systems:
         cell = ctx.identity_cell(system)
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
         verdict = ctx.verdict(system)
-        row["role"] = "not a verdict" if verdict else ROLES.get(ctx.kind(system[1]), "")
+        row["role"] = "not a verdict" if verdict else roles.get(system, "")
         row["verdict"] = verdict or ""
         for metric in HEADLINE_METRICS:
             row.update(proportion_columns(metric, cell))
@@ -126,8 +145,9 @@ def build(ctx: ReportContext) -> Section:
             "role",
             "role",
             "text",
-            help="archives are ceilings (extra storage) and probes the floor (they know "
-            "nothing of semantics): neither is ever the best condition or the reference; "
+            help="the best archive is the ceiling (extra storage), the best probe the floor "
+            "(they know nothing of semantics): no archive or probe is ever the best "
+            "condition or the reference; "
             "not a verdict: the reader cannot read these histories (its check on full), or "
             "no valid reader can read the writer's memories: ranked nowhere",
         ),
@@ -226,12 +246,12 @@ def build(ctx: ReportContext) -> Section:
             csv="headline.csv",
             caption="At identity (no transform). Every k/n counts independent source pairs; "
             "intervals are 95 % Wilson; boot marks a cluster bootstrap over source pairs (of "
-            "joint J: the pairs' mean block pass rate). Roles: a ceiling is an archive that "
-            "re-reads the raw history (extra storage); a floor is a probe, a heuristic that "
-            "knows nothing of semantics. The ranks count every condition; in a reversal? "
-            "marks a strict condition that current accuracy and reveal accuracy order the "
-            "other way round against another strict one (the selection warning), so two "
-            "ranks may differ without it.",
+            "joint J: the pairs' mean block pass rate). Roles: the ceiling is the best archive "
+            "(it re-reads the raw history: extra storage); the floor is the best probe (a "
+            "heuristic that knows nothing of semantics). The ranks count every condition; "
+            "in a reversal? marks a strict condition that current accuracy and reveal "
+            "accuracy order the other way round against another strict one (the selection "
+            "warning), so two ranks may differ without it.",
         )
     ]
     if not frame.empty:

@@ -692,3 +692,24 @@ def test_a_store_before_format_4_is_refused_by_name(tmp_path: Path):
     result = runner.invoke(app, ["report", str(tmp_path), "--out", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
     assert "store.sqlite is a run of an older format" in result.output
+
+
+def test_only_the_best_archive_and_probe_are_ceiling_and_floor(tmp_path: Path):
+    """The role column named every archive a ceiling (bm25 at half of full's joint J):
+    the ceiling is the best archive by joint J and the floor the best probe, ties
+    included; the others are their kind."""
+    out = tmp_path / "run"
+    result = run("run", "--preset", "cca-pilot-paper", "--conditions",
+                 "frontier,full,bm25,probe_shortest,probe_random", "--transforms", "identity",
+                 "--workers", "1", "--quiet", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert run("report", str(out)).exit_code == 0
+    headline = pd.read_csv(out / "report" / "headline.csv").set_index("condition")
+    assert pd.isna(headline.loc["frontier", "role"])
+    for kind, word, members in (("archive", "ceiling", ["full", "bm25"]),
+                                ("probe", "floor", ["probe_shortest", "probe_random"])):  # fmt: skip
+        scores = headline.loc[members, "joint_J_k"]
+        assert scores.nunique() > 1, scores  # one is below the other: the test can tell
+        for name in members:
+            best = scores[name] == scores.max()
+            assert headline.loc[name, "role"] == (word if best else kind)
