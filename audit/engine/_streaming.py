@@ -76,6 +76,16 @@ def _named_by_a(chunk_a: Sequence[Record], chunk_b: Sequence[Record]) -> list[Re
     return names
 
 
+def text_of(memory: object, method: str) -> str:
+    """A compressor's answer, which must be a memory string: anything else (bytes,
+    None, a number) is the compressor's error here, named, not a crash of the reader."""
+    if type(memory) is str:
+        return memory
+    if isinstance(memory, str):  # a subclass: its text alone (it may carry no other state)
+        return "".join([memory])
+    raise TypeError(f"{method} returned {type(memory).__name__}, not a str memory")
+
+
 def over_budget(memory: str, budget: int) -> bool:
     """Whether the memory's UTF-8 bytes exceed the budget (without encoding ASCII)."""
     return len(memory) > budget or (not memory.isascii() and len(memory.encode("utf-8")) > budget)
@@ -176,7 +186,7 @@ def stream_variant(
         key = (memory, ids, index)
         found = memo.get(key) if memo is not None else None
         if found is None:
-            new = update(memory, view, query, budget)
+            new = text_of(update(memory, view, query, budget), "update")
             found = (new, budgeted and over_budget(new, budget))
             if memo is not None:
                 memo[key] = found
@@ -211,7 +221,7 @@ async def astream_variant(
 
     async def answer(request: Update) -> Answer:
         memory, (view, _, _) = request
-        new = await compressor.aupdate(memory, view, query, budget, repeat)
+        new = text_of(await compressor.aupdate(memory, view, query, budget, repeat), "update")
         return new, compressor.budgeted and over_budget(new, budget)
 
     plan = plan or plan_variant(pair, variant)
@@ -252,7 +262,8 @@ def finish_streams(
     archive = compressor if isinstance(compressor, ArchiveCompressor) else None
     for branch, (m, o) in states.items():
         if archive is not None:
-            m = archive.recall(m, pair.history(variant, branch), pair.query, budget)
+            m = text_of(archive.recall(m, pair.history(variant, branch), pair.query, budget),
+                        "recall")  # fmt: skip
             if archive.budgeted and len(m.encode("utf-8")) > budget:
                 m, o = "", o + 1
         memories[branch], overflows[branch] = m, o

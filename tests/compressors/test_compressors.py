@@ -978,3 +978,38 @@ def test_no_deterministic_builtin_is_called_impure():
     for pair in PILOT[:: max(1, len(PILOT) // 6)]:
         result = run_job("job-pure", pair, cells, transforms, seed=0)
         assert not result.log.errors, [e.error for e in result.log.errors]
+
+
+@pytest.mark.parametrize(
+    ("returned", "named"), [("memory.encode()", "bytes"), ("None", "NoneType")]
+)
+def test_an_update_that_returns_no_str_is_its_error(plugin, returned: str, named: str):
+    """An update returning bytes crashed the whole run in the reader (tail's work lost
+    with it), and None was placed in the audit's own code: each is the compressor's
+    error, named, and the condition beside it is scored."""
+    module = plugin(
+        "not_text",
+        f"""
+        from compressors import Compressor, dump, load
+
+
+        class NotText(Compressor):
+            name = "not_text"
+
+            def update(self, memory, chunk, query_keys, budget):
+                memory = dump([*chunk.records])
+                return {returned}
+        """,
+    )
+    pair = PILOT[0]
+    label = f"{module}:NotText"
+    result = run_job("job-not-text", pair, [(parse_spec(c), 1200) for c in ("tail", label)],
+                     parse_transforms("identity"), seed=0)  # fmt: skip
+    (error,) = result.log.errors
+    assert error.type == "TypeError"
+    assert error.error == f"TypeError: update returned {named}, not a str memory"
+    outcomes = {row["condition"]: set() for row in result.rows}
+    for row in result.rows:
+        outcomes[row["condition"]].add(row["outcome"])
+    assert outcomes[label] == {"error"}
+    assert "error" not in outcomes["tail"]
