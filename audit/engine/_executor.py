@@ -132,10 +132,31 @@ def _execute(job: Job, transforms: Sequence[TransformSpec], seed: int) -> Packed
 
     What a compressor prints goes to stderr: stdout carries the run's answer, which a
     plugin's debugging lines from the workers would otherwise break into."""
-    with redirect_stdout(sys.stderr), _cycle_collection_after(acyclic=builtins_only(job.cells)):
+    with _stdout_to_stderr(), _cycle_collection_after(acyclic=builtins_only(job.cells)):
         # in a function of its own: its locals (every instance of the pair, the rows)
         # are freed before the collection at the end, which then has less to walk
         return _run_and_pack(job, transforms, seed)
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send a job's output to stderr: Python's ``print`` and, through file descriptor 1,
+    what a library's C code or a child process (``cmd:``'s programs answer on pipes of
+    their own) writes; put back afterwards (one worker runs jobs in the command's own
+    process, whose stdout then prints the answer)."""
+    sys.stdout.flush()
+    try:
+        saved: int | None = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 or 2 to swap: Python's own stream only
+        saved = None
+    try:
+        with redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _run_and_pack(job: Job, transforms: Sequence[TransformSpec], seed: int) -> PackedJob:

@@ -246,7 +246,12 @@ def test_a_raised_compressor_is_marked_wherever_its_verdict_is(raising_run):
 
 
 PRINTER = """
+import os
+import subprocess
+
 from compressors import Compressor, dump, load, pack
+
+child = []
 
 
 class Printer(Compressor):
@@ -254,6 +259,9 @@ class Printer(Compressor):
 
     def update(self, memory, chunk, query_keys, budget):
         print("PLUGIN SAYS", len(chunk.records))
+        os.write(1, b"DESCRIPTOR SAYS\\n")  # as a library's C code would
+        if not child:  # a child process inherits descriptor 1
+            child.append(subprocess.run(["echo", "CHILD SAYS"], check=True))
         return dump(pack([*load(memory), *chunk.records], budget))
 """
 
@@ -267,9 +275,10 @@ def test_what_a_compressor_prints_stays_off_the_answer(tmp_path: Path, workers: 
                    "printer_plugin:Printer,tail", "--transforms", "identity", "--quiet",
                    "--workers", workers, "--out", "run")  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "PLUGIN SAYS" not in result.stdout
     assert "Verdicts at 1200 B" in result.stdout
-    assert any(line.startswith("PLUGIN SAYS ") for line in result.stderr.splitlines())
+    for said in ("PLUGIN SAYS", "DESCRIPTOR SAYS", "CHILD SAYS"):
+        assert said not in result.stdout
+        assert any(line.startswith(said) for line in result.stderr.splitlines()), said
 
 
 SLOW = """
