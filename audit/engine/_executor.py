@@ -450,11 +450,15 @@ def _execute_in(
             progress.begin("deterministic", jobs_done, len(planned))
 
         spent: Counter[str] = Counter()
+        cost = StageCost(executor=executor)
+        invocation.deterministic = cost  # filled in as jobs come: a stopped stage says so
 
         def record(result: PackedJob) -> None:
             nonlocal jobs_done
+            added = store.add_job(result, replace=result.key in redo)
+            cost.jobs += 1
             spent.update(result.log.seconds)
-            if store.add_job(result, replace=result.key in redo):
+            if added:
                 jobs_done += 1
                 if progress:
                     progress.advance("deterministic", jobs_done)
@@ -465,25 +469,25 @@ def _execute_in(
             if progress:
                 progress.advance("llm", units_done)
 
-        cost = StageCost(jobs=len(jobs), executor=executor)
         with _settled_heap():
-            if executor == "ray" and jobs:
-                from audit.engine import _ray  # imports ray itself only now
+            try:
+                if executor == "ray" and jobs:
+                    from audit.engine import _ray  # imports ray itself only now
 
-                cost.cpus = _ray.run_on_ray(
-                    jobs, _execute, (plan.transforms, plan.seed), record, ray_address, workers,
-                    plan.conditions, plan.compressor_versions,
-                )  # fmt: skip
-            elif min(workers, len(jobs)) <= 1:
-                for job in jobs:
-                    record(_execute(job, plan.transforms, plan.seed))
-            else:
-                _run_parallel(
-                    jobs, plan, min(workers, len(jobs)), record
-                )  # a process a job at most
-        cost.seconds = round(time.perf_counter() - started, 3)
-        cost.conditions = {label: round(seconds, 3) for label, seconds in spent.items()}
-        invocation.deterministic = cost
+                    cost.cpus = _ray.run_on_ray(
+                        jobs, _execute, (plan.transforms, plan.seed), record, ray_address,
+                        workers, plan.conditions, plan.compressor_versions,
+                    )  # fmt: skip
+                elif min(workers, len(jobs)) <= 1:
+                    for job in jobs:
+                        record(_execute(job, plan.transforms, plan.seed))
+                else:
+                    _run_parallel(
+                        jobs, plan, min(workers, len(jobs)), record
+                    )  # a process a job at most
+            finally:  # (recorded with the invocation's outcome, however it ends)
+                cost.seconds = round(time.perf_counter() - started, 3)
+                cost.conditions = {label: round(sec, 3) for label, sec in spent.items()}
         record_costs(out, invocation)
         if plan.llm is not None and runner is not None:
             probe_s = None

@@ -110,6 +110,16 @@ def test_sigterm_stops_the_run_and_records_no_false_row(
         db.close()
     assert "SystemExit" not in logs
     assert "compressor raised" not in logs
+    # what the stopped stage did is in costs.json (it was not, a stopped stage had no entry)
+    db = sqlite3.connect(out / "store.sqlite")
+    try:
+        (stored,) = db.execute("SELECT COUNT(*) FROM jobs").fetchone()
+    finally:
+        db.close()
+    (stopped,) = json.loads((out / "costs.json").read_text())["invocations"]
+    assert stopped["outcome"] == "terminated (exit 143)"
+    assert 0 < stopped["deterministic"]["jobs"] <= stored
+    assert set(stopped["deterministic"]["conditions"]) == {"frontier", "tail", "full"}
     resumed = audit(*args, "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr
     assert (out / "results.parquet").read_bytes() == (whole / "results.parquet").read_bytes()
