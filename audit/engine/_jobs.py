@@ -12,6 +12,7 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 from audit.engine._exact import memory_records
@@ -32,7 +33,7 @@ from audit.engine._streaming import (
     stream_variant,
 )
 from audit.plan import Cell, TransformSpec
-from compressors import ChatUnavailableError, Compressor, build, load
+from compressors import ChatUnavailableError, Compressor, ConditionSpec, build, load
 from histories import (
     BRANCHES,
     FUTURES,
@@ -193,7 +194,8 @@ def run_job(
                     correspondence.get(instance.pair_id), external,
                 )  # fmt: skip
             # (an external system is audited as it is: its state is its own)
-            impure = None if external else _impure(compressor, budget, pairs, plans, identity)
+            impure = None if external else _impure(compressor, spec, budget, pairs, plans,
+                                                   identity)  # fmt: skip
             if impure is not None:  # no read of it here can be trusted
                 cell = JobRows(key, classes=classes)
                 for instance in pairs:
@@ -219,44 +221,56 @@ def run_job(
 
 def _impure(
     compressor: Compressor,
+    spec: ConditionSpec,
     budget: int,
     pairs: Sequence[Pair],
     plans: Mapping[str, Mapping[VariantName, VariantPlan]],
     identity: Mapping[tuple[str, str], str],
 ) -> UpdateRaised | None:
-    """Whether the compressor, after every instance of the job, streams the source
-    pair's variant A again (no memo) to other memories than the first time: randomness,
-    a counter or state kept on the instance (the memory string is the only state a
-    deterministic compressor may carry).  Where it differs first, as an update error."""
+    """Whether the source pair's variant A, streamed again without the memo, gives
+    other memories than the first time: by the same object after every instance (state
+    kept on it, a counter), then by a new one (randomness it caches on itself).  The
+    memory string is the only state a deterministic compressor may carry.  Where it
+    differs first, as an update error; None when it does not (or nothing to check)."""
     source = next((p for p in pairs if p.transform is None), None)
     if source is None or ("A", "current") not in identity:  # no source, or it raised
         return None
     plan = plans[source.pair_id]["A"]
     prefix, futures = plan
-    try:
-        again = stream_variant(compressor, source, "A", budget, None, plan).memories
-    except (Exception, SystemExit) as error:  # (where: the update's site, else recall's)
-        raised = error.error if isinstance(error, UpdateRaised) else error
-        found = ImpureUpdateError(
-            f"streaming the same history again raised {type(raised).__name__}: {raised}: "
-            "its update is not a pure function of (memory, chunk, query, budget)"
-        )
-        site = (
-            error if isinstance(error, UpdateRaised) else UpdateRaised(found, "A", plan, prefix[-1])
-        )
-        site.error = found
-        return site
-    for branch in BRANCHES:
-        if again[branch] != identity[("A", branch)]:
+    for how in ("by the same object, after every instance", "by a new instance"):
+        streamer = compressor if how.startswith("by the same") else build(spec)
+        try:
+            again = stream_variant(streamer, source, "A", budget, None, plan).memories
+        except (Exception, SystemExit) as error:  # (where: the update's site, else recall's)
+            raised = error.error if isinstance(error, UpdateRaised) else error
+            site = error if isinstance(error, UpdateRaised) else None
             found = ImpureUpdateError(
-                f"the same history streamed again gave another {branch} memory: its update "
-                "is not a pure function of (memory, chunk, query, budget), so its scores "
-                "would depend on the order the audit ran things in (no randomness, counter "
-                "or state kept on the instance: only the memory string)"
+                f"the same history streamed again ({how}) raised {type(raised).__name__}: "
+                f"{raised}: {_NOT_PURE}"
             )
-            last = prefix[-1] if branch == "current" else futures[branch][-1]
-            return UpdateRaised(found, "A", plan, last)
+            site = site or UpdateRaised(found, "A", plan, prefix[-1])
+            site.error = found
+            return site
+        finally:
+            if streamer is not compressor:
+                with suppress(Exception):
+                    streamer.finish()
+        for branch in BRANCHES:
+            if again[branch] != identity[("A", branch)]:
+                found = ImpureUpdateError(
+                    f"the same history streamed again ({how}) gave another {branch} memory: "
+                    f"{_NOT_PURE}"
+                )
+                last = prefix[-1] if branch == "current" else futures[branch][-1]
+                return UpdateRaised(found, "A", plan, last)
     return None
+
+
+_NOT_PURE = (
+    "the compressor is not a pure function of (memory, chunk, query, budget), so its "
+    "scores would depend on the order the audit ran things in (its only state may be the "
+    "memory string: no randomness, counter or state kept on the instance)"
+)
 
 
 def _run_instance(

@@ -931,6 +931,22 @@ class Counted(Compressor):
         return dump(pack(kept[-3:] if calls > 30 else kept, budget))
 
 
+class Cached(Compressor):
+    name = "cached"
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.answers = {}
+
+    def update(self, memory, chunk, query_keys, budget):
+        asked = (memory, tuple(chunk.lines), tuple(query_keys), budget)
+        if asked not in self.answers:  # chance once, then the same answer to the same ask
+            kept = [*load(memory), *chunk.records]
+            random.shuffle(kept)
+            self.answers[asked] = dump(pack(kept, budget))
+        return self.answers[asked]
+
+
 class Remembers(Compressor):
     name = "remembers"
 
@@ -945,9 +961,10 @@ class Remembers(Compressor):
 """
 
 
-@pytest.mark.parametrize("name", ["Chance", "Counted", "Remembers"])
+@pytest.mark.parametrize("name", ["Chance", "Counted", "Remembers", "Cached"])
 def test_an_impure_update_is_an_error_not_a_score(plugin, name: str):
-    """Randomness, a module counter and state kept on the instance each make the same
+    """Randomness (even cached on the instance, which a second stream by the same object
+    would not see), a module counter and state kept on the instance each make the same
     history stream to another memory: every read of the condition in the job is an
     error (its scores would depend on evaluation order), named as not pure, at the
     source pair's variant A; the conditions beside it are scored as ever."""
