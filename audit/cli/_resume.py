@@ -112,14 +112,14 @@ def _check_versions(run_dir: Path, plan: RunPlan) -> None:
     except MemoryAuditError:
         return
     changed = [
-        f"{was} (installed: {now})"
+        f"{was} is now {now}"
         for label, now in installed.items()
         if (was := plan.compressor_versions.get(label, now)) != now
     ]
     if changed:
         raise RunDirectoryError(
-            f"{run_dir}: {', '.join(changed)} changed version since the run began: resuming "
-            "would mix two versions of a compressor under one name; install the run's "
-            "version to resume, or audit this one in a new run (`audit report` reads this "
-            "run as it is)"
+            f"{run_dir}: {'; '.join(changed)} (its name or version changed since the run "
+            "began): resuming would mix two compressors under one condition; bring back "
+            "the run's to resume, or audit this one in a new run (`audit report` reads "
+            "this run as it is)"
         )

@@ -464,8 +464,9 @@ def slow_condition(seconds: Mapping[str, float]) -> str | None:
         return None
     times = f"{top / rest:.0f} times" if rest > 0 else "far more than"
     return (
-        f"note: {name} took {top:.1f} s in its jobs, {times} the median of the other "
-        "conditions: costs.json and the report's costs list each"
+        f"note: {name} took {top:.1f} s, summed over its jobs (which ran side by side), "
+        f"{times} the median of the other conditions: costs.json and the report's costs "
+        "list each"
     )
 
 
