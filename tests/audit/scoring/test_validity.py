@@ -1095,7 +1095,9 @@ def test_a_memory_of_the_public_transforms_is_blind_under_a_drawn_seed(
     public, drawn = (s[1]["blocks"]["joint_J"] for s in scores.values())
     assert public["n"] == drawn["n"] == 12
     assert public["k"] >= 10, public  # remembered
-    assert drawn["k"] <= 3, drawn  # blind
+    # blind: chance, not the table (k 0 to 4 over the drawn seeds 1-40, 4 at two of them,
+    # which the bound of 3 this test had made a flake of about one run in twenty)
+    assert drawn["k"] <= 6, drawn
     # the same --out again resumes with the seed it drew, not a new one
     result = run("run", "--pairs", pairs, "--conditions", f"{adversary}:Remember",
                  "--transforms", "identity,disguise:2", "--workers", "1", "--quiet",
