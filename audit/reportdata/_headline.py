@@ -10,6 +10,8 @@ import pandas as pd
 from audit.reportdata._context import ReportContext, by_system, proportion_columns
 from audit.scoring import (
     IDENTITY,
+    Verdict,
+    best_of,
     bootstrap_mean,
     is_degenerate,
 )
@@ -30,18 +32,16 @@ condition has no role."""
 
 def _roles(ctx: ReportContext) -> dict[tuple[str, str, int], str]:
     """Each archive's and probe's role, keyed like ``System``."""
-    tops: dict[tuple[str, int, str], int] = {}
+    groups: dict[tuple[str, int], list[Verdict]] = {}
     for v in ctx.verdicts:
-        if v.kind in ROLES and v.n:
-            key = (v.reader, v.budget, v.kind)
-            tops[key] = max(tops.get(key, 0), v.keeps_k)
-    return {
-        (v.reader, v.condition, v.budget): (
-            ROLES[v.kind] if v.n and tops.get((v.reader, v.budget, v.kind)) == v.keeps_k else v.kind
-        )
-        for v in ctx.verdicts
-        if v.kind in ROLES
-    }
+        groups.setdefault((v.reader, v.budget), []).append(v)
+    roles = {}
+    for group in groups.values():
+        for kind, role in ROLES.items():
+            best = best_of(group, kind)
+            roles.update({(v.reader, v.condition, v.budget): role if v in best else kind
+                          for v in group if v.kind == kind})  # fmt: skip
+    return roles
 
 
 def headline_frame(ctx: ReportContext) -> pd.DataFrame:

@@ -87,6 +87,7 @@ from audit.scoring._verdicts import (
     VERDICT_LEGEND,
     Verdict,
     VerdictRow,
+    best_of,
     verdict_rows,
     verdicts,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "Verdict",
     "VerdictRow",
     "WriterCheck",
+    "best_of",
     "bootstrap_mean",
     "budget_alerts",
     "cluster_bootstrap",

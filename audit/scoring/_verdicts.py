@@ -205,6 +205,14 @@ class VerdictRow(BaseModel):
     verdict: Verdict
 
 
+def best_of(group: Sequence[Verdict], kind: str) -> list[Verdict]:
+    """The best of ``kind`` among one reader's and budget's verdicts by joint J, ties
+    included (the ceiling of the archives, the floor of the probes); none with no pair."""
+    found = [v for v in group if v.kind == kind and v.n]
+    top = max((v.keeps_k for v in found), default=None)
+    return [v for v in found if v.keeps_k == top]
+
+
 def verdict_rows(group: Sequence[Verdict]) -> list[VerdictRow]:
     """What a reader of one reader and budget is shown: a line per strict condition,
     then the ceiling (the best archive by joint J) and the floor (the best probe), each
@@ -221,8 +229,7 @@ def verdict_rows(group: Sequence[Verdict]) -> list[VerdictRow]:
         found = [v for v in group if v.kind == kind and v.n]
         if not found:
             continue
-        top = max(v.keeps_k for v in found)
-        best = [v for v in found if v.keeps_k == top]
+        best = best_of(found, kind)
         remark = f"(best of {len(found)} {kind}s" if len(found) > 1 else f"(the only {kind}"
         remark += f", a tie of {len(best)})" if len(best) > 1 else ")"
         cells = {key: "-" for key, _ in VERDICT_COLUMNS} | {"keeps": best[0].keeps()}
