@@ -237,22 +237,22 @@ def _impure(
         return None
     plan = plans[source.pair_id]["A"]
     prefix, futures = plan
-    for how in ("by the same object, after every instance", "by a new instance"):
-        streamer = compressor if how.startswith("by the same") else build(spec)
+    for how, fresh in (("by the same object, after every instance", False),
+                       ("by a new instance", True)):  # fmt: skip
+        streamer = build(spec) if fresh else compressor
         try:
             again = stream_variant(streamer, source, "A", budget, None, plan).memories
         except (Exception, SystemExit) as error:  # (where: the update's site, else recall's)
             raised = error.error if isinstance(error, UpdateRaised) else error
-            site = error if isinstance(error, UpdateRaised) else None
-            found = ImpureUpdateError(
+            site = error if isinstance(error, UpdateRaised) else UpdateRaised(
+                raised, "A", plan, prefix[-1])  # fmt: skip
+            site.error = ImpureUpdateError(
                 f"the same history streamed again ({how}) raised {type(raised).__name__}: "
                 f"{raised}: {_NOT_PURE}"
             )
-            site = site or UpdateRaised(found, "A", plan, prefix[-1])
-            site.error = found
             return site
         finally:
-            if streamer is not compressor:
+            if fresh:
                 with suppress(Exception):
                     streamer.finish()
         for branch in BRANCHES:
