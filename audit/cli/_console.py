@@ -34,7 +34,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from audit.cli._common import silence_stdout, terminal_text
+from audit.cli._common import plural, silence_stdout, terminal_text
 from audit.cli._labels import fitting_aliases
 from audit.engine import RequestEstimate, RequestTally, RunProgress, Stage, Tallies
 from audit.scoring import (
@@ -437,10 +437,9 @@ def llm_stage_line(stage: dict[str, Any]) -> str:
         for role in ("writer", "reader")
         if stage.get(role)
     )
-    repeats = stage["repeats"]
     line = (
-        f"LLM stage: {stage['sample']} source pair{'' if stage['sample'] == 1 else 's'} x "
-        f"{repeats} repeat{'' if repeats == 1 else 's'}; {models}."
+        f"LLM stage: {plural(stage['sample'], 'source pair')} x "
+        f"{plural(stage['repeats'], 'repeat')}; {models}."
     )
     from audit.backends import SMOLLM2  # (only for a run with an LLM stage)
 
@@ -666,10 +665,9 @@ def _print_verdicts(console: Console, summary: Summary) -> None:
     for verdict in found:
         groups.setdefault((verdict.reader, verdict.budget), []).append(verdict)
     for (reader, budget), here in groups.items():
-        pairs = max(v.n for v in here)
         console.print(
             f"Verdicts at {budget} B, {'exact reader' if reader == 'exact' else reader}, "
-            f"{pairs} source pair{'' if pairs == 1 else 's'}:",
+            f"{plural(max(v.n for v in here), 'source pair')}:",
             soft_wrap=True,
         )
         _print_verdict_rows(console, verdict_rows(here))

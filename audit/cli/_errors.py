@@ -52,5 +52,4 @@ def error_block(summary: Mapping[str, Any], run_dir: Path) -> list[str]:
 
 def _relative(raised_at: str) -> str:
     """A frame's file under the working directory, as a path relative to it."""
-    here = f"{Path.cwd()}{os.sep}"
-    return raised_at.removeprefix(here)
+    return raised_at.removeprefix(f"{Path.cwd()}{os.sep}")

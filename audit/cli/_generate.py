@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -123,18 +124,6 @@ def generate(
         fail(f"FILE ({file}) is the source file of --source: give --source NAME")
     if preset is not None and families is not None:
         fail("give --preset or --families, not both")
-    if preset in NATURAL_PRESETS:
-        synthetic = {
-            "--pairs-per-family": pairs_per_family, "--distractors": distractors,
-            "--chunk-size": chunk_size, "--render": render, "--labels": labels,
-            "--distractor-mix": distractor_mix,
-        }  # fmt: skip
-        given = [option for option, value in synthetic.items() if value is not None]
-        if given:
-            fail(f"--preset {preset} samples natural packs: {', '.join(given)} applies to "
-                 "generated pairs")  # fmt: skip
-        _generate_preset(preset, seed, out, force)
-        return
     overrides = {
         name: value
         for name, value in {
@@ -148,6 +137,13 @@ def generate(
         }.items()
         if value is not None
     }
+    if preset in NATURAL_PRESETS:
+        given = [f"--{name.replace('_', '-')}" for name in overrides if name != "seed"]
+        if given:
+            fail(f"--preset {preset} samples natural packs: {', '.join(given)} applies to "
+                 "generated pairs")  # fmt: skip
+        _generate_preset(preset, seed, out, force)
+        return
     if preset is not None:
         if preset not in PRESETS:
             fail(f"unknown preset {preset!r}; known: {', '.join(PRESET_NAMES)}")
@@ -167,14 +163,7 @@ def generate(
     body, manifest = dataset_bytes(
         (line for _, line in lines), config, (family for family, _ in lines)
     )
-    existing = out / PAIRS_FILE
-    if existing.exists() and not force:
-        if existing.read_bytes() == body and (out / MANIFEST_FILE).exists():
-            _print_summary(config, lines, preset)
-            echo_fitted(f"{out} already holds this exact dataset (unchanged)")
-            return
-        fail(f"{out} already holds a different dataset; use --force to replace it")
-    write_files_atomically(out, {PAIRS_FILE: body, MANIFEST_FILE: manifest})
+    _write_dataset(out, body, manifest, force, lambda: _print_summary(config, lines, preset))
     _print_summary(config, lines, preset)
     echo_fitted(f"wrote {out / PAIRS_FILE} and {out / MANIFEST_FILE}")
 
@@ -221,11 +210,15 @@ def _generate_preset(name: str, seed: int | None, out: Path, force: bool) -> Non
     echo_fitted(f"wrote {out / PAIRS_FILE} and {out / MANIFEST_FILE}")
 
 
-def _write_dataset(out: Path, body: bytes, manifest: bytes, force: bool) -> None:
-    """Write a dataset, leaving an identical one as it is and refusing a different one."""
+def _write_dataset(
+    out: Path, body: bytes, manifest: bytes, force: bool, said: Callable[[], object] = lambda: None
+) -> None:
+    """Write a dataset, leaving an identical one as it is (``said``: what it holds, then
+    exit 0) and refusing a different one."""
     existing = out / PAIRS_FILE
     if existing.exists() and not force:
         if existing.read_bytes() == body and (out / MANIFEST_FILE).exists():
+            said()
             echo_fitted(f"{out} already holds this exact dataset (unchanged)")
             raise typer.Exit(0)
         fail(f"{out} already holds a different dataset; use --force to replace it")

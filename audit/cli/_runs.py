@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from audit.cli._common import echo_fitted, fail, new_app, terminal_text
+from audit.cli._common import echo_fitted, fail, new_app, plural, terminal_text
 from audit.errors import MemoryAuditError, RunDataError
 from audit.rundir import SUMMARY_FILE, RunManifest, read_manifest
 from audit.scoring import load_summary
@@ -65,11 +65,7 @@ class _Run:
 
 def _size(directory: Path) -> int:
     """Bytes of the regular files under ``directory`` (links not followed)."""
-    total = 0
-    for path in directory.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            total += path.stat().st_size
-    return total
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _runs(root: Path) -> list[_Run]:
@@ -93,10 +89,6 @@ def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
-def _count(n: int) -> str:
-    return f"{n} run" if n == 1 else f"{n} runs"
-
-
 def _line(run: _Run) -> str:
     return (
         f"{terminal_text(run.path.name):<24} {run.state:<10} "
@@ -113,7 +105,7 @@ def list_runs(root: RootOption = Path("runs")) -> None:
     typer.echo(f"{'run':<24} {'state':<10} {'updated (UTC)':<20} {'size':>10}")
     for run in runs:
         typer.echo(_line(run))
-    echo_fitted(f"{_count(len(runs))}, {_mb(sum(run.bytes for run in runs))} under {root}")
+    echo_fitted(f"{plural(len(runs), 'run')}, {_mb(sum(run.bytes for run in runs))} under {root}")
 
 
 def _age_seconds(text: str) -> int:
@@ -156,10 +148,10 @@ def prune_runs(
         removed += 1
         freed += run.bytes
     verb = "would free" if dry_run else "freed"
-    echo_fitted(f"{_count(removed)}, {verb} {_mb(freed)}")
+    echo_fitted(f"{plural(removed, 'run')}, {verb} {_mb(freed)}")
     if kept_running:
         echo_fitted(
-            f"kept {_count(kept_running)} whose manifest says running (--include-running "
+            f"kept {plural(kept_running, 'run')} whose manifest says running (--include-running "
             "removes them too)"
         )
 
