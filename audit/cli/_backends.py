@@ -95,17 +95,9 @@ def check(
         for chosen in names:
             local = settings.get(chosen).embedded
             if sys.stderr.isatty():  # someone is watching: say what the wait is for
-                typer.echo(
-                    f"checking {chosen}"
-                    + (" (the embedded model starts first)" if local else "")
-                    + (
-                        "; the determinism probe sends 32 requests (minutes on a CPU model)"
-                        if determinism and local
-                        else ""
-                    )
-                    + " ...",
-                    err=True,
-                )
+                probe = "; the determinism probe sends 32 requests (minutes on a CPU model)"
+                starts = " (the embedded model starts first)" + (probe if determinism else "")
+                typer.echo(f"checking {chosen}{starts if local else ''} ...", err=True)
             for result in await check_backend(chosen, settings, determinism=determinism):
                 typer.echo(terminal_text(result.line()))
                 ok = ok and result.ok

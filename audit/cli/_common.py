@@ -129,13 +129,6 @@ def silence_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def stdout_gone() -> NoReturn:
-    """The reader of our output went away (``audit families | head -1``): stop quietly
-    with the status a shell gives a process killed by SIGPIPE, as Unix tools do."""
-    silence_stdout()
-    raise typer.Exit(SIGPIPE_STATUS)
-
-
 class GuardedGroup(TyperGroup):
     """A command group whose commands' ``MemoryAuditError`` becomes one clean line, and
     so does a file the system refuses (a path that cannot be created, a full disk, no
@@ -147,8 +140,9 @@ class GuardedGroup(TyperGroup):
         except MemoryAuditError as error:
             fail(str(error), error.exit_code)
         except BrokenPipeError as error:
-            if stdout_closed():
-                stdout_gone()
+            if stdout_closed():  # our reader went (`audit families | head -1`): stop quietly
+                silence_stdout()  # with the status SIGPIPE gives, as Unix tools do
+                raise typer.Exit(SIGPIPE_STATUS) from None
             fail(os_error_text(error), 1)  # a socket or pipe of the command's own
         except OSError as error:
             fail(os_error_text(error), 1)
