@@ -599,9 +599,8 @@ def _print_floor(console: Console, summary: Summary, verbose: bool) -> None:
 
 
 class _RunConsole(Console):
-    """A console whose reader may leave (``audit run --seeds 1,2,3 | head -1``): the
-    display is the least of a run, so the run goes on, quietly, and finishes its work
-    (Rich's default exits 1 there, which ended a replication after its first seed)."""
+    """A console whose reader may leave (``audit run --seeds 1,2,3 | head -1``): the run
+    goes on quietly and finishes its work (Rich's default exits 1 there)."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -609,8 +608,7 @@ class _RunConsole(Console):
 
 
 class _TrimmedLines:
-    """stdout without the space Rich leaves at the end of each line it wraps (a pasted
-    console carried them into a bug report)."""
+    """stdout without the space Rich leaves at the end of each line it wraps."""
 
     _TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)\n")
 

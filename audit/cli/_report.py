@@ -38,15 +38,12 @@ def report_process() -> Iterator[bool]:
     whether the heap was tuned (False off glibc).
 
     * The cyclic collector passes over young objects every ``YOUNG_COLLECTION``
-      allocations, older ones a twentieth as often: at Python's defaults it made 616
-      passes in the default run's report, 0.24 of 2.9 CPU s, and found 10 objects.
-    * Freed memory is kept for reuse.  By default glibc maps each large array on its
-      own and unmaps it when freed, trims the heap's top at 128 KB, and pyarrow's
-      mimalloc pool purges freed pages after 10 ms, so the same pages were faulted in
-      again and again (0.4 to 0.6 system CPU s of a 3.8 s report).  Arrays up to 32 MB
-      come from the heap, up to 1 GB of freed heap is kept, and pyarrow allocates
-      through glibc too, unless ARROW_DEFAULT_MEMORY_POOL names a pool: about 10 % less
-      CPU, 60 MB more peak RSS (docs/performance.md).
+      allocations, older ones a twentieth as often (Python's defaults spent 0.24 of a
+      report's 2.9 CPU s in it, to find 10 objects).
+    * Freed memory is kept for reuse instead of being handed back and faulted in again:
+      arrays up to 32 MB come from the heap, up to 1 GB of freed heap is kept, and
+      pyarrow allocates through glibc too, unless ARROW_DEFAULT_MEMORY_POOL names a
+      pool: about 10 % less CPU, 60 MB more peak RSS.
 
     The collector's thresholds and pyarrow's pool are put back afterwards (a caller in
     the same process, a notebook or a test, keeps its own); glibc's settings stay.
