@@ -105,6 +105,12 @@ def _order(values: Sequence[Any] | pd.Series) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
+def _rows(values: Sequence[Any] | pd.Series) -> tuple[dict[Any, int], list[str]]:
+    """Each distinct value's row (in order of first appearance), and the rows' labels."""
+    labels = _order(values)
+    return {v: i for i, v in enumerate(labels)}, [str(v) for v in labels]
+
+
 def text_width(text: str, size: float = SIZE) -> float:
     """Pixels a one-line text takes at ``size`` px, with ``SPARE`` to spare."""
     total = 0
@@ -298,13 +304,8 @@ class Drawing:
                 f"0a{_number(r)} {_number(r)} 0 1 0 {_number(-2 * r)} 0z"
             )
         else:
-            d = (
-                "M"
-                + "L".join(
-                    f"{_number(x + px * r)} {_number(y + py * r)}" for px, py in _SHAPES[kind]
-                )
-                + "z"
-            )
+            corners = [(x + px * r, y + py * r) for px, py in _SHAPES[kind]]
+            d = "M" + "L".join(f"{_number(a)} {_number(b)}" for a, b in corners) + "z"
         self.items.append(
             f'<path d="{d}" fill="{face}" stroke="{color}" stroke-width="{_number(PT)}"/>'
         )
@@ -633,8 +634,7 @@ def _dots(chart: Chart) -> Drawing:
     row = max(0.28, 0.12 * len(series) + 0.06) * INCH
     panels = []
     for title, group in _facets(chart):
-        labels = _order(group[options["label"]])
-        position = {v: i for i, v in enumerate(labels)}
+        position, rows = _rows(group[options["label"]])
         records = _records(group)
 
         def plot(
@@ -660,14 +660,7 @@ def _dots(chart: Chart) -> Drawing:
                 d.series.append(Plotted(name, (marker, color, "none"), points))
 
         panels.append(
-            _Panel(
-                title,
-                row * len(labels) + 0.1 * INCH,
-                RATE,
-                RATE_TICKS,
-                plot,
-                rows=[str(v) for v in labels],
-            )
+            _Panel(title, row * len(rows) + 0.1 * INCH, RATE, RATE_TICKS, plot, rows=rows)
         )
     legend = [
         _Entry(name, "marker", color, face, marker)
@@ -692,9 +685,8 @@ def _forest(chart: Chart) -> Drawing:
     color = PALETTE[5]
     panels = []
     for title, group in _facets(chart):
-        labels = _order(group[options["label"]])
-        position = {v: i for i, v in enumerate(labels)}
-        rows = [
+        position, rows = _rows(group[options["label"]])
+        marks = [
             (position[label], _float(v), _float(lo), _float(hi), _format.truthy(f))
             for label, v, lo, hi, f in zip(
                 group[options["label"]],
@@ -705,11 +697,11 @@ def _forest(chart: Chart) -> Drawing:
                 strict=True,
             )
         ]
-        kinds.update(f for _, v, _, _, f in rows if not math.isnan(v))
+        kinds.update(f for _, v, _, _, f in marks if not math.isnan(v))
 
-        def plot(d: Drawing, x: _Scale, y: _Scale, rows: list[Any] = rows) -> None:
+        def plot(d: Drawing, x: _Scale, y: _Scale, marks: list[Any] = marks) -> None:
             d.path([(x(0.0), y.start), (x(0.0), y.end)], "#000000", 0.8 * PT)
-            for row, value, low, high, filled in rows:
+            for row, value, low, high, filled in marks:
                 if math.isnan(value):
                     continue
                 low = value if math.isnan(low) else min(low, value)
@@ -718,14 +710,7 @@ def _forest(chart: Chart) -> Drawing:
                 d.marker("o", x(value), y(row), color, color if filled else "#ffffff", 6 * PT)
 
         panels.append(
-            _Panel(
-                title,
-                0.28 * INCH * len(labels) + 0.1 * INCH,
-                scale,
-                ticks,
-                plot,
-                rows=[str(v) for v in labels],
-            )
+            _Panel(title, 0.28 * INCH * len(rows) + 0.1 * INCH, scale, ticks, plot, rows=rows)
         )
     legend = [
         _Entry(names[0] if fill else names[1], "marker", color, color if fill else "#ffffff")
@@ -780,7 +765,6 @@ def _heatmap(chart: Chart) -> Drawing:
                 light = math.isnan(value) or value > 0.55
                 d.text(x(j), y(i), text, anchor="middle", color=None if light else "#ffffff")
 
-        last = f == len(facets) - 1
         panels.append(
             _Panel(
                 title,
@@ -790,7 +774,7 @@ def _heatmap(chart: Chart) -> Drawing:
                 plot,
                 rows=labels,
                 x_tick_marks=False,
-                x_labels=last,
+                x_labels=f == len(facets) - 1,
                 x_vertical=vertical,
                 grid_x=False,
                 background="#eeeeee",
@@ -804,17 +788,9 @@ def _heatmap(chart: Chart) -> Drawing:
         for k in range(steps):  # bottom (0) to top (1), as thin slices
             y = top + height * (1 - (k + 1) / steps)
             d.rect(x0, y, width, height / steps + 0.3, _colour((k + 0.5) / steps))
-        d.path(
-            [
-                (x0, top),
-                (x0 + width, top),
-                (x0 + width, top + height),
-                (x0, top + height),
-                (x0, top),
-            ],
-            "#000000",
-            0.8 * PT,
-        )
+        right, bottom = x0 + width, top + height
+        outline = [(x0, top), (right, top), (right, bottom), (x0, bottom), (x0, top)]
+        d.path(outline, "#000000", 0.8 * PT)
         widest = 0.0
         for k in range(6):
             at = top + height * (1 - k / 5)
@@ -856,8 +832,7 @@ def _bars(chart: Chart) -> Drawing:
     height = 0.8 / len(names)
     panels = []
     for title, group in _facets(chart):
-        labels = _order(group[options["group"]])
-        position = {v: i for i, v in enumerate(labels)}
+        position, rows = _rows(group[options["group"]])
         bars = [
             (
                 names.index(r[options["series"]]),
@@ -876,16 +851,8 @@ def _bars(chart: Chart) -> Drawing:
                     middle = y(top + height / 2)
                     d.error(x(low), middle, x(high), middle, "#000000", 0.7 * PT, 1.5 * PT)
 
-        panels.append(
-            _Panel(
-                title,
-                max(0.3, 0.15 * len(names) + 0.08) * INCH * len(labels),
-                RATE,
-                RATE_TICKS,
-                plot,
-                rows=[str(v) for v in labels],
-            )
-        )
+        panel_height = max(0.3, 0.15 * len(names) + 0.08) * INCH * len(rows)
+        panels.append(_Panel(title, panel_height, RATE, RATE_TICKS, plot, rows=rows))
     return _compose(panels, options.get("axis", RATE_AXIS), _patches(map(str, names)))
 
 
@@ -894,8 +861,7 @@ def _stacked(chart: Chart) -> Drawing:
     options = chart.options
     parts = [(str(c), str(n)) for c, n in options["parts"]]
     frame = chart.data
-    labels = _order(frame[options["label"]])
-    position = {v: i for i, v in enumerate(labels)}
+    position, labels = _rows(frame[options["label"]])
     rows = [position[v] for v in frame[options["label"]]]
     values = [np.nan_to_num(frame[column].to_numpy(dtype=float)) for column, _ in parts]
     totals = np.sum(values, axis=0) if values else np.zeros(len(frame))
@@ -914,7 +880,7 @@ def _stacked(chart: Chart) -> Drawing:
         _Scale(0.0, high),
         _ticks(0.0, high, 8, integer=True),
         plot,
-        rows=[str(v) for v in labels],
+        rows=labels,
     )
     return _compose([panel], options.get("axis", "count"), _patches(n for _, n in parts))
 
@@ -1061,8 +1027,6 @@ def draw(chart: Chart) -> Drawing | None:
 def render(chart: Chart) -> str | None:
     """The chart as an inline <svg> element; None when its data hold no row."""
     drawing = draw(chart)
-    return (
-        None
-        if drawing is None
-        else _svg(drawing, chart.id, _format.visible(chart.title or chart.id))
-    )
+    if drawing is None:
+        return None
+    return _svg(drawing, chart.id, _format.visible(chart.title or chart.id))
