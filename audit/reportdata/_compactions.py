@@ -26,14 +26,13 @@ def _updates(ctx: ReportContext, levels: pd.DataFrame) -> dict[tuple[str, int], 
     pairs = list(ctx.source.pairs.values())
     out: dict[tuple[str, int], float] = {}
     for transform, index in levels.itertuples(index=False):
-        if not pairs:
-            out[(transform, index)] = float("nan")
-        elif transform == "identity":
-            out[(transform, index)] = float(np.mean([len(p.variants.A.chunks) for p in pairs]))
-        else:
-            out[(transform, index)] = float(
-                np.mean([rechunked_updates(p, int(index)) for p in pairs])
-            )
+        counts = [
+            len(p.variants.A.chunks)
+            if transform == "identity"
+            else rechunked_updates(p, int(index))
+            for p in pairs
+        ]
+        out[(transform, index)] = float(np.mean(counts)) if pairs else float("nan")
     return out
 
 
@@ -68,18 +67,12 @@ def compactions_frame(ctx: ReportContext) -> pd.DataFrame:
 def build(ctx: ReportContext) -> Section:
     frame = compactions_frame(ctx)
     if frame.empty:
-        return Section(
-            "compactions",
-            "Repeated compaction",
-            [
-                Paragraph(
-                    "No rechunk transform in this run: add --transforms ...,rechunk:3 to "
-                    "stream each prefix in more, smaller chunks and see how adequacy decays "
-                    "with the number of compactions.",
-                    muted=True,
-                )
-            ],
+        text = (
+            "No rechunk transform in this run: add --transforms ...,rechunk:3 to stream each "
+            "prefix in more, smaller chunks and see how adequacy decays with the number of "
+            "compactions."
         )
+        return Section("compactions", "Repeated compaction", [Paragraph(text, muted=True)])
     columns = [
         *ctx.system_columns(),
         Column("level", "instance", "label"),

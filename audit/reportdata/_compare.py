@@ -318,16 +318,12 @@ def build_compare(runs: Sequence[RunData], options: Options | None = None) -> Co
         answer = answers.get(key)
         cells = answer.cells() if answer is not None else {}
         row.update({f"own_{k}": cells.get(k, "-") for k, _ in VERDICT_COLUMNS})
-        row.update(
-            proportion_columns(
-                score,
-                {
-                    f"{score}_pairs_k": sum(lo for lo, _ in shared_bounds),
-                    f"{score}_pairs_k_high": sum(hi for _, hi in shared_bounds),
-                    f"{score}_pairs_n": len(shared_bounds),
-                },
-            )
-        )  # the same counting as the report's: NA gives bounds, never a smaller n
+        counts = {
+            "shared_k": sum(lo for lo, _ in shared_bounds),
+            "shared_k_high": sum(hi for _, hi in shared_bounds),
+            "shared_n": len(shared_bounds),
+        }  # the same counting as the report's: NA gives bounds, never a smaller n
+        row.update(proportion_columns(score, counts, "shared"))
         systems.append(row)
     baseline = included[0]
     planned = context.plan(baseline, options.reference) if shared else []
@@ -530,12 +526,10 @@ def _gate(
         table = PairedTable(row["both_pass"], row["only_a"], row["only_b"], row["neither"])
         lead = -tango_paired(table)[0] if judge and margin is not None else math.nan
         leads.append(lead)
-        if not judge:
-            worse.append(False)
-        elif margin is None:
-            worse.append(bool(row["significant"]) and float(row["delta"]) < 0)
-        else:
-            worse.append(not lead <= margin)  # nan (no pair determined in both): not shown
+        if margin is None:
+            worse.append(judge and bool(row["significant"]) and float(row["delta"]) < 0)
+        else:  # nan (no pair determined in both): not shown
+            worse.append(judge and not lead <= margin)
     if margin is not None:
         comparisons["baseline_lead_high"] = leads
     comparisons["worse"] = worse
@@ -736,16 +730,10 @@ def _unpaired(
     the baseline."""
     if systems.empty:
         return {}
+    keys = ["run_b", "condition_b", "budget", "reader_b"]
     paired = (
-        set()
-        if comparisons.empty
-        else set(
-            zip(
-                comparisons["run_b"], comparisons["condition_b"], comparisons["budget"],
-                comparisons["reader_b"], strict=True,
-            )
-        )
-    )  # fmt: skip
+        set() if comparisons.empty else set(comparisons[keys].itertuples(index=False, name=None))
+    )
     groups: dict[tuple[str, str, int], list[str]] = {}
     selected = systems["selected"] if "selected" in systems else [True] * len(systems)
     for run, condition, budget, reader, wanted in zip(

@@ -247,25 +247,13 @@ def proportion_columns(
     envelope over NA bounds) of a cell's ``source`` counts (default ``{prefix}_pairs``:
     source pairs)."""
     source = source or f"{prefix}_pairs"
-    if cell is None or not cell.get(f"{source}_n"):
-        return {
-            f"{prefix}_k": 0,
-            f"{prefix}_k_high": 0,
-            f"{prefix}_n": 0,
-            f"{prefix}_rate": np.nan,
-            f"{prefix}_low": np.nan,
-            f"{prefix}_high": np.nan,
-        }
-    k, k_high, n = (int(cell[f"{source}_{part}"]) for part in ("k", "k_high", "n"))
-    low, high = wilson_arrays([k, k_high], [n, n])  # each bound's count: k low, k_high high
-    return {
-        f"{prefix}_k": k,
-        f"{prefix}_k_high": k_high,
-        f"{prefix}_n": n,
-        f"{prefix}_rate": k / n,
-        f"{prefix}_low": float(low[0]),
-        f"{prefix}_high": float(high[1]),
-    }
+    values: tuple[Any, ...] = (0, 0, 0, np.nan, np.nan, np.nan)
+    if cell is not None and cell.get(f"{source}_n"):
+        k, k_high, n = (int(cell[f"{source}_{part}"]) for part in ("k", "k_high", "n"))
+        low, high = wilson_arrays([k, k_high], [n, n])  # each bound's count: k low, k_high high
+        values = (k, k_high, n, k / n, float(low[0]), float(high[1]))
+    parts = ("k", "k_high", "n", "rate", "low", "high")
+    return {f"{prefix}_{part}": value for part, value in zip(parts, values, strict=True)}
 
 
 def pair_bounds(

@@ -39,12 +39,6 @@ GAP_SHOWN = 0.05
 """A block gap at least this large (and significant) is a finding in the summary."""
 
 
-def _rate(cell: dict[str, Any] | None, metric: str, unit: str = "pairs") -> float | None:
-    if cell is None or not cell[f"{metric}_{unit}_n"]:
-        return None
-    return float(cell[f"{metric}_{unit}_k"]) / float(cell[f"{metric}_{unit}_n"])
-
-
 def _probe_alerts(ctx: ReportContext) -> list[Block]:
     """Conditions this audit cannot tell from the probe floor: one box per reader and
     budget, one line per condition (``floor_message``, the console's text too)."""
@@ -201,8 +195,8 @@ def _best(ctx: ReportContext) -> list[Any]:
         if system[0] in ctx.unreadable:
             continue  # no verdict: no best, ceiling or floor
         cell = ctx.identity_cell(system)
-        rate = _rate(cell, "joint_J")
-        if rate is not None and cell is not None:
+        if cell is not None and cell["joint_J_pairs_n"]:
+            rate = float(cell["joint_J_pairs_k"]) / float(cell["joint_J_pairs_n"])
             groups.setdefault((system[0], system[2]), []).append((rate, system[1], cell))
     for (reader, budget), entries in groups.items():
         found = [entry for entry in entries if ctx.kind(entry[1]) == "strict"]

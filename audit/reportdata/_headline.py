@@ -180,29 +180,17 @@ def build(ctx: ReportContext) -> Section:
             help="both variants right on both futures, on every block of the pair; boot: "
             "a cluster-bootstrap interval of the pairs' mean block pass rate",
         ),
-        *(
-            [
-                Column(
-                    "joint_J_blocks",
-                    "joint J (blocks)",
-                    "proportion",
-                    help="blocks (instance x repeat) passing: the paper's block J",
-                )
-            ]
-            if repeated
-            else []
+        Column(
+            "joint_J_blocks",
+            "joint J (blocks)",
+            "proportion",
+            help="blocks (instance x repeat) passing: the paper's block J",
         ),
-        *(
-            [
-                Column(
-                    "joint_J_boot_degenerate",
-                    "boot degenerate?",
-                    "flag",
-                    flag_text="zero-width interval over varying pairs",
-                )
-            ]
-            if degenerate
-            else []
+        Column(
+            "joint_J_boot_degenerate",
+            "boot degenerate?",
+            "flag",
+            flag_text="zero-width interval over varying pairs",
         ),
         Column(
             "adequacy",
@@ -238,6 +226,8 @@ def build(ctx: ReportContext) -> Section:
         Column("ranks", "rank now / after reveal", "text"),
         Column("rank_differs", "in a reversal?", "flag", flag_text="yes"),
     ]
+    hidden = {"joint_J_blocks": not repeated, "joint_J_boot_degenerate": not degenerate}
+    columns = [c for c in columns if not hidden.get(c.key)]
     blocks: list[Any] = [
         Table(
             "headline-table",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from audit.reportdata._context import Options, pair_values, proportion_columns
+from audit.reportdata._context import Options, System, pair_values, proportion_columns
 from audit.reportdata._glance import integrity_alert
 from audit.rundir import RunData, load_source_pairs
 from audit.scoring import (
@@ -42,8 +42,6 @@ from reports import (
     Table,
     Text,
 )
-
-System = tuple[str, str, int]
 
 
 def _shared_systems(first: Scores, second: Scores) -> list[System]:

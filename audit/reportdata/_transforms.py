@@ -72,17 +72,11 @@ def transform_frame(ctx: ReportContext) -> pd.DataFrame:
 def build(ctx: ReportContext) -> Section:
     frame = transform_frame(ctx)
     if frame.empty or frame["transform"].nunique() < 2:
-        return Section(
-            "transforms",
-            "Transform robustness",
-            [
-                Paragraph(
-                    "This run has only the identity instances: no renaming, permutation or "
-                    "decoy to compare with.",
-                    muted=True,
-                )
-            ],
+        text = (
+            "This run has only the identity instances: no renaming, permutation or decoy to "
+            "compare with."
         )
+        return Section("transforms", "Transform robustness", [Paragraph(text, muted=True)])
     columns = [
         *ctx.system_columns(),
         Column("transform", "transform", "label"),
