@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from audit.reportdata._context import ReportContext, proportion_columns
-from reports import Chart, Column, Paragraph, Section, Table
+from reports import Block, Chart, Column, Paragraph, Section, Table
 
 
 def budget_frame(ctx: ReportContext) -> pd.DataFrame:
@@ -35,28 +35,19 @@ def build(ctx: ReportContext) -> Section:
     table = Table("budget-table", columns, frame, csv="budget.csv", collapsed=True, markdown=True)
     if len(budgets) < 2:
         text = ", ".join(str(b) for b in budgets)
-        return Section(
-            "budget",
-            "Budget curve",
-            [Paragraph(f"One budget in this run ({text} B): no curve.", muted=True), table],
+        first: Block = Paragraph(f"One budget in this run ({text} B): no curve.", muted=True)
+    else:
+        first = Chart(
+            "budget-chart",
+            "curve",
+            frame,
+            {
+                "x": "budget",
+                "prefix": "joint_J",
+                "series": "series",
+                "x_title": "memory budget (bytes)",
+                "axis": "joint J, share of source pairs (95 % Wilson interval)",
+            },
+            caption="Joint J at identity against the memory budget.",
         )
-    return Section(
-        "budget",
-        "Budget curve",
-        [
-            Chart(
-                "budget-chart",
-                "curve",
-                frame,
-                {
-                    "x": "budget",
-                    "prefix": "joint_J",
-                    "series": "series",
-                    "x_title": "memory budget (bytes)",
-                    "axis": "joint J, share of source pairs (95 % Wilson interval)",
-                },
-                caption="Joint J at identity against the memory budget.",
-            ),
-            table,
-        ],
-    )
+    return Section("budget", "Budget curve", [first, table])

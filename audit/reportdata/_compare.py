@@ -571,24 +571,13 @@ def _p(p: float) -> str:
 def _gate_block(gate: Gate) -> Block:
     """The gate's answer, first on the page (``--fail-on-regression``)."""
     if gate.refusals:
-        return Alert(
-            "warn",
-            [Flag(f"Gate: refused (exit {gate.status}): the runs cannot be compared")],
-            "",
-            list(gate.refusals),
-        )
+        refused = f"Gate: refused (exit {gate.status}): the runs cannot be compared"
+        return Alert("warn", [Flag(refused)], "", list(gate.refusals))
     if gate.regressions:
-        return Alert(
-            "warn",
-            [Flag(f"Gate: failed (exit {gate.status})")],
-            gate.failed(),
-            list(gate.regressions),
-        )
-    return Alert(
-        "ok",
-        "Gate: passed",
-        f"No system of a later run ({gate.judged} compared) is {gate.rule}.",
-    )
+        failed = [Flag(f"Gate: failed (exit {gate.status})")]
+        return Alert("warn", failed, gate.failed(), list(gate.regressions))
+    passed = f"No system of a later run ({gate.judged} compared) is {gate.rule}."
+    return Alert("ok", "Gate: passed", passed)
 
 
 def _name(key: RunSystem) -> str:
@@ -692,14 +681,10 @@ class _Pairing:
                         if other[0] == label
                     ):
                         out += self._against_best(key, label, 1)
-        seen: set[frozenset[RunSystem]] = set()
-        unique = []
+        unique: dict[frozenset[RunSystem], Planned] = {}  # each two once, the first by group:
         for plan in sorted(out, key=lambda plan: plan.group):  # B's own against A's best,
-            two = frozenset((plan.against, plan.system))  # not A's best against B's again
-            if two not in seen:
-                seen.add(two)
-                unique.append(plan)
-        return unique
+            unique.setdefault(frozenset((plan.against, plan.system)), plan)  # not A's against B's
+        return list(unique.values())
 
     def _against_best(self, key: RunSystem, other: str, group: int) -> list[Planned]:
         """A system in one run only, against the other run's best strict condition at

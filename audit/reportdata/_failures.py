@@ -42,15 +42,14 @@ def failure_frame(ctx: ReportContext) -> pd.DataFrame:
     rows = []
     lenient = any(m.name == "joint_J_lenient" for m in ctx.scores.metrics)
     for system in ctx.scores.systems:
-        reader, condition, budget = system
         row: dict[str, Any] = {**ctx.system_keys(system), "label": ctx.label(system)}
         for outcome in OUTCOMES:
-            row[f"outcome_{outcome}"] = outcome_counts.get((reader, condition, budget, outcome), 0)
+            row[f"outcome_{outcome}"] = outcome_counts.get((*system, outcome), 0)
         if "wrong_answer" in identity:
             for name in WRONG_ANSWERS:
-                row[f"wrong_{name}"] = wrong_counts.get((reader, condition, budget, name), 0)
+                row[f"wrong_{name}"] = wrong_counts.get((*system, name), 0)
         for cause in ATTRIBUTIONS:
-            row[f"cause_{cause}"] = cause_counts.get((reader, condition, budget, cause), 0)
+            row[f"cause_{cause}"] = cause_counts.get((*system, cause), 0)
         cell = ctx.identity_cell(system)
         row.update(proportion_columns("joint_J", cell))
         if lenient:  # only where an LLM reader read: the exact reader has one score
@@ -62,16 +61,13 @@ def failure_frame(ctx: ReportContext) -> pd.DataFrame:
 def build(ctx: ReportContext) -> Section:
     frame = failure_frame(ctx)
     has_llm = ctx.run.has_llm
-    blocks: list[Any] = []
-    if not has_llm:
-        blocks.append(
-            Paragraph(
-                "No LLM reader in this run: every read is the exact reader's, so strict and "
-                "lenient scores are equal and no read is NA, a format failure or a misread."
-            )
-        )
-    blocks.append(Paragraph("Reads at identity. Causes of failed reads:", muted=True))
-    blocks.append(
+    exact_only = (
+        "No LLM reader in this run: every read is the exact reader's, so strict and "
+        "lenient scores are equal and no read is NA, a format failure or a misread."
+    )
+    blocks: list[Any] = [] if has_llm else [Paragraph(exact_only)]
+    blocks += [
+        Paragraph("Reads at identity. Causes of failed reads:", muted=True),
         Bullets(
             [
                 "evidence dropped: the memory is a record log and E_q on it gives a wrong "
@@ -91,15 +87,13 @@ def build(ctx: ReportContext) -> Section:
                 "refused; not scored.",
             ],
             muted=True,
-        )
-    )
-    blocks.append(
+        ),
         Paragraph(
             "The wrong: columns say what the answer of each wrong read is, whatever its "
             "cause (each column's help; docs/method.md, Wrong answers).",
             muted=True,
-        )
-    )
+        ),
+    ]
     outcome_columns = [
         Column(f"outcome_{o}", f"{o.replace('_', ' ')} (reads)", "integer", help=OUTCOMES[o])
         for o in OUTCOMES
@@ -119,14 +113,11 @@ def build(ctx: ReportContext) -> Section:
     columns = [
         *system_columns,
         Column("joint_J", "joint J strict (source pairs)", "proportion"),
-        *(
-            [Column("joint_J_lenient", "joint J lenient (source pairs)", "proportion")]
-            if has_llm
-            else []
-        ),
+        Column("joint_J_lenient", "joint J lenient (source pairs)", "proportion"),
         *outcome_columns,
         *cause_columns,
     ]
+    columns = [c for c in columns if has_llm or c.key != "joint_J_lenient"]
     # every column, the wrong: ones too, goes to taxonomy.csv; on the page what the wrong
     # answers are is a table of its own (one table of both is wider than a window)
     blocks.append(Table("taxonomy-table", columns, frame, csv="taxonomy.csv"))

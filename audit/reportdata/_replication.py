@@ -52,20 +52,10 @@ def build_replication(root: Path) -> Document:
                    "Fisher-Freeman-Halton (Monte Carlo, seeded) for more; a large p is no "
                    "evidence that they agree"),
         ]  # fmt: skip
-        sections.append(
-            Section(
-                f"replication-{metric.replace('_', '-')}",
-                f"{metric.replace('_', ' ')} per seed and pooled",
-                [
-                    Table(
-                        f"replication-{metric.replace('_', '-')}-table",
-                        columns,
-                        pd.DataFrame(rows),
-                        csv=f"replication_{metric}.csv",
-                    )
-                ],
-            )
-        )
+        slug, frame = metric.replace("_", "-"), pd.DataFrame(rows)
+        table = Table(f"replication-{slug}-table", columns, frame, csv=f"replication_{metric}.csv")
+        title = f"{metric.replace('_', ' ')} per seed and pooled"
+        sections.append(Section(f"replication-{slug}", title, [table]))
     return Document(
         title=f"memory audit replication: {root.resolve().name}",
         facts=Facts([("replication", [Code(str(root))]), ("generation seeds", ", ".join(seeds))]),
