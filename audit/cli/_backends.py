@@ -108,9 +108,7 @@ def check(
 
 
 def _cache_path(cache: Path | None, config: Path | None) -> Path:
-    if cache is not None:
-        return cache
-    return _config(config).resolved_cache_path()
+    return cache if cache is not None else _config(config).resolved_cache_path()
 
 
 def _open_cache(path: Path) -> ResponseCache:

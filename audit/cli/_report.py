@@ -124,8 +124,8 @@ def report_command(
     from reports import write_document
 
     started = time.perf_counter()
+    target = out or run_dir / REPORT_DIR
     if (run_dir / REPLICATION_FILE).exists() and not (run_dir / CONFIG_FILE).exists():
-        target = out or run_dir / REPORT_DIR
         write_document(build_replication(run_dir), target)
         typer.echo(f"wrote {target / 'replication.html'} and replication.md (a replication)")
         return
@@ -135,15 +135,13 @@ def report_command(
     )
     if reference is not None and reference not in set(run.results["condition"].astype(str)):
         fail(f"--reference: no condition {reference!r} in {run_dir}")
-    target = out or run_dir / REPORT_DIR
     warn_if_not_whole([run])
     said = len(run.integrity.damage)
     with writable_target(target):
         paths = write_document(build_report(run, options), target)
     for problem in run.integrity.damage[said:]:  # found while the report read memories
         echo_fitted(f"warning: {run.path}: {problem}", err=True)
-    pages = [p for p in paths if p.suffix == ".html"]
-    drill_down = len(pages) - 1
+    drill_down = sum(p.suffix == ".html" for p in paths) - 1
     if not drill_down:  # say why on stderr too, not only inside the HTML
         from audit.rundir import load_source_pairs
 

@@ -238,9 +238,9 @@ def run_audit(
     if out is not None and name is not None:
         fail("give --out or --name, not both")
     chosen = check_executor(executor, ray_address)
+    preset_name = preset or "cca-pilot"
     if transforms is None:
-        named = (preset or "cca-pilot") if pairs is None else None
-        transforms = PRESET_TRANSFORMS.get(named or "", DEFAULT_TRANSFORMS)
+        transforms = PRESET_TRANSFORMS.get(preset_name if pairs is None else "", DEFAULT_TRANSFORMS)
     transform_specs = parse_transforms(transforms, with_identity=True)
     budgets = parse_budgets(budget)
     specs = parse_conditions(conditions) if conditions is not None else default_conditions()
@@ -250,7 +250,6 @@ def run_audit(
     generation_seeds = parse_seeds(seeds) if seeds is not None else [None]
     if pairs is not None and seeds is not None:
         fail("--seeds generates a dataset per seed: give a --preset, not --pairs")
-    preset_name = preset or "cca-pilot"
     if pairs is None and preset_name not in PRESET_NAMES:
         fail(f"unknown preset {preset_name!r}; known: {', '.join(PRESET_NAMES)}")
     root = out or (named_run_dir(name) if name is not None else default_run_dir())
