@@ -501,14 +501,8 @@ def _draw_panel(drawing: Drawing, panel: _Panel, box: PanelBox) -> None:
             drawing.text(box.x0 - 2 * TICK, y(value), text, anchor="end")
         if panel.y_title:
             left = box.x0 - 2 * TICK - max(text_width(t) for _, t in panel.y_ticks) - TICK
-            middle = (box.y0 + box.y1) / 2
-            drawing.text(
-                left - (ASCENT + DESCENT) * SIZE / 2,
-                middle,
-                _label(panel.y_title),
-                anchor="middle",
-                vertical=True,
-            )
+            at, middle = left - (ASCENT + DESCENT) * SIZE / 2, (box.y0 + box.y1) / 2
+            drawing.text(at, middle, _label(panel.y_title), anchor="middle", vertical=True)
     below = box.y1 + (2 * TICK if panel.x_tick_marks else TICK)
     last = -math.inf
     for value, text in panel.x_ticks:
@@ -635,21 +629,15 @@ def _dots(chart: Chart) -> Drawing:
     panels = []
     for title, group in _facets(chart):
         position, rows = _rows(group[options["label"]])
-        records = _records(group)
+        placed = [(position[r[options["label"]]], r) for r in _records(group)]
 
-        def plot(
-            d: Drawing,
-            x: _Scale,
-            y: _Scale,
-            records: list[dict[str, Any]] = records,
-            position: dict[Any, int] = position,
-        ) -> None:
+        def plot(d: Drawing, x: _Scale, y: _Scale, placed: list[Any] = placed) -> None:
             for s, ((prefix, name), (marker, color, face)) in enumerate(
                 zip(series, looks, strict=True)
             ):
                 points = []
-                for r in records:
-                    at = y(position[r[options["label"]]] + (s - (len(series) - 1) / 2) * step)
+                for index, r in placed:
+                    at = y(index + (s - (len(series) - 1) / 2) * step)
                     rate, low, high = _proportion(r, prefix)
                     if math.isnan(rate):
                         points.append((math.nan, at))
@@ -683,19 +671,13 @@ def _forest(chart: Chart) -> Drawing:
     ticks = [t for t in _ticks(-bound, bound, 7) if abs(t[0]) <= bound]
     kinds: set[bool] = set()
     color = PALETTE[5]
+    roles = ("label", "value", "low", "high", "filled")
     panels = []
     for title, group in _facets(chart):
         position, rows = _rows(group[options["label"]])
         marks = [
             (position[label], _float(v), _float(lo), _float(hi), _format.truthy(f))
-            for label, v, lo, hi, f in zip(
-                group[options["label"]],
-                group[options["value"]],
-                group[options["low"]],
-                group[options["high"]],
-                group[options["filled"]],
-                strict=True,
-            )
+            for label, v, lo, hi, f in zip(*(group[options[k]] for k in roles), strict=True)
         ]
         kinds.update(f for _, v, _, _, f in marks if not math.isnan(v))
 
@@ -735,31 +717,21 @@ def _heatmap(chart: Chart) -> Drawing:
     names = [_label(c) for c in columns]
     vertical = max(text_width(n) for n in names) > cell - 0.06 * INCH
     facets = _facets(chart)
+    roles = ("row", "column", "value", "text")
     panels = []
     for f, (title, group) in enumerate(facets):
         labels = [str(v) for v in _order(group[options["row"]])]
         cells = [
             (labels.index(str(r)), columns.index(str(c)), _float(v), _cell_text(t))
-            for r, c, v, t in zip(
-                group[options["row"]],
-                group[options["column"]],
-                group[options["value"]],
-                group[options["text"]],
-                strict=True,
-            )
+            for r, c, v, t in zip(*(group[options[k]] for k in roles), strict=True)
         ]
 
         def plot(d: Drawing, x: _Scale, y: _Scale, cells: list[Any] = cells) -> None:
             for i, j, value, _ in cells:
                 if not math.isnan(value):
+                    left, top, right, bottom = x(j - 0.5), y(i - 0.5), x(j + 0.5), y(i + 0.5)
                     d.rect(
-                        x(j - 0.5),
-                        y(i - 0.5),
-                        x(j + 0.5) - x(j - 0.5),
-                        y(i + 0.5) - y(i - 0.5),
-                        _colour(value),
-                        "#ffffff",
-                        0.8 * PT,
+                        left, top, right - left, bottom - top, _colour(value), "#ffffff", 0.8 * PT
                     )
             for i, j, value, text in cells:
                 light = math.isnan(value) or value > 0.55
@@ -799,13 +771,8 @@ def _heatmap(chart: Chart) -> Drawing:
             d.text(x0 + width + 2 * TICK, at, label)
             widest = max(widest, text_width(label))
         axis = _label(options.get("axis", "share passing"))
-        d.text(
-            x0 + width + 3 * TICK + widest + (ASCENT + DESCENT) * SIZE / 2,
-            top + height / 2,
-            axis,
-            anchor="middle",
-            vertical=True,
-        )
+        at = x0 + width + 3 * TICK + widest + (ASCENT + DESCENT) * SIZE / 2
+        d.text(at, top + height / 2, axis, anchor="middle", vertical=True)
 
     return _compose(panels, axes_width=cell * len(columns), side=side)
 
@@ -874,14 +841,8 @@ def _stacked(chart: Chart) -> Drawing:
                 _bar(d, x(start), x(start + count), y(row - 0.4), y(row + 0.4), c)
             left = left + counts
 
-    panel = _Panel(
-        "",
-        0.3 * INCH * len(labels) + 0.1 * INCH,
-        _Scale(0.0, high),
-        _ticks(0.0, high, 8, integer=True),
-        plot,
-        rows=labels,
-    )
+    ticks, height = _ticks(0.0, high, 8, integer=True), 0.3 * INCH * len(labels) + 0.1 * INCH
+    panel = _Panel("", height, _Scale(0.0, high), ticks, plot, rows=labels)
     return _compose([panel], options.get("axis", "count"), _patches(n for _, n in parts))
 
 
