@@ -301,14 +301,9 @@ def _drill_views(block: DrillDown, stem: str) -> tuple[_DrillView, list[_DrillVi
     pages = paginate(block.pairs)
     names = [page_name(stem, n) for n in range(1, len(pages) + 1)]
     home = page_name(stem, 0)
-    systems = list(block.systems) or list(  # default: every label, in order of appearance
-        dict.fromkeys(
-            [
-                *(c["label"] for p in block.pairs for c in p.get("cells", [])),
-                *(s for p in block.pairs for s in p.get("passing", [])),
-            ]
-        )
-    )
+    labels = [c["label"] for p in block.pairs for c in p.get("cells", [])]
+    labels += [s for p in block.pairs for s in p.get("passing", [])]
+    systems = list(block.systems) or list(dict.fromkeys(labels))  # default: in order of appearance
     views, index, number = [], [], 0
     for page_number, pairs in enumerate(pages, start=1):
         numbered = []

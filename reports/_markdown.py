@@ -132,11 +132,9 @@ def line(value: Text) -> str:
 
 
 def _cell(kind: str, cell: _format.Cell) -> str:
-    parts = [cell.text, cell.detail, cell.extra]
-    shown = " ".join(md(p) for p in parts if p)
     if kind == "label" and cell.text:
         return f"**{md(cell.text)}**" + (f" {md(cell.extra)}" if cell.extra else "")
-    return shown
+    return " ".join(md(p) for p in (cell.text, cell.detail, cell.extra) if p)
 
 
 MAX_TABLE_ROWS = 40

@@ -22,10 +22,11 @@ _STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _CSV = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.csv")
 
 
-def _write_text(path: Path, text: str) -> None:
+def _write_text(path: Path, text: str) -> Path:
     temp = path.with_name(f".{path.name}.tmp")
     temp.write_text(text, encoding="utf-8")
     os.replace(temp, path)
+    return path
 
 
 def _integers_as_integers(frame: pd.DataFrame) -> pd.DataFrame:
@@ -63,17 +64,12 @@ def write_document(doc: Document, out: Path) -> list[Path]:
     pages = render_pages(doc)
     markdown = render_markdown(doc)
     out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for name, html in pages.items():
-        _write_text(out / name, html)
-        written.append(out / name)
+    written = [_write_text(out / name, html) for name, html in pages.items()]
     for path in stale_pages(out, doc.stem, list(pages)):
         path.unlink()
-    _write_text(out / f"{doc.stem}.md", markdown)
-    written.append(out / f"{doc.stem}.md")
-    for table in tables:
-        path = out / str(table.csv)  # every column, not only those shown; no escaping
+    written.append(_write_text(out / f"{doc.stem}.md", markdown))
+    for table in tables:  # every column, not only those shown; no escaping
         frame = _integers_as_integers(table.data)
-        _write_text(path, frame.to_csv(index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g"))
-        written.append(path)
+        text = frame.to_csv(index=False, quoting=csv.QUOTE_MINIMAL, float_format="%.6g")
+        written.append(_write_text(out / str(table.csv), text))
     return written

@@ -53,11 +53,8 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
                 _add(rows, "LLM backends: start (model, server)", {"seconds": start})
             if invocation.deterministic is not None:
                 stage = invocation.deterministic
-                _add(
-                    rows,
-                    "compress + exact read (deterministic jobs)",
-                    {"units": stage.jobs, "seconds": stage.seconds},
-                )
+                work = {"units": stage.jobs, "seconds": stage.seconds}
+                _add(rows, "compress + exact read (deterministic jobs)", work)
                 for condition, seconds in stage.conditions.items():  # (in the workers)
                     _add(rows, f"condition {condition}, in its jobs", {"seconds": seconds})
             if invocation.probe is not None:
@@ -80,14 +77,9 @@ def cost_frame(ctx: ReportContext) -> tuple[pd.DataFrame, list[str]]:
     df = run.results
     shas = df["memory_sha256"]
     distinct = df.loc[~shas.duplicated(), ["memory_sha256", "memory_bytes"]]  # two columns
-    _add(
-        rows,
-        "memories (from results)",
-        {
-            "distinct_memories": int(distinct["memory_sha256"].notna().sum()),
-            "memory_bytes": int(distinct["memory_bytes"].fillna(0).sum()),
-        },
-    )
+    memories = int(distinct["memory_sha256"].notna().sum())
+    stored = int(distinct["memory_bytes"].fillna(0).sum())
+    _add(rows, "memories (from results)", {"distinct_memories": memories, "memory_bytes": stored})
     wanted = ["reader", "reader_kind", "cache_hit", "tokens_prompt", "tokens_completion"]
     wanted = [c for c in [*wanted, "latency_s"] if c in df]  # not a copy of every column
     for reader, group in df[wanted].groupby("reader", observed=True):
