@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 
@@ -136,14 +136,14 @@ def _share(probe: Determinism) -> float:
 
 def environment() -> Environment:
     """Package versions, Python, machine and git commit (when available)."""
-    versions: dict[str, str | None] = {}
-    for name in ("memory-audit", "pydantic", "pandas", "rank-bm25", "typer"):
-        try:
+    versions: dict[str, str | None] = dict.fromkeys(
+        ("memory-audit", "pydantic", "pandas", "rank-bm25", "typer")
+    )
+    for name in versions:
+        with suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
     commit = None
-    try:
+    with suppress(OSError, subprocess.SubprocessError):
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
             cwd=Path(__file__).resolve().parent,
@@ -153,8 +153,6 @@ def environment() -> Environment:
             check=False,
         )
         commit = out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        pass
     return Environment(
         packages=versions,
         python=sys.version.split()[0],

@@ -181,13 +181,11 @@ def settled_job_keys(directory: Path, among: set[str]) -> set[str]:
     path = directory / STORE_FILE
     if not path.exists():
         return set()
-    db = connect_read_only(path)
-    try:
-        return set(job_keys(db, only=among)) - retry_keys(db)
-    except sqlite3.OperationalError:  # created, killed before its schema was written
-        return set()
-    finally:
-        db.close()
+    with closing(connect_read_only(path)) as db:
+        try:
+            return set(job_keys(db, only=among)) - retry_keys(db)
+        except sqlite3.OperationalError:  # created, killed before its schema was written
+            return set()
 
 
 def _file_problem(path: Path, manifest: RunManifest) -> str | None:

@@ -115,14 +115,10 @@ def _alive(pid: int) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, and belongs to someone else
-    except (OverflowError, ValueError):
-        return False  # past any pid the system can give
+    except (ProcessLookupError, OverflowError, ValueError):
+        return False  # gone, or past any pid the system can give
     except OSError:
-        return True  # cannot tell: keep its file
+        return True  # someone else's (PermissionError), or cannot tell: keep its file
     return True
 
 

@@ -15,7 +15,7 @@ import json
 import sqlite3
 import zlib
 from collections.abc import Iterable
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,14 +279,11 @@ def load_run(run_dir: Path, label: str | None = None) -> RunData:
         notes.append(f"{error}; ignored")
     last = None
     if (run_dir / STORE_FILE).exists():
-        try:
-            with closing(connect_read_only(run_dir / STORE_FILE)) as db:
-                # (a time that is not a number is no time: ``damaged_jobs`` reads the rest)
-                (last,) = db.execute(
-                    "SELECT MAX(finished) FROM jobs WHERE typeof(finished) IN ('real', 'integer')"
-                ).fetchone()
-        except sqlite3.Error:
-            last = None
+        with suppress(sqlite3.Error), closing(connect_read_only(run_dir / STORE_FILE)) as db:
+            # (a time that is not a number is no time: ``damaged_jobs`` reads the rest)
+            (last,) = db.execute(
+                "SELECT MAX(finished) FROM jobs WHERE typeof(finished) IN ('real', 'integer')"
+            ).fetchone()
     return RunData(
         path=run_dir,
         label=label or run_dir.resolve().name,
@@ -341,18 +338,13 @@ class MemoryStore:
     def __init__(self, run_dir: Path) -> None:
         path = run_dir / STORE_FILE
         self._db: sqlite3.Connection | None = None
-        if path.exists():
-            try:
-                self._db = connect_read_only(path)
-            except sqlite3.Error:  # not a store: the report says so (``read_checked``)
-                self._db = None
         self._blocks: MemoryBlocks | None = None
-        if self._db is not None:
-            try:
+        if path.exists():
+            # not a store: the report says so (``read_checked``)
+            with suppress(sqlite3.Error):
+                self._db = connect_read_only(path)
                 if (store_format(self._db) or 0) >= 4:  # blocks since format 4
                     self._blocks = MemoryBlocks(self._db)
-            except sqlite3.Error:
-                self._blocks = None
         self._cache: dict[str, str | None] = {}
 
     def get(self, sha: str | None) -> str | None:
@@ -367,11 +359,10 @@ class MemoryStore:
         shas = list(shas)
         wanted = [s for s in dict.fromkeys(shas) if s and s not in self._cache]
         if self._db is not None and wanted:
-            try:
+            # a damaged store: its memories are left out (the report says why)
+            with suppress(sqlite3.Error, pa.ArrowException, zlib.error, ValueError):
                 if self._blocks is not None:  # a store before format 4 is not read
                     self._cache.update(self._blocks.many(wanted))
-            except (sqlite3.Error, pa.ArrowException, zlib.error, ValueError):
-                pass  # a damaged store: its memories are left out (the report says why)
         return {s: t for s in shas if (t := self._cache.get(s)) is not None}
 
     def damaged(self) -> dict[str, str]:

@@ -73,17 +73,13 @@ def preset_source(
     ``NaturalSourceError`` names a natural pack that fails to load."""
     if name in NATURAL_PRESETS and pairs_per_family is not None:
         raise ValueError(f"{name} is a natural preset: its pairs per family are its packs'")
+    given = {"seed": seed, "pairs_per_family": pairs_per_family}
+    update = {field: value for field, value in given.items() if value is not None}
     if name in NATURAL_PRESETS:
-        natural = NATURAL_PRESETS[name]
-        if seed is not None:
-            natural = natural.model_copy(update={"seed": seed})
+        natural = NATURAL_PRESETS[name].model_copy(update=update)
         source: dict[str, Any] = {"preset": name, "natural": natural.model_dump(mode="json")}
     else:
-        generation = PRESETS[name]
-        if seed is not None:
-            generation = generation.model_copy(update={"seed": seed})
-        if pairs_per_family is not None:
-            generation = generation.model_copy(update={"pairs_per_family": pairs_per_family})
+        generation = PRESETS[name].model_copy(update=update)
         source = {"preset": name, "generation": generation.model_dump(mode="json")}
     return source, *rebuild_pairs(source, Path())
 

@@ -10,7 +10,6 @@ Every file is written whole.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -33,9 +32,9 @@ from audit.rundir._layout import (
     SUMMARY_FILE,
     atomic_path,
     newer_format,
-    open_regular,
     write_atomically,
 )
+from audit.rundir._manifest import file_record, read_manifest
 from audit.rundir._store import (
     OLDEST_READ,
     HeldJob,
@@ -100,7 +99,7 @@ def write_parquet(
                 _write_group(writer, gathered)
         finally:
             writer.close()
-        sha = _sha256(temp)
+        sha = file_record(temp).sha256
         vouch(sha)
     return sha
 
@@ -246,18 +245,10 @@ def write_summary(out: Path, summary: Mapping[str, Any]) -> None:
     write_atomically(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open_regular(path) as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def vouched_file(path: Path, vouched: Collection[str]) -> Path | None:
     """``path`` (a results.parquet) when its sha256 is one the store vouches for."""
     try:
-        return path if vouched and _sha256(path) in vouched else None
+        return path if vouched and file_record(path).sha256 in vouched else None
     except OSError:
         return None
 
@@ -285,8 +276,6 @@ def export_csv(run_dir: Path, target: Path | None = None) -> tuple[Path, int]:
     """results.csv (or ``target``) from the run's results.parquet and store: the planned
     jobs in plan order, each memory named by its sha256; returns the path and the rows.
     ``RunDataError`` when the run has no rows to export."""
-    from audit.rundir._manifest import read_manifest
-
     target = target or run_dir / RESULTS_CSV
     try:
         db = connect_read_only(run_dir / STORE_FILE)

@@ -19,7 +19,6 @@ import io
 import json
 import os
 import sqlite3
-import stat
 import time
 import zlib
 from collections import Counter
@@ -45,7 +44,7 @@ from audit.rundir._columns import (
     stored_table,
 )
 from audit.rundir._errors import JobLog
-from audit.rundir._layout import RUN_FORMAT, STORE_FILE, newer_format, not_regular
+from audit.rundir._layout import RUN_FORMAT, STORE_FILE, check_regular, newer_format
 
 STORE_FORMAT = RUN_FORMAT
 """The run directory's format (``_layout.RUN_FORMAT``) as the store records it; a store
@@ -200,13 +199,11 @@ def _regular_store(path: Path) -> None:
     """``sqlite3.OperationalError`` unless ``path`` is a regular file: SQLite would fail
     on a directory with a bare "unable to open", and wait forever on a FIFO."""
     try:
-        mode = os.stat(path).st_mode
+        check_regular(path)
     except FileNotFoundError:
         return  # SQLite says so itself (read-only: "unable to open")
-    except OSError as error:
+    except OSError as error:  # ``NotRegularFileError`` included
         raise sqlite3.OperationalError(error.strerror or str(error)) from None
-    if not stat.S_ISREG(mode):
-        raise sqlite3.OperationalError(not_regular(path, mode).strerror)
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
@@ -724,9 +721,7 @@ class RunStore:
         naming the store and the way out."""
         try:
             yield
-        except sqlite3.Error as error:
-            raise store_error(self.path, error, "read") from None
-        except pa.ArrowException as error:
+        except (sqlite3.Error, pa.ArrowException) as error:
             raise store_error(self.path, error, "read") from None
 
     @contextlib.contextmanager
