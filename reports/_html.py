@@ -159,12 +159,9 @@ def _size(pair: dict[str, Any]) -> int:
         for branches in cell["memories"].values():
             for memory in branches.values():
                 sha = memory.get("sha")
-                if sha and sha in seen:
-                    total += 200
-                    continue
+                total += 200 if sha and sha in seen else _lines_size(memory.get("lines"))
                 if sha:
                     seen.add(sha)
-                total += _lines_size(memory.get("lines"))
         for read in cell["reads"]:
             total += 400 + sum(
                 min(len(read.get(k) or ""), LINE_CLIP) for k in ("answer", "raw_answer", "gold")

@@ -224,16 +224,14 @@ def build(ctx: ReportContext) -> Section:
                 Strong(str(firsts[0])),
                 ". Second: the condition compared with it.",
             ]
-        blocks.append(
-            Table("comparisons-table", columns, frame, csv="comparisons.csv", caption=caption)
-        )
-        blocks.append(
+        blocks += [
+            Table("comparisons-table", columns, frame, csv="comparisons.csv", caption=caption),
             forest_chart(
                 frame,
                 "facet" if frame["facet"].nunique() > 1 else None,
                 "difference in joint J pass rate (second minus first), source pairs",
                 "Difference in joint J pass rate on shared source pairs with 95 % Newcombe "
                 "intervals; filled markers: Holm-corrected exact McNemar p < 0.05.",
-            )
-        )
+            ),
+        ]
     return Section("comparisons", "How sure: paired comparisons on the same pairs", blocks)

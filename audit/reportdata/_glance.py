@@ -139,11 +139,10 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
         ]
         if len(warning.inversions) > 12:
             items.append(f"... and {len(warning.inversions) - 12} more (ranking.csv)")
-        where = ctx.where(warning.reader, warning.budget)
         noise = warning.within_noise
-        text = warning.text()  # the console's text too
+        where = f"{ctx.where(warning.reader, warning.budget)}{', within noise' if noise else ''}"
         body: list[Any] = [
-            sentence(text),
+            sentence(warning.text()),  # the console's text too
             " (Strict conditions only: archives and probes are not choices.)",
         ]
         title = (
@@ -152,23 +151,12 @@ def _selection_alerts(ctx: ReportContext) -> list[Block]:
             else "Current and reveal accuracy pick the same best condition, but rank others "
             "in opposite orders"
         )
-        blocks.append(
-            Alert(
-                "info" if noise else "warn",
-                f"{title} ({where}{', within noise' if noise else ''})",
-                body,
-                items,
-            )
-        )
-    if not blocks:
-        blocks.append(
-            Alert(
-                "ok",
-                "Current accuracy and reveal accuracy pick the same best strict "
-                "condition(s) at every budget.",
-            )
-        )
-    return blocks
+        blocks.append(Alert("info" if noise else "warn", f"{title} ({where})", body, items))
+    agree = (
+        "Current accuracy and reveal accuracy pick the same best strict condition(s) at every "
+        "budget."
+    )
+    return blocks or [Alert("ok", agree)]
 
 
 def _noise_note(inversion: Inversion) -> str:
