@@ -172,10 +172,7 @@ def _generate_natural(
     source: str, file: Path | None, out: Path, seed: int, chunk_size: int, force: bool
 ) -> None:
     """``--source``: a pack's verified pairs, and a manifest that counts every skip."""
-    try:
-        dataset = derive(source, file, seed, chunk_size)
-    except NaturalSourceError as error:
-        fail(str(error))
+    dataset = derive(source, file, seed, chunk_size)  # NaturalSourceError: one line
     body, manifest = manifest_bytes(dataset, seed, chunk_size)
     if not dataset.pairs:
         where = file if file is not None else source

@@ -28,13 +28,10 @@ def new_compressor(
     ],
 ) -> None:
     """Scaffold an installable compressor plugin: package, entry point, test, README."""
-    from audit.errors import PluginScaffoldError
     from audit.plugins import scaffold_plugin
 
     try:
-        written = scaffold_plugin(name, out)
-    except PluginScaffoldError as error:
-        fail(str(error))
+        written = scaffold_plugin(name, out)  # PluginScaffoldError: one line
     except OSError as error:
         fail(f"cannot write {out}: {error}", code=1)
     for path in written:
