@@ -24,6 +24,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -523,7 +524,7 @@ class ResponseCache:
         )
         if key_prefix:
             rows = self._db.execute(
-                select + "WHERE m.key >= ? AND m.key < ? ORDER BY m.id DESC",
+                select + "WHERE m.key >= ? AND m.key < ? ORDER BY m.id DESC LIMIT 1",
                 (key_prefix, key_prefix + "g"),
             ).fetchall()
             if not rows:
@@ -531,10 +532,7 @@ class ResponseCache:
                     "SELECT key FROM responses WHERE key >= ? AND key < ?",
                     (key_prefix, key_prefix + "g"),
                 ).fetchone()
-                if hit is not None:
-                    return [Explanation(key=hit[0], status="cached")]
-                return []
-            rows = rows[:1]
+                return [Explanation(key=hit[0], status="cached")] if hit is not None else []
         else:
             rows = self._db.execute(select + "ORDER BY m.id DESC LIMIT ?", (last,)).fetchall()
         return [self._explain_one(*row) for row in rows]
@@ -565,14 +563,11 @@ class ResponseCache:
                 "ORDER BY last_used DESC LIMIT 200",
                 (key, created, *value),
             ).fetchall()
-            best: tuple[tuple[float, float], str, list[str]] | None = None
-            for other_key, other_request in candidates:
-                differences, score = _compare(mine, _decode(other_request))
-                if best is None or score > best[0]:
-                    best = (score, other_key, differences)
-            if best is not None:
+            compared = [(_compare(mine, _decode(other)), k) for k, other in candidates]
+            if compared:  # the first of the closest
+                (differences, _), nearest = max(compared, key=lambda c: c[0][1])
                 return Explanation(
-                    key=key, status="nearest", nearest_key=best[1], differences=tuple(best[2])
+                    key=key, status="nearest", nearest_key=nearest, differences=tuple(differences)
                 )
         return Explanation(key=key, status="new")
 
@@ -640,9 +635,7 @@ def _compare(
 def _compare_messages(mine: list[Any], other: list[Any]) -> tuple[list[str], float]:
     lines: list[str] = []
     same = 0
-    for index in range(max(len(mine), len(other))):
-        a = mine[index] if index < len(mine) else None
-        b = other[index] if index < len(other) else None
+    for index, (a, b) in enumerate(zip_longest(mine, other)):
         if a == b:
             same += 1
             continue

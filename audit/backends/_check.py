@@ -7,6 +7,7 @@ else, so a server that ignores the schema is caught (docs/backends.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Mapping
@@ -126,10 +127,8 @@ async def _check_endpoint(
     finish = choice.finish_reason
     parsed: object = None
     if isinstance(content, str):
-        try:
+        with contextlib.suppress(ValueError):
             parsed = json.loads(content)
-        except ValueError:
-            parsed = None
     expected = json.dumps(PROBE_EXPECTED)
     if mode == "none":
         ok, said = True, "structured_output = 'none': not sent (skipped)"
