@@ -39,8 +39,9 @@ def _roles(ctx: ReportContext) -> dict[tuple[str, str, int], str]:
     for group in groups.values():
         for kind, role in ROLES.items():
             best = best_of(group, kind)
-            roles.update({(v.reader, v.condition, v.budget): role if v in best else kind
-                          for v in group if v.kind == kind})  # fmt: skip
+            for v in group:
+                if v.kind == kind:
+                    roles[(v.reader, v.condition, v.budget)] = role if v in best else kind
     return roles
 
 
